@@ -1,0 +1,54 @@
+"""Where a blob's shards live: the JSON-serialisable record the catalog keeps for a read.
+
+    {"v": 1, "layout": "ec" | "replica", "k": 4, "m": 2, "block_size": 1048576,
+     "shards": ["hot-n1-d2", "hot-n3-d1", ...],   # shard index -> domain id (null: never placed)
+     "missing": [5]}                               # indexes not written; heal recreates them
+
+A replica layout is stored as k=1 (one data shard) with m extra copies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+FORMAT_VERSION = 1
+
+
+@dataclass
+class Location:
+    layout: str
+    k: int
+    m: int
+    block_size: int
+    shards: list[str | None]
+    missing: set[int] = field(default_factory=set)
+
+    @property
+    def width(self) -> int:
+        return self.k + self.m
+
+    def present(self) -> list[tuple[int, str]]:
+        """(shard index, domain id) of every shard that should exist."""
+        return [(i, d) for i, d in enumerate(self.shards) if d is not None and i not in self.missing]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "v": FORMAT_VERSION,
+            "layout": self.layout,
+            "k": self.k,
+            "m": self.m,
+            "block_size": self.block_size,
+            "shards": list(self.shards),
+            "missing": sorted(self.missing),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Location:
+        if raw.get("v") != FORMAT_VERSION or raw.get("layout") not in ("ec", "replica"):
+            raise ValueError(f"unsupported erasure location: {raw!r}")
+        loc = cls(raw["layout"], int(raw["k"]), int(raw["m"]), int(raw["block_size"]),
+                  list(raw["shards"]), {int(i) for i in raw.get("missing", ())})
+        if len(loc.shards) != loc.width:
+            raise ValueError("erasure location: shard list does not match k+m")
+        return loc

@@ -1,0 +1,66 @@
+"""Weighted rendezvous (highest-random-weight) placement of a blob's shards on failure domains.
+
+Each candidate gets score = -weight / ln(u), u = hash(data id, candidate) mapped into (0, 1); the
+highest scores win. This is the "logarithmic method" of weighted HRW: a candidate wins with
+probability proportional to its weight, and adding one candidate moves only the placements it
+now wins (its share) — no table, no coordination, deterministic for a data id.
+
+Placement first ranks the groups at the spreading level (drives, nodes, racks, ...), then picks one
+online drive inside each chosen group, so the shards land in distinct groups. It decides only
+where *new* shards go: the catalog records actual locations, so reads never depend on it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+
+import xxhash
+
+from erasure.topology import Domain, Topology
+
+_TWO64 = float(1 << 64)
+
+
+def hrw_score(key: str, candidate: str, weight: float) -> float:
+    if weight <= 0:
+        return 0.0
+    h = xxhash.xxh3_64_intdigest(f"{key}\0{candidate}".encode())
+    u = (h + 0.5) / _TWO64  # strictly inside (0, 1)
+    return -weight / math.log(u)
+
+
+def rank(key: str, candidates: Sequence[tuple[str, float]]) -> list[str]:
+    """Candidate ids (with weights) ordered best first for `key`."""
+    scored = sorted(((hrw_score(key, cid, w), cid) for cid, w in candidates), reverse=True)
+    return [cid for score, cid in scored if score > 0]
+
+
+def place(
+    data_id: str,
+    topology: Topology,
+    level: str,
+    count: int,
+    *,
+    exclude_groups: Collection[str] = (),
+    online_only: bool = True,
+) -> list[Domain]:
+    """Up to `count` drives in distinct `level` groups for `data_id`, best first.
+
+    Group scores use the group's full capacity weight (offline members included), so a drive
+    failing does not reshuffle which groups the other blobs prefer.
+    """
+    groups = topology.groups(level)
+    chosen: list[Domain] = []
+    for group_id in rank(data_id, [(g, sum(d.weight for d in ds)) for g, ds in groups.items()]):
+        if group_id in exclude_groups:
+            continue
+        members = {d.id: d for d in groups[group_id] if d.online or not online_only}
+        if not members:
+            continue
+        best = rank(f"{data_id}\0{group_id}", [(d.id, d.weight) for d in members.values()])
+        if best:
+            chosen.append(members[best[0]])
+        if len(chosen) == count:
+            break
+    return chosen

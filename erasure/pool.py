@@ -1,0 +1,191 @@
+"""ErasurePool: one tier's erasure-coded set over its failure domains — the package's public API.
+
+Layouts (recorded per blob in its location):
+- "ec": blobs of at least `small_object_threshold` bytes are striped k+m (zfec, systematic).
+- "replica": smaller blobs are stored as m+1 whole copies on distinct domains. Same promise —
+  survives the loss of any m domains — but m+1 files instead of k+m, and no block smaller than a
+  filesystem page per shard. Past the threshold the (k+m)/k space overhead wins.
+
+Write quorum: by default k+1 shards (copies: 2) must be durable for a write to succeed — Ceph's
+EC `min_size` rule. A write accepted at quorum can lose one more domain before heal restores full
+width and still be read; accepting bare k would make the next failure lose acknowledged data.
+So writes tolerate m-1 unavailable domains, reads tolerate m.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+from dataclasses import dataclass
+from typing import Any
+
+from erasure.errors import DataLost, DataNotFound, DomainOffline
+from erasure.heal import HealResult, heal
+from erasure.location import Location
+from erasure.reader import PoolReader
+from erasure.shard_store import ShardStore
+from erasure.topology import LEVELS, Topology
+from erasure.writer import PoolWriter
+
+DEFAULT_BLOCK_SIZE = 1 << 20
+DEFAULT_SMALL_OBJECT_THRESHOLD = 64 << 10
+
+
+@dataclass(frozen=True)
+class HealRequest:
+    """A blob a reader found degraded; whoever drains `ErasurePool.heal_requests` calls `heal`."""
+
+    data_id: str
+    location: dict[str, Any]
+    size: int
+    reason: str
+
+
+class ErasurePool:
+    def __init__(
+        self,
+        name: str,
+        topology: Topology,
+        k: int,
+        m: int,
+        spread_level: str = "drive",
+        block_size: int = DEFAULT_BLOCK_SIZE,
+        write_quorum: int | None = None,
+        small_object_threshold: int = DEFAULT_SMALL_OBJECT_THRESHOLD,
+        heal_queue_size: int = 1024,
+    ) -> None:
+        if k < 1 or m < 0 or k + m > 256:
+            raise ValueError(f"pool {name}: need k >= 1, m >= 0, k+m <= 256")
+        if spread_level not in LEVELS:
+            raise ValueError(f"pool {name}: unknown spread level {spread_level!r}")
+        groups = len(topology.groups(spread_level))
+        if groups < k + m:
+            raise ValueError(f"pool {name}: {k}+{m} needs {k + m} distinct {spread_level}s, topology has {groups}")
+        quorum = k + min(m, 1) if write_quorum is None else write_quorum
+        if not k <= quorum <= k + m:
+            raise ValueError(f"pool {name}: write quorum must be between k={k} and k+m={k + m}")
+        if not 0 <= small_object_threshold <= k * block_size:
+            raise ValueError(f"pool {name}: small_object_threshold must be within one stripe ({k * block_size})")
+        self.name, self.topology, self.k, self.m = name, topology, k, m
+        self.spread_level, self.block_size = spread_level, block_size
+        self.write_quorum = quorum
+        self.small_object_threshold = small_object_threshold
+        # Degraded reads enqueue here; when full, requests are dropped (a scrub finds them later).
+        self.heal_requests: asyncio.Queue[HealRequest] = asyncio.Queue(heal_queue_size)
+        self._stores: dict[str, ShardStore] = {}
+
+    # -- plumbing shared by writer, reader and heal -----------------------------------------
+
+    def store(self, domain_id: str) -> ShardStore | None:
+        store = self._stores.get(domain_id)
+        if store is None:
+            domain = self.topology.get(domain_id)
+            if domain is None:
+                return None
+            store = self._stores[domain_id] = ShardStore(domain)
+        return store
+
+    def write_quorum_for(self, layout: str) -> int:
+        """Shards that must be durable; the replica layout keeps the same number of spare failures."""
+        return self.write_quorum if layout == "ec" else self.write_quorum - self.k + 1
+
+    def request_heal(self, data_id: str, location: dict[str, Any], size: int, reason: str) -> None:
+        with contextlib.suppress(asyncio.QueueFull):
+            self.heal_requests.put_nowait(HealRequest(data_id, location, size, reason))
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def start(self, tmp_max_age: float = 3600.0) -> None:
+        """Sweep abandoned temporary files and count shards on every online domain."""
+        await asyncio.gather(*(asyncio.to_thread(self._start_domain, d.id, tmp_max_age) for d in self.topology))
+
+    def _start_domain(self, domain_id: str, tmp_max_age: float) -> None:
+        store = self.store(domain_id)
+        assert store is not None
+        with contextlib.suppress(DomainOffline, OSError):
+            store.sweep_tmp(tmp_max_age)
+            store.scan()
+
+    async def sweep(self, max_age: float = 3600.0) -> int:
+        """Remove temporary files older than `max_age` seconds; returns how many."""
+        counts = await asyncio.gather(
+            *(asyncio.to_thread(self.store(d.id).sweep_tmp, max_age) for d in self.topology if d.online),  # type: ignore[union-attr]
+            return_exceptions=True,
+        )
+        return sum(c for c in counts if isinstance(c, int))
+
+    async def close(self) -> None:
+        """Nothing runs in the background yet; present so owners can treat every pool alike."""
+
+    # -- blobs ------------------------------------------------------------------------------
+
+    async def create_writer(self, data_id: str, size_hint: int | None = None) -> PoolWriter:
+        return PoolWriter(self, data_id, size_hint)
+
+    async def open_reader(self, data_id: str, location: dict[str, Any], size: int) -> PoolReader:
+        return await PoolReader.open(self, data_id, Location.from_dict(location), size)
+
+    async def delete(self, data_id: str, location: dict[str, Any]) -> None:
+        """Remove every shard on reachable domains. Shards on offline domains stay behind as orphans."""
+        loc = Location.from_dict(location)
+        stores = [(i, self.store(d)) for i, d in enumerate(loc.shards) if d is not None]
+        await asyncio.gather(
+            *(asyncio.to_thread(s.remove, data_id, i) for i, s in stores if s is not None),
+            return_exceptions=True,
+        )
+
+    async def exists(self, data_id: str, location: dict[str, Any]) -> bool:
+        """True while at least k shard files are reachable (the blob can be opened)."""
+        loc = Location.from_dict(location)
+        stores = [(i, self.store(d)) for i, d in loc.present()]
+        found = await asyncio.gather(
+            *(asyncio.to_thread(s.has, data_id, i) for i, s in stores if s is not None),
+            return_exceptions=True,
+        )
+        return sum(1 for f in found if f is True) >= loc.k
+
+    async def heal(self, data_id: str, location: dict[str, Any], size: int) -> HealResult:
+        return await heal(self, data_id, location, size, repair=True)
+
+    async def verify(self, data_id: str, location: dict[str, Any], size: int) -> HealResult:
+        """Like heal, but only reports (a scrubber's read-only pass)."""
+        return await heal(self, data_id, location, size, repair=False)
+
+    async def read_all(self, data_id: str, location: dict[str, Any], size: int) -> bytes:
+        """Convenience for tests and small blobs: the whole blob in memory."""
+        reader = await self.open_reader(data_id, location, size)
+        try:
+            return b"".join([chunk async for chunk in reader.stream(0, size)])
+        finally:
+            await reader.close()
+
+    # -- status -----------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """Per-domain state and usage. Cheap: counters plus one statvfs per online domain."""
+        domains = []
+        for domain in self.topology:
+            store = self.store(domain.id)
+            assert store is not None
+            entry: dict[str, Any] = {
+                "id": domain.id, "path": str(domain.path), "state": domain.state.value,
+                "node": domain.node, "rack": domain.rack, "zone": domain.zone, "weight": domain.weight,
+                "shards": store.shard_count, "used_bytes": store.shard_bytes,
+                "free_bytes": None, "total_bytes": None,
+            }
+            if domain.online:
+                with contextlib.suppress(OSError):
+                    usage = shutil.disk_usage(domain.path)
+                    entry["free_bytes"], entry["total_bytes"] = usage.free, usage.total
+            domains.append(entry)
+        return {
+            "name": self.name, "k": self.k, "m": self.m, "spread_level": self.spread_level,
+            "block_size": self.block_size, "write_quorum": self.write_quorum,
+            "small_object_threshold": self.small_object_threshold,
+            "online": sum(1 for d in self.topology if d.online), "domains": domains,
+            "heal_queue": self.heal_requests.qsize(),
+        }
+
+
+__all__ = ["DataLost", "DataNotFound", "ErasurePool", "HealRequest", "HealResult"]

@@ -1,0 +1,156 @@
+"""Ranged, streaming reads with on-the-fly reconstruction.
+
+Opening a blob opens every reachable shard file at once, which pins it: a delete or heal that
+races with the read unlinks or replaces names, never the open files. A range reads only the data
+blocks that cover it (no decoding on the healthy path). When a domain is down, a file is gone or a
+block fails its checksum, the reader fetches further blocks until it holds k, decodes in a worker
+thread, keeps streaming, and asks the pool to heal the blob. With fewer than k good blocks in a
+stripe it raises DataLost — it never yields bytes it could not verify.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from erasure.codec import Codec, codec_for, rebuild_blocks
+from erasure.errors import CorruptShard, DataLost, DataNotFound, DomainOffline, ErasureError
+from erasure.location import Location
+from erasure.shard_store import ShardFileReader
+from erasure.stripe import StripeLayout, StripeSlice
+
+if TYPE_CHECKING:
+    from erasure.pool import ErasurePool
+
+# Why a shard is not readable; "offline" and "unplaced" do not prove the blob was deleted.
+OFFLINE, MISSING, CORRUPT, UNPLACED = "offline", "missing", "corrupt", "unplaced"
+
+
+async def open_shards(
+    pool: ErasurePool, data_id: str, loc: Location, size: int
+) -> tuple[dict[int, ShardFileReader], dict[int, str]]:
+    """Open every shard of a blob that can be opened: (index → open file, index → why not)."""
+    problems: dict[int, str] = {}
+    tries: list[tuple[int, str]] = []
+    for i, domain_id in enumerate(loc.shards):
+        store = pool.store(domain_id) if domain_id else None
+        if i in loc.missing or domain_id is None:
+            problems[i] = UNPLACED
+        elif store is None or not store.domain.online:
+            problems[i] = OFFLINE
+        else:
+            tries.append((i, domain_id))
+    results = await asyncio.gather(
+        *(asyncio.to_thread(pool.store(d).open, data_id, i) for i, d in tries),  # type: ignore[union-attr]
+        return_exceptions=True,
+    )
+    files: dict[int, ShardFileReader] = {}
+    for (i, _), result in zip(tries, results, strict=True):
+        if isinstance(result, ShardFileReader):
+            h = result.header
+            if (h.k, h.m, h.block_size, h.size) == (loc.k, loc.m, loc.block_size, size):
+                files[i] = result
+                continue
+            result.close()
+            problems[i] = CORRUPT
+        elif isinstance(result, FileNotFoundError):
+            problems[i] = MISSING
+        elif isinstance(result, CorruptShard):
+            problems[i] = CORRUPT
+        elif isinstance(result, DomainOffline | OSError):
+            problems[i] = OFFLINE
+        else:
+            raise result
+    return files, problems
+
+
+class PoolReader:
+    """An opened blob. `stream(start, end)` yields its bytes; `close()` releases the files."""
+
+    def __init__(
+        self, pool: ErasurePool, data_id: str, loc: Location, size: int,
+        files: dict[int, ShardFileReader], problems: dict[int, str],
+    ) -> None:
+        self._pool, self.data_id, self._loc, self.size = pool, data_id, loc, size
+        self._files = files
+        self._geo = StripeLayout(size, loc.k, loc.block_size)
+        self._codec: Codec = codec_for(loc.k, loc.m)
+        self._heal_requested = False
+        if problems:
+            self._request_heal(f"shards unavailable at open: {sorted(problems)}")
+
+    @classmethod
+    async def open(cls, pool: ErasurePool, data_id: str, loc: Location, size: int) -> PoolReader:
+        files, problems = await open_shards(pool, data_id, loc, size)
+        if len(files) < loc.k:
+            await asyncio.gather(*(asyncio.to_thread(f.close) for f in files.values()))
+            if not files and all(p == MISSING for i, p in problems.items() if i not in loc.missing):
+                raise DataNotFound(f"no shard of {data_id} exists")
+            raise DataLost(data_id, f"only {len(files)} of {loc.width} shards reachable, need {loc.k}")
+        return cls(pool, data_id, loc, size, files, problems)
+
+    async def stream(self, start: int, end: int) -> AsyncIterator[bytes]:
+        plan = self._geo.locate(start, end)
+        # Read one stripe ahead so disk latency overlaps the consumer's sending.
+        ahead: asyncio.Task[dict[int, bytes]] | None = None
+        try:
+            for n, piece in enumerate(plan):
+                current = ahead or asyncio.ensure_future(self._stripe_blocks(piece))
+                ahead = asyncio.ensure_future(self._stripe_blocks(plan[n + 1])) if n + 1 < len(plan) else None
+                blocks = await current
+                for part in piece.blocks:
+                    block = blocks[part.shard]
+                    whole = part.start == 0 and part.end == len(block)
+                    yield block if whole else block[part.start : part.end]
+        finally:
+            if ahead is not None:
+                ahead.cancel()
+                with contextlib.suppress(BaseException):
+                    await ahead
+
+    async def close(self) -> None:
+        files, self._files = list(self._files.values()), {}
+        await asyncio.gather(*(asyncio.to_thread(f.close) for f in files))
+
+    # -- one stripe -------------------------------------------------------------------------
+
+    async def _stripe_blocks(self, piece: StripeSlice) -> dict[int, bytes]:
+        """The data blocks `piece` needs, read directly or rebuilt from any k good blocks."""
+        needed = [b.shard for b in piece.blocks]
+        good: dict[int, bytes] = {}
+        await self._read_into(good, needed, piece.stripe)
+        if all(i in good for i in needed):
+            return good
+        self._request_heal(f"degraded read of stripe {piece.stripe}")
+        spare = [i for i in range(self._loc.width) if i not in needed]
+        while len(good) < self._loc.k:
+            batch = [i for i in spare if i in self._files][: self._loc.k - len(good)]
+            if not batch:
+                raise DataLost(self.data_id, f"only {len(good)} good blocks, need {self._loc.k}", piece.stripe)
+            spare = [i for i in spare if i not in batch]
+            await self._read_into(good, batch, piece.stripe)
+        return await asyncio.to_thread(rebuild_blocks, self._codec, good, needed)
+
+    async def _read_into(self, good: dict[int, bytes], shards: list[int], stripe: int) -> None:
+        opened = [(i, self._files[i]) for i in shards if i in self._files]
+        results = await asyncio.gather(
+            *(asyncio.to_thread(f.read_block, stripe) for _, f in opened), return_exceptions=True
+        )
+        for (i, f), result in zip(opened, results, strict=True):
+            if isinstance(result, bytes):
+                good[i] = result
+            elif isinstance(result, CorruptShard):
+                continue  # only this block is bad; the shard's other blocks may be fine
+            elif isinstance(result, ErasureError | OSError):
+                # The domain went away under us: stop using this shard for the rest of the read.
+                if self._files.pop(i, None) is not None:
+                    await asyncio.to_thread(f.close)
+            else:
+                raise result
+
+    def _request_heal(self, reason: str) -> None:
+        if not self._heal_requested:
+            self._heal_requested = True
+            self._pool.request_heal(self.data_id, self._loc.to_dict(), self.size, reason)

@@ -1,0 +1,243 @@
+"""Shard files on one domain directory. Synchronous by design: the pool calls it from worker threads.
+
+Layout under a domain:  <xx>/<yy>/<data_id>.<shard>  where xxyy are the first hex digits of the
+data id's xxh3 hash (uniform fan-out even for time-ordered ids), and .tmp/ for files being written.
+A shard becomes visible only whole: written to .tmp/, fsync'd, renamed into place, directory fsync'd.
+Readers keep their file descriptor, so a concurrent delete or heal-rename never breaks them (POSIX).
+Every call first checks the domain state: an offline domain behaves as unreachable.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import secrets
+import threading
+import time
+from pathlib import Path
+
+import xxhash
+
+from erasure.checksum import CHECKSUM_SIZE, block_checksum
+from erasure.errors import CorruptShard, DomainOffline, ErasureError
+from erasure.shard_format import HEADER_SIZE, ShardHeader, file_size, frame_offset
+from erasure.topology import Domain
+
+TMP_DIR = ".tmp"
+_DATA_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
+
+
+def check_data_id(data_id: str) -> str:
+    """Data ids become file names: allow only a safe alphabet (they are generated, never user keys)."""
+    if not _DATA_ID.fullmatch(data_id):
+        raise ValueError(f"invalid data id {data_id!r}")
+    return data_id
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class ShardStore:
+    def __init__(self, domain: Domain) -> None:
+        self.domain = domain
+        self._lock = threading.Lock()
+        self._active_tmp: set[str] = set()
+        self.shard_count = 0
+        self.shard_bytes = 0
+
+    # -- addressing -------------------------------------------------------------------------
+
+    def path_for(self, data_id: str, index: int) -> Path:
+        fan = xxhash.xxh3_64_hexdigest(check_data_id(data_id).encode())
+        return self.domain.path / fan[:2] / fan[2:4] / f"{data_id}.{index}"
+
+    def check_online(self) -> None:
+        if not self.domain.online:
+            raise DomainOffline(f"domain {self.domain.id} is offline")
+
+    # -- operations -------------------------------------------------------------------------
+
+    def create(self, header: ShardHeader) -> ShardFileWriter:
+        self.check_online()
+        return ShardFileWriter(self, header)
+
+    def open(self, data_id: str, index: int) -> ShardFileReader:
+        """Open a committed shard; FileNotFoundError if absent, CorruptShard if its header is bad."""
+        self.check_online()
+        return ShardFileReader(self, self.path_for(data_id, index), data_id, index)
+
+    def has(self, data_id: str, index: int) -> bool:
+        self.check_online()
+        return self.path_for(data_id, index).is_file()
+
+    def remove(self, data_id: str, index: int) -> bool:
+        self.check_online()
+        path = self.path_for(data_id, index)
+        try:
+            size = path.stat().st_size
+            path.unlink()
+        except FileNotFoundError:
+            return False
+        self._account(-1, -size)
+        return True
+
+    def sweep_tmp(self, max_age: float = 3600.0) -> int:
+        """Remove temporary files older than `max_age` seconds left by crashed or abandoned writes."""
+        self.check_online()
+        tmp = self.domain.path / TMP_DIR
+        removed = 0
+        cutoff = time.time() - max_age
+        try:
+            entries = list(os.scandir(tmp))
+        except FileNotFoundError:
+            return 0
+        for entry in entries:
+            with self._lock:
+                if entry.name in self._active_tmp:
+                    continue
+            try:
+                if entry.stat().st_mtime <= cutoff:
+                    os.unlink(entry.path)
+                    removed += 1
+            except FileNotFoundError:
+                pass
+        return removed
+
+    def scan(self) -> None:
+        """Recount committed shards (at start; afterwards commits and removals keep the counters)."""
+        self.check_online()
+        count = total = 0
+        for top in os.scandir(self.domain.path):
+            if not top.is_dir() or top.name == TMP_DIR:
+                continue
+            for mid in os.scandir(top.path):
+                if mid.is_dir():
+                    for entry in os.scandir(mid.path):
+                        count += 1
+                        total += entry.stat().st_size
+        with self._lock:
+            self.shard_count, self.shard_bytes = count, total
+
+    def _account(self, files: int, size: int) -> None:
+        with self._lock:
+            self.shard_count += files
+            self.shard_bytes += size
+
+    def _tmp_path(self, header: ShardHeader) -> Path:
+        name = f"{header.data_id}.{header.index}.{secrets.token_hex(6)}.tmp"
+        with self._lock:
+            self._active_tmp.add(name)
+        return self.domain.path / TMP_DIR / name
+
+    def _release_tmp(self, path: Path) -> None:
+        with self._lock:
+            self._active_tmp.discard(path.name)
+
+
+class ShardFileWriter:
+    """Appends frames to a temporary shard file; `commit` makes it visible atomically."""
+
+    def __init__(self, store: ShardStore, header: ShardHeader) -> None:
+        self.store, self.header = store, header
+        self._lock = threading.Lock()
+        self._tmp = store._tmp_path(header)
+        self._tmp.parent.mkdir(exist_ok=True)
+        self._fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        self._next_stripe = 0
+        try:
+            self._write_all([header.pack()])
+        except BaseException:
+            self.discard()
+            raise
+
+    def append(self, stripe: int, checksum: int, block: bytes | memoryview) -> None:
+        with self._lock:
+            self.store.check_online()
+            if stripe != self._next_stripe:
+                raise ValueError(f"shard frames must be appended in order: got {stripe}, want {self._next_stripe}")
+            self._write_all([checksum.to_bytes(CHECKSUM_SIZE, "little"), block])
+            self._next_stripe += 1
+
+    def commit(self, header: ShardHeader | None = None) -> None:
+        """Rewrite the header (the size is final only now), fsync, rename into place, fsync the dir."""
+        with self._lock:
+            self.store.check_online()
+            if header is not None:
+                self.header = header
+                os.pwrite(self._fd, header.pack(), 0)
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+            final = self.store.path_for(self.header.data_id, self.header.index)
+            if not final.parent.is_dir():
+                final.parent.mkdir(parents=True, exist_ok=True)
+                _fsync_dir(final.parent.parent)
+            os.replace(self._tmp, final)
+            _fsync_dir(final.parent)
+            self.store._release_tmp(self._tmp)
+            self.store._account(1, file_size(self.header))
+
+    def discard(self) -> None:
+        """Close and remove the temporary file; never raises (used on failure paths)."""
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            try:
+                os.unlink(self._tmp)
+            except OSError:
+                pass  # already committed or gone; an offline domain's tmp is swept later
+            self.store._release_tmp(self._tmp)
+
+    def _write_all(self, parts: list[bytes | memoryview]) -> None:
+        for part in parts:
+            view = memoryview(part)
+            while view:
+                written = os.write(self._fd, view)
+                if written <= 0:
+                    raise OSError(errno.EIO, "short write")
+                view = view[written:]
+
+
+class ShardFileReader:
+    """An open shard file: verified header, then verified blocks by stripe number."""
+
+    def __init__(self, store: ShardStore, path: Path, data_id: str, index: int) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._fd = os.open(path, os.O_RDONLY)
+        try:
+            self.header = ShardHeader.unpack(os.pread(self._fd, HEADER_SIZE, 0))
+            if self.header.data_id != data_id or self.header.index != index:
+                raise CorruptShard(f"{path} holds {self.header.data_id}.{self.header.index}")
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    def read_block(self, stripe: int) -> bytes:
+        """Block `stripe` of this shard, checksum-verified (CorruptShard if it is not intact)."""
+        geo = self.header.geometry
+        length = geo.block_len(stripe)
+        with self._lock:
+            self.store.check_online()
+            if self._fd < 0:
+                raise ErasureError("shard reader is closed")
+            raw = os.pread(self._fd, CHECKSUM_SIZE + length, frame_offset(geo.block_size, stripe))
+        if len(raw) != CHECKSUM_SIZE + length:
+            raise CorruptShard(f"shard {self.header.index} truncated at stripe {stripe}")
+        block = raw[CHECKSUM_SIZE:]
+        if int.from_bytes(raw[:CHECKSUM_SIZE], "little") != block_checksum(block, stripe, self.header.index):
+            raise CorruptShard(f"shard {self.header.index} block {stripe} checksum mismatch")
+        return block
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1

@@ -1,0 +1,142 @@
+"""The S3 gateway as an ASGI app: route → authenticate → handler → response, errors in one place."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+from fastapi import FastAPI
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route as StarletteRoute
+
+from server import errors as s3
+from server.config import ServerConfig
+from server.context import S3Request
+from server.credentials import StaticCredentials
+from server.error_map import to_s3_error
+from server.handlers import HANDLERS
+from server.router import decode_path, parse_query, route
+from server.signature import RequestToVerify, authenticate
+from tiering.catalog import Catalog
+from tiering.errors import TieringError
+from tiering.store import ObjectStore
+from tiering.tiers import Tier
+
+log = logging.getLogger("tierstore.server")
+
+ALL_METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS", "PATCH"]
+
+
+def build_store(config: ServerConfig) -> ObjectStore:
+    assert config.catalog_path is not None
+    catalog = Catalog(config.catalog_path, durable=config.catalog_durable)
+    tiers = {tc.name: Tier.from_config(tc) for tc in config.tiers}
+    return ObjectStore(catalog, tiers, state_dir=config.catalog_path.parent)
+
+
+class Gateway:
+    """Everything one request needs: config, credentials and the object store."""
+
+    def __init__(self, config: ServerConfig, store: ObjectStore) -> None:
+        self.config = config
+        self.store = store
+        self.credentials = StaticCredentials({config.access_key: config.secret_key})
+        self.max_skew = timedelta(seconds=config.max_clock_skew_seconds)
+
+    async def handle(self, request: Request) -> Response:
+        request_id = secrets.token_hex(8).upper()
+        scope = request.scope
+        method = request.method
+        raw_path = scope.get("raw_path", b"").decode("latin-1") or scope["path"]
+        try:
+            response = await self._dispatch(request, method, raw_path, request_id)
+        except s3.S3Error as exc:
+            response = self._error(exc, method, raw_path, request_id)
+        except TieringError as exc:
+            response = self._error(to_s3_error(exc), method, raw_path, request_id)
+        except Exception:
+            log.exception("internal error on %s %s", method, raw_path)
+            response = self._error(s3.InternalError(), method, raw_path, request_id)
+        response.headers["x-amz-request-id"] = request_id
+        response.headers["x-amz-id-2"] = request_id
+        response.headers["server"] = "tierstore"
+        return response
+
+    async def _dispatch(self, request: Request, method: str, raw_path: str, request_id: str) -> Response:
+        headers = request.headers
+        query_string = request.scope.get("query_string", b"").decode("latin-1")
+        query = parse_query(query_string)
+        path = decode_path(raw_path.split("?", 1)[0])
+        routed = route(
+            method,
+            path,
+            query,
+            headers.get("host", ""),
+            "x-amz-copy-source" in headers,
+            self.config.virtual_host_domains,
+        )
+        auth = authenticate(
+            RequestToVerify(
+                method=method,
+                raw_path=raw_path.split("?", 1)[0],
+                query_string=query_string,
+                headers=headers,
+                virtual_host_bucket=routed.virtual_host_bucket,
+            ),
+            self.credentials,
+            now=datetime.now(UTC),
+            max_skew=self.max_skew,
+        )
+        handler = HANDLERS.get(routed.operation)
+        if handler is None:
+            raise s3.NotImplemented(f"{routed.operation.value} is not implemented")
+        req = S3Request(
+            operation=routed.operation,
+            bucket_name=routed.bucket,
+            key_name=routed.key,
+            query=query,
+            headers=headers,
+            request=request,
+            auth=auth,
+            store=self.store,
+            config=self.config,
+            request_id=request_id,
+        )
+        return await handler(req)
+
+    @staticmethod
+    def _error(exc: s3.S3Error, method: str, resource: str, request_id: str) -> Response:
+        headers = exc.extra_headers()
+        if exc.status == 304:
+            return Response(status_code=304, headers=headers)
+        if method == "HEAD":
+            # A HEAD answer has no body; the status and the request id tell the client enough.
+            headers["x-amz-error-code"] = exc.code
+            return Response(status_code=exc.status, headers=headers)
+        body = exc.to_xml(resource=resource, request_id=request_id)
+        return Response(body, status_code=exc.status, headers=headers, media_type="application/xml")
+
+
+def create_app(config: ServerConfig, store: ObjectStore | None = None) -> FastAPI:
+    """The ASGI app. The store starts and stops with the app (its collector runs meanwhile)."""
+    store = store or build_store(config)
+    gateway = Gateway(config, store)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await store.start()
+        try:
+            yield
+        finally:
+            await store.close()
+
+    app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.gateway = gateway
+    # One catch-all route: S3 routing depends on query sub-resources and the Host header,
+    # which path templates cannot express; `server.router` does it instead.
+    app.router.routes.append(StarletteRoute("/{path:path}", gateway.handle, methods=ALL_METHODS))
+    return app

@@ -1,0 +1,101 @@
+"""The `tierstore` command: `tierstore serve` (and, later, `tierstore admin ...`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import uvicorn
+
+from server.app import create_app
+from server.config import ServerConfig, load_config
+
+# Blocking work (disk, hashing, SQLite) runs in threads; many concurrent streams need many.
+IO_THREADS = 64
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tierstore", description="S3-compatible tiered object store")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the S3 server")
+    serve.add_argument("--config", type=Path, help="TOML configuration file")
+    serve.add_argument("--data", type=Path, help="data directory (default ./data)")
+    serve.add_argument("--listen", help="HOST:PORT to listen on (default 127.0.0.1:9000)")
+    serve.add_argument("--tls-cert", help="PEM certificate: serve HTTPS")
+    serve.add_argument("--tls-key", help="PEM private key for --tls-cert")
+    return parser
+
+
+def _banner(config: ServerConfig) -> str:
+    scheme = "https" if config.tls_cert else "http"
+    tiers = ", ".join(f"{t.name}({t.backend})" for t in config.tiers)
+    lines = [
+        f"tierstore: listening on {scheme}://{config.listen} (data in {config.data_dir.resolve()})",
+        f"tierstore: tiers: {tiers}",
+        f"tierstore: access key: {config.access_key}",
+    ]
+    if config.credentials_are_default:
+        lines.append(f"tierstore: secret key: {config.secret_key}  (default credentials: set "
+                     "TIERSTORE_ACCESS_KEY / TIERSTORE_SECRET_KEY for anything but a local trial)")
+    return "\n".join(lines)
+
+
+async def serve(config: ServerConfig) -> None:
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(IO_THREADS, thread_name_prefix="io"))
+    app = create_app(config)
+    uv_config = uvicorn.Config(
+        app,
+        host=config.listen_host,
+        port=config.listen_port,
+        http="httptools",
+        loop="none",
+        lifespan="on",
+        access_log=False,
+        server_header=False,
+        log_level=config.log_level,
+        ssl_certfile=config.tls_cert or None,
+        ssl_keyfile=config.tls_key or None,
+        timeout_graceful_shutdown=30,
+        timeout_keep_alive=30,
+    )
+    server = uvicorn.Server(uv_config)
+    task = asyncio.create_task(server.serve())
+    while not server.started and not task.done():
+        await asyncio.sleep(0.02)
+    if server.started:
+        # Tests and scripts wait for this line: it is printed only once requests are accepted.
+        print(_banner(config), flush=True)
+    await task
+
+
+def _run(coro_factory: object) -> None:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux and macOS
+        asyncio.run(coro_factory)  # type: ignore[arg-type]
+    else:
+        uvloop.run(coro_factory)  # type: ignore[arg-type]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "serve":
+        try:
+            config = load_config(args.config, data_dir=args.data, listen=args.listen,
+                                 tls_cert=args.tls_cert, tls_key=args.tls_key)
+        except (OSError, ValueError) as exc:
+            print(f"tierstore: bad configuration: {exc}", file=sys.stderr)
+            return 2
+        logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        _run(serve(config))
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""What a handler gets: the routed, authenticated request and the gateway's shared parts."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from starlette.datastructures import Headers
+from starlette.requests import Request
+
+from server.errors import InvalidRequest, MalformedXML, NoSuchBucket
+from server.operations import Operation
+from server.signature import AuthContext, PayloadReader
+from server.xml_io import MAX_XML_BODY
+
+if TYPE_CHECKING:
+    from server.config import ServerConfig
+    from tiering.store import ObjectStore
+
+
+@dataclass
+class S3Request:
+    operation: Operation
+    bucket_name: str | None
+    key_name: str | None
+    query: dict[str, str]
+    headers: Headers
+    request: Request
+    auth: AuthContext
+    store: ObjectStore
+    config: ServerConfig
+    request_id: str
+    _payload: PayloadReader | None = field(default=None, repr=False)
+
+    @property
+    def bucket(self) -> str:
+        if not self.bucket_name:
+            raise NoSuchBucket()
+        return self.bucket_name
+
+    @property
+    def key(self) -> str:
+        if self.key_name is None:
+            raise InvalidRequest("A key is required")
+        return self.key_name
+
+    @property
+    def method(self) -> str:
+        return self.request.method
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name)
+
+    def payload(self) -> PayloadReader:
+        """The decoded request body (aws-chunked framing removed, signatures checked)."""
+        if self._payload is None:
+            self._payload = PayloadReader(_nonempty(self.request.stream()), self.auth, self.headers)
+        return self._payload
+
+    @property
+    def content_length(self) -> int | None:
+        """The size of the object's bytes, as the client declared it (decoded length for aws-chunked)."""
+        value = self.headers.get("x-amz-decoded-content-length") or self.headers.get("content-length")
+        if value is None:
+            return None
+        try:
+            return int(value)
+        except ValueError:
+            raise InvalidRequest("Content-Length is not a number") from None
+
+    async def small_body(self, limit: int = MAX_XML_BODY) -> bytes:
+        """Read a whole small body (an XML document). Refuses more than `limit` bytes."""
+        declared = self.content_length
+        if declared is not None and declared > limit:
+            raise MalformedXML("The XML document is too large")
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in self.payload():
+            size += len(chunk)
+            if size > limit:
+                raise MalformedXML("The XML document is too large")
+            parts.append(chunk)
+        return b"".join(parts)
+
+
+async def _nonempty(source: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    async for chunk in source:
+        if chunk:
+            yield chunk

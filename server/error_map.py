@@ -1,0 +1,41 @@
+"""Map the namespace's errors (tiering) onto S3 errors: storage never speaks HTTP itself."""
+
+from __future__ import annotations
+
+from server import errors as s3
+from tiering import errors as t
+
+
+def to_s3_error(exc: t.TieringError) -> s3.S3Error:
+    match exc:
+        case t.BucketNotFound():
+            return s3.NoSuchBucket(BucketName=exc.bucket)
+        case t.BucketAlreadyExists(owned_by_caller=True):
+            return s3.BucketAlreadyOwnedByYou(BucketName=exc.bucket)
+        case t.BucketAlreadyExists():
+            return s3.BucketAlreadyExists(BucketName=exc.bucket)
+        case t.BucketNotEmpty():
+            return s3.BucketNotEmpty(BucketName=exc.bucket)
+        case t.ObjectNotFound():
+            return s3.NoSuchKey(Key=exc.key)
+        case t.UploadNotFound():
+            return s3.NoSuchUpload(UploadId=exc.upload_id)
+        case t.PreconditionFailed():
+            return s3.PreconditionFailed(Condition=exc.condition)
+        case t.InvalidPart():
+            return s3.InvalidPart(PartNumber=exc.part_number)
+        case t.InvalidPartOrder():
+            return s3.InvalidPartOrder()
+        case t.PartTooSmall():
+            return s3.EntityTooSmall(PartNumber=exc.part_number)
+        case t.ObjectTooLarge():
+            return s3.EntityTooLarge()
+        case t.UnknownStorageClass():
+            return s3.InvalidStorageClass(StorageClassRequested=exc.storage_class)
+        case t.InsufficientCapacity():
+            return s3.ServiceUnavailable("The tier has no capacity left for this object")
+        case t.DataUnreadable():
+            return s3.ServiceUnavailable(
+                "The object's data cannot be read right now: too many of its shards are unavailable"
+            )
+    return s3.InternalError()

@@ -1,0 +1,68 @@
+"""Small pieces several handler families share."""
+
+from __future__ import annotations
+
+import hashlib
+
+from server.context import S3Request
+from server.errors import BadDigest, EntityTooLarge, InvalidArgument, NoSuchVersion
+from server.http_semantics import content_md5
+from tiering.store import PendingWrite
+
+MAX_PUT_SIZE = 5 * 1024**3  # the largest single PUT or part, as on AWS
+
+
+def owner_of(req: S3Request) -> tuple[str, str]:
+    """(canonical id, display name) of the caller: a stable id derived from the access key."""
+    key = req.auth.access_key
+    return hashlib.sha256(key.encode()).hexdigest(), key
+
+
+def owner_xml(req: S3Request) -> list[tuple[str, object]]:
+    owner_id, name = owner_of(req)
+    return [("ID", owner_id), ("DisplayName", name)]
+
+
+def int_param(req: S3Request, name: str, default: int, *, low: int = 0, high: int | None = None) -> int:
+    raw = req.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidArgument(f"Provided {name} not an integer or within integer range",
+                              ArgumentName=name, ArgumentValue=raw) from None
+    if value < low:
+        raise InvalidArgument(f"Argument {name} must be an integer between {low} and 2147483647",
+                              ArgumentName=name, ArgumentValue=raw)
+    return min(value, high) if high is not None else value
+
+
+def only_null_version(req: S3Request) -> None:
+    """Unversioned buckets: versionId=null names the one version; anything else does not exist."""
+    version = req.query.get("versionId")
+    if version is not None and version != "null":
+        raise NoSuchVersion(Key=req.key_name, VersionId=version)
+
+
+async def receive_body(req: S3Request, pending: PendingWrite) -> None:
+    """Stream the request body into a pending write and check every digest the client declared.
+
+    Raises before anything is committed, so a failed check leaves the old state intact.
+    """
+    declared_md5 = content_md5(req.headers)
+    payload = req.payload()
+    async for chunk in payload:
+        if pending.size + len(chunk) > MAX_PUT_SIZE:
+            raise EntityTooLarge(ProposedSize=pending.size + len(chunk), MaxSizeAllowed=MAX_PUT_SIZE)
+        await pending.write(chunk)
+    await pending.seal()
+    digests = pending.digests
+    if declared_md5 is not None and declared_md5 != digests.md5_hex:
+        raise BadDigest(ExpectedDigest=declared_md5, CalculatedDigest=digests.md5_hex)
+    algorithm = digests.checksum_algorithm
+    if algorithm:
+        name = f"x-amz-checksum-{algorithm.lower()}"
+        expected = req.header(name) or payload.trailers.get(name)
+        if expected is not None and expected.strip() != digests.checksum_b64:
+            raise BadDigest(f"The {algorithm} you specified did not match the calculated checksum.")

@@ -1,0 +1,155 @@
+"""CopyObject and UploadPartCopy: server-side copies from a pinned source object."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+from starlette.responses import Response
+
+from server.context import S3Request
+from server.errors import InvalidArgument, InvalidRange, InvalidRequest, NoSuchVersion
+from server.handlers.multipart import part_number_param
+from server.handlers.put import refuse_encryption
+from server.handlers.registry import handles
+from server.http_semantics import (
+    check_read_conditions,
+    meta_from_headers,
+    parse_tagging,
+    storage_class_from,
+    validate_key,
+)
+from server.operations import Operation
+from server.responses import xml_response
+from server.xml_io import Value, document, iso_time
+from tiering.records import ObjectMeta, ObjectRecord
+
+
+def copy_source(req: S3Request) -> tuple[str, str]:
+    """Parse x-amz-copy-source: "bucket/key" or "/bucket/key", URL-encoded, maybe ?versionId=."""
+    raw = req.header("x-amz-copy-source") or ""
+    path, _, query = raw.partition("?")
+    if query:
+        name, _, value = query.partition("=")
+        if name == "versionId" and unquote(value) != "null":
+            raise NoSuchVersion(VersionId=unquote(value))
+    path = unquote(path).lstrip("/")
+    bucket, sep, key = path.partition("/")
+    if not bucket or not sep or not key:
+        raise InvalidArgument("Copy Source must mention the source bucket and key: sourcebucket/sourcekey",
+                              ArgumentName="x-amz-copy-source", ArgumentValue=raw)
+    return bucket, key
+
+
+def _copy_meta(req: S3Request, source: ObjectRecord) -> ObjectMeta:
+    directive = (req.header("x-amz-metadata-directive") or "COPY").upper()
+    tagging_directive = (req.header("x-amz-tagging-directive") or "COPY").upper()
+    if directive not in ("COPY", "REPLACE") or tagging_directive not in ("COPY", "REPLACE"):
+        raise InvalidArgument("Unknown metadata or tagging directive")
+    if directive == "REPLACE":
+        meta = meta_from_headers(req.headers)
+    else:
+        storage_class, explicit = storage_class_from(req.headers)
+        meta = ObjectMeta(
+            content_type=source.meta.content_type,
+            system=dict(source.meta.system),
+            user=dict(source.meta.user),
+            tags=source.meta.tags,
+            storage_class=storage_class if explicit else "STANDARD",
+            storage_class_explicit=explicit,
+        )
+    tags = parse_tagging(req.header("x-amz-tagging") or "") if tagging_directive == "REPLACE" else source.meta.tags
+    return ObjectMeta(
+        content_type=meta.content_type,
+        system=meta.system,
+        user=meta.user,
+        tags=tags,
+        storage_class=meta.storage_class,
+        storage_class_explicit=meta.storage_class_explicit,
+    )
+
+
+def _result(tag: str, record_etag: str, mtime: float, checksum: tuple[str | None, str | None]) -> Response:
+    children: list[tuple[str, Value]] = [("ETag", f'"{record_etag}"'), ("LastModified", iso_time(mtime))]
+    algorithm, value = checksum
+    if algorithm and value:
+        children.append((f"Checksum{algorithm}", value))
+    return xml_response(document(tag, children))
+
+
+@handles(Operation.CopyObject)
+async def copy_object(req: S3Request) -> Response:
+    validate_key(req.key)
+    refuse_encryption(req)
+    src_bucket, src_key = copy_source(req)
+    source = await req.store.open_object(src_bucket, src_key)
+    try:
+        check_read_conditions(req.headers, source.record, for_copy=True)
+        meta = _copy_meta(req, source.record)
+        same_object = (src_bucket, src_key) == (req.bucket, req.key)
+        if same_object:
+            changes = (
+                (req.header("x-amz-metadata-directive") or "").upper() == "REPLACE"
+                or (req.header("x-amz-tagging-directive") or "").upper() == "REPLACE"
+                or meta.storage_class != source.record.meta.storage_class
+            )
+            if not changes:
+                raise InvalidRequest(
+                    "This copy request is illegal because it is trying to copy an object to itself without "
+                    "changing the object's metadata, storage class, website redirect location or encryption "
+                    "attributes."
+                )
+            if req.store.tier_for(meta.storage_class) == source.record.tier:
+                # chmod/touch through a FUSE mount: only metadata changes, no byte is copied.
+                record = await req.store.replace_metadata(req.bucket, req.key, meta, if_etag=source.record.etag)
+                return _result("CopyObjectResult", record.etag, record.last_modified,
+                               (record.checksum_algorithm, record.checksum))
+        await req.store.get_bucket(req.bucket)
+        pending = await req.store.begin_put(
+            req.bucket, meta.storage_class, size_hint=source.record.size,
+            checksum_algorithm=req.header("x-amz-checksum-algorithm") or source.record.checksum_algorithm,
+        )
+        try:
+            await req.store.copy_data(source, pending)
+            record = await pending.commit_object(req.bucket, req.key, meta)
+        except BaseException:
+            await pending.abort()
+            raise
+    finally:
+        source.close()
+    return _result("CopyObjectResult", record.etag, record.last_modified, (record.checksum_algorithm, record.checksum))
+
+
+def _copy_range(req: S3Request, size: int) -> tuple[int, int]:
+    value = req.header("x-amz-copy-source-range")
+    if not value:
+        return 0, size
+    unit, _, spec = value.partition("=")
+    first, dash, last = spec.partition("-")
+    if unit.strip() != "bytes" or not dash or not first.strip().isdigit() or not last.strip().isdigit():
+        raise InvalidArgument("The x-amz-copy-source-range value must be of the form bytes=first-last",
+                              ArgumentName="x-amz-copy-source-range", ArgumentValue=value)
+    start, end = int(first), int(last) + 1
+    if start >= end or end > size:
+        raise InvalidRange(ActualObjectSize=size, RangeRequested=value)
+    return start, end
+
+
+@handles(Operation.UploadPartCopy)
+async def upload_part_copy(req: S3Request) -> Response:
+    part_number = part_number_param(req)
+    upload = await req.store.get_upload(req.bucket, req.key, req.query.get("uploadId", ""))
+    src_bucket, src_key = copy_source(req)
+    source = await req.store.open_object(src_bucket, src_key)
+    try:
+        check_read_conditions(req.headers, source.record, for_copy=True)
+        start, end = _copy_range(req, source.record.size)
+        pending = await req.store.begin_part(upload, size_hint=end - start, checksum_algorithm=None)
+        try:
+            await req.store.copy_data(source, pending, start, end)
+            part = await pending.commit_part(upload, part_number)
+        except BaseException:
+            await pending.abort()
+            raise
+    finally:
+        source.close()
+    return _result("CopyPartResult", part.etag, part.last_modified, (upload.checksum_algorithm, part.checksum))

@@ -1,0 +1,149 @@
+"""GetObject, HeadObject, GetObjectAttributes: one catalog lookup, then a streamed byte range."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+
+from starlette.responses import Response
+
+from server.context import S3Request
+from server.errors import InvalidPartNumber, InvalidRange
+from server.handlers.common import int_param, only_null_version
+from server.handlers.registry import handles
+from server.http_semantics import (
+    ByteRange,
+    RangeNotSatisfiable,
+    apply_response_overrides,
+    check_read_conditions,
+    object_headers,
+    parse_range,
+)
+from server.operations import Operation
+from server.responses import StreamedBody, xml_response
+from server.xml_io import document, http_date
+from tiering.records import ObjectRecord
+from tiering.store import OpenedObject
+
+
+def part_range(record: ObjectRecord, part_number: int) -> ByteRange:
+    """Bytes of part N of a multipart object (a single-PUT object is one part)."""
+    if not record.parts_count:
+        if part_number != 1:
+            raise InvalidPartNumber()
+        return ByteRange(0, record.size)
+    offset = 0
+    for segment in record.segments:
+        if segment.part_number == part_number:
+            return ByteRange(offset, offset + segment.stored.size)
+        offset += segment.stored.size
+    raise InvalidPartNumber()
+
+
+async def _multirange(opened: OpenedObject, ranges: list[ByteRange], boundary: str, content_type: str) -> AsyncIterator[bytes]:
+    size = opened.record.size
+    for r in ranges:
+        yield _part_header(boundary, content_type, r, size)
+        async for chunk in opened.stream(r.start, r.end):
+            yield chunk
+        yield b"\r\n"
+    yield f"--{boundary}--\r\n".encode()
+
+
+def _part_header(boundary: str, content_type: str, r: ByteRange, size: int) -> bytes:
+    return (
+        f"--{boundary}\r\nContent-Type: {content_type}\r\nContent-Range: {r.content_range(size)}\r\n\r\n"
+    ).encode()
+
+
+@handles(Operation.GetObject, Operation.HeadObject)
+async def get_object(req: S3Request) -> Response:
+    only_null_version(req)
+    send_body = req.operation is Operation.GetObject
+    opened = await req.store.open_object(req.bucket, req.key)
+    try:
+        return _respond(req, opened, send_body)
+    except BaseException:
+        opened.close()
+        raise
+
+
+def _respond(req: S3Request, opened: OpenedObject, send_body: bool) -> Response:
+    record = opened.record
+    check_read_conditions(req.headers, record)
+    headers = object_headers(record, checksum_mode=(req.header("x-amz-checksum-mode") or "").upper() == "ENABLED")
+    if req.query.get("versionId") == "null":
+        headers["x-amz-version-id"] = "null"
+    apply_response_overrides(headers, req.query)
+    status = 200
+    part_number = int_param(req, "partNumber", 0, low=1, high=10000) if "partNumber" in req.query else 0
+    if part_number:
+        selected = part_range(record, part_number)
+        ranges: list[ByteRange] | None = [selected]
+        if record.parts_count:
+            headers["x-amz-mp-parts-count"] = str(record.parts_count)
+    else:
+        try:
+            ranges = parse_range(req.header("range"), record.size)
+        except RangeNotSatisfiable:
+            raise InvalidRange(ActualObjectSize=record.size, RangeRequested=req.header("range")) from None
+    if ranges is None:
+        return StreamedBody(
+            opened.stream(0, record.size),
+            status_code=200,
+            headers=headers,
+            content_length=record.size,
+            on_close=opened.close,
+            send_body=send_body,
+        )
+    # A checksum describes the whole object: it must not travel with a part of it.
+    for name in [h for h in headers if h.startswith("x-amz-checksum-")]:
+        del headers[name]
+    if len(ranges) == 1:
+        selected = ranges[0]
+        if part_number and not record.parts_count:
+            status = 200
+        else:
+            status = 206
+            headers["content-range"] = selected.content_range(record.size)
+        return StreamedBody(
+            opened.stream(selected.start, selected.end),
+            status_code=status,
+            headers=headers,
+            content_length=selected.length,
+            on_close=opened.close,
+            send_body=send_body,
+        )
+    boundary = secrets.token_hex(12)
+    content_type = record.meta.content_type
+    length = sum(len(_part_header(boundary, content_type, r, record.size)) + r.length + 2 for r in ranges)
+    length += len(f"--{boundary}--\r\n")
+    headers["content-type"] = f"multipart/byteranges; boundary={boundary}"
+    return StreamedBody(
+        _multirange(opened, ranges, boundary, content_type),
+        status_code=206,
+        headers=headers,
+        content_length=length,
+        on_close=opened.close,
+        send_body=send_body,
+    )
+
+
+@handles(Operation.GetObjectAttributes)
+async def get_object_attributes(req: S3Request) -> Response:
+    only_null_version(req)
+    record = await req.store.head_object(req.bucket, req.key)
+    wanted = {a.strip() for a in (req.header("x-amz-object-attributes") or "").split(",") if a.strip()}
+    children: list[tuple[str, object]] = []
+    if "ETag" in wanted:
+        children.append(("ETag", record.etag))
+    if "Checksum" in wanted and record.checksum and record.checksum_algorithm:
+        children.append(("Checksum", [(f"Checksum{record.checksum_algorithm}", record.checksum)]))
+    if "ObjectParts" in wanted and record.parts_count:
+        children.append(("ObjectParts", [("TotalPartsCount", record.parts_count)]))
+    if "StorageClass" in wanted:
+        children.append(("StorageClass", record.meta.storage_class))
+    if "ObjectSize" in wanted:
+        children.append(("ObjectSize", record.size))
+    headers = {"last-modified": http_date(record.last_modified)}
+    return xml_response(document("GetObjectAttributesResponse", children), headers=headers)  # type: ignore[arg-type]

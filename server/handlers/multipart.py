@@ -1,0 +1,134 @@
+"""Multipart uploads: create, upload part, complete, abort, list parts."""
+
+from __future__ import annotations
+
+from starlette.responses import Response
+
+from server.context import S3Request
+from server.errors import InvalidArgument, InvalidRequest, MalformedXML
+from server.handlers.common import int_param, owner_of, owner_xml, receive_body
+from server.handlers.put import declared_size, refuse_encryption
+from server.handlers.registry import handles
+from server.http_semantics import meta_from_headers, requested_checksum_algorithm, validate_key
+from server.operations import Operation
+from server.responses import empty_response, xml_response
+from server.xml_io import Value, child_text, document, iso_time, parse
+from tiering.checksums import ALGORITHMS
+
+MAX_PART_NUMBER = 10_000
+
+
+def part_number_param(req: S3Request) -> int:
+    raw = req.query.get("partNumber", "")
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PART_NUMBER:
+        raise InvalidArgument("Part number must be an integer between 1 and 10000, inclusive",
+                              ArgumentName="partNumber", ArgumentValue=raw)
+    return int(raw)
+
+
+@handles(Operation.CreateMultipartUpload)
+async def create_upload(req: S3Request) -> Response:
+    validate_key(req.key)
+    refuse_encryption(req)
+    meta = meta_from_headers(req.headers)
+    algorithm = req.header("x-amz-checksum-algorithm")
+    if algorithm and algorithm.upper() not in ALGORITHMS:
+        raise InvalidRequest("Checksum algorithm provided is unsupported.")
+    owner_id, _ = owner_of(req)
+    upload = await req.store.create_upload(
+        req.bucket, req.key, meta, checksum_algorithm=algorithm, owner=owner_id
+    )
+    headers = {"x-amz-checksum-algorithm": upload.checksum_algorithm} if upload.checksum_algorithm else None
+    return xml_response(
+        document(
+            "InitiateMultipartUploadResult",
+            [("Bucket", req.bucket), ("Key", req.key), ("UploadId", upload.upload_id)],
+        ),
+        headers=headers,
+    )
+
+
+@handles(Operation.UploadPart)
+async def upload_part(req: S3Request) -> Response:
+    part_number = part_number_param(req)
+    upload = await req.store.get_upload(req.bucket, req.key, req.query.get("uploadId", ""))
+    size = declared_size(req)
+    algorithm = requested_checksum_algorithm(req.headers) or upload.checksum_algorithm
+    pending = await req.store.begin_part(upload, size_hint=size, checksum_algorithm=algorithm)
+    try:
+        await receive_body(req, pending)
+        part = await pending.commit_part(upload, part_number)
+    except BaseException:
+        await pending.abort()
+        raise
+    headers = {"etag": f'"{part.etag}"'}
+    if part.checksum and algorithm:
+        headers[f"x-amz-checksum-{algorithm.lower()}"] = part.checksum
+    return empty_response(200, headers)
+
+
+@handles(Operation.CompleteMultipartUpload)
+async def complete_upload(req: S3Request) -> Response:
+    upload = await req.store.get_upload(req.bucket, req.key, req.query.get("uploadId", ""))
+    root = parse(await req.small_body(), "CompleteMultipartUpload")
+    requested: list[tuple[int, str]] = []
+    for part in root.findall("Part"):
+        number = child_text(part, "PartNumber")
+        etag = child_text(part, "ETag")
+        if number is None or not number.strip().isdigit() or etag is None:
+            raise MalformedXML()
+        requested.append((int(number), etag))
+    record = await req.store.complete_upload(
+        upload, requested, if_match=req.header("if-match"), if_none_match=req.header("if-none-match")
+    )
+    children: list[tuple[str, Value]] = [
+        ("Location", f"/{req.bucket}/{req.key}"),
+        ("Bucket", req.bucket),
+        ("Key", req.key),
+        ("ETag", f'"{record.etag}"'),
+    ]
+    if record.checksum and record.checksum_algorithm:
+        children.append((f"Checksum{record.checksum_algorithm}", record.checksum))
+        children.append(("ChecksumType", "COMPOSITE"))
+    return xml_response(document("CompleteMultipartUploadResult", children))
+
+
+@handles(Operation.AbortMultipartUpload)
+async def abort_upload(req: S3Request) -> Response:
+    await req.store.abort_upload(req.bucket, req.key, req.query.get("uploadId", ""))
+    return empty_response(204)
+
+
+@handles(Operation.ListParts)
+async def list_parts(req: S3Request) -> Response:
+    upload = await req.store.get_upload(req.bucket, req.key, req.query.get("uploadId", ""))
+    max_parts = int_param(req, "max-parts", 1000, high=1000)
+    marker = int_param(req, "part-number-marker", 0)
+    parts = await req.store.list_parts(upload, marker=marker, limit=max_parts + 1)
+    truncated = len(parts) > max_parts
+    parts = parts[:max_parts]
+    children: list[tuple[str, Value]] = [
+        ("Bucket", req.bucket),
+        ("Key", req.key),
+        ("UploadId", upload.upload_id),
+        ("PartNumberMarker", marker),
+        ("NextPartNumberMarker", parts[-1].part_number if parts else marker),
+        ("MaxParts", max_parts),
+        ("IsTruncated", truncated),
+        ("Initiator", owner_xml(req)),  # type: ignore[list-item]
+        ("Owner", owner_xml(req)),  # type: ignore[list-item]
+        ("StorageClass", upload.meta.storage_class),
+    ]
+    if upload.checksum_algorithm:
+        children.append(("ChecksumAlgorithm", upload.checksum_algorithm))
+    for part in parts:
+        entry: list[tuple[str, Value]] = [
+            ("PartNumber", part.part_number),
+            ("LastModified", iso_time(part.last_modified)),
+            ("ETag", f'"{part.etag}"'),
+            ("Size", part.size),
+        ]
+        if part.checksum and upload.checksum_algorithm:
+            entry.append((f"Checksum{upload.checksum_algorithm}", part.checksum))
+        children.append(("Part", entry))
+    return xml_response(document("ListPartsResult", children))

@@ -1,0 +1,55 @@
+"""PutObject: stream the body into a tier, check digests, commit atomically."""
+
+from __future__ import annotations
+
+from starlette.responses import Response
+
+from server.context import S3Request
+from server.errors import EntityTooLarge, MissingContentLength
+from server.handlers.common import MAX_PUT_SIZE, receive_body
+from server.handlers.registry import handles
+from server.http_semantics import meta_from_headers, requested_checksum_algorithm, validate_key
+from server.operations import Operation
+from server.responses import empty_response
+
+
+def refuse_encryption(req: S3Request) -> None:
+    """We do not encrypt at rest: say so rather than pretend."""
+    if req.header("x-amz-server-side-encryption") or req.header("x-amz-server-side-encryption-customer-algorithm"):
+        raise NotImplementedError("Server-side encryption is not supported")
+
+
+def declared_size(req: S3Request) -> int | None:
+    size = req.content_length
+    if size is None and "chunked" not in (req.header("transfer-encoding") or ""):
+        raise MissingContentLength()
+    if size is not None and size > MAX_PUT_SIZE:
+        raise EntityTooLarge(ProposedSize=size, MaxSizeAllowed=MAX_PUT_SIZE)
+    return size
+
+
+@handles(Operation.PutObject)
+async def put_object(req: S3Request) -> Response:
+    validate_key(req.key)
+    refuse_encryption(req)
+    meta = meta_from_headers(req.headers)
+    size = declared_size(req)
+    algorithm = requested_checksum_algorithm(req.headers)
+    pending = await req.store.begin_put(req.bucket, meta.storage_class, size_hint=size, checksum_algorithm=algorithm)
+    try:
+        await receive_body(req, pending)
+        record = await pending.commit_object(
+            req.bucket,
+            req.key,
+            meta,
+            if_match=req.header("if-match"),
+            if_none_match=req.header("if-none-match"),
+        )
+    except BaseException:
+        await pending.abort()
+        raise
+    headers = {"etag": f'"{record.etag}"', "x-tierstore-tier": record.tier}
+    if record.checksum and record.checksum_algorithm:
+        headers[f"x-amz-checksum-{record.checksum_algorithm.lower()}"] = record.checksum
+        headers["x-amz-checksum-type"] = "FULL_OBJECT"
+    return empty_response(200, headers)

@@ -1,0 +1,205 @@
+"""Bucket and object sub-resources: tagging, ACLs, versioning, lifecycle documents, and the
+configuration APIs we answer honestly ("not configured") without implementing them."""
+
+from __future__ import annotations
+
+import json
+
+from starlette.responses import Response
+
+from server import errors as s3
+from server.context import S3Request
+from server.handlers.common import only_null_version, owner_xml
+from server.handlers.registry import handles
+from server.http_semantics import validate_tags
+from server.operations import Operation
+from server.responses import empty_response, xml_response
+from server.xml_io import Value, child_text, document, parse
+
+CANNED_ACLS = {
+    "private", "public-read", "public-read-write", "authenticated-read", "aws-exec-read",
+    "bucket-owner-read", "bucket-owner-full-control", "log-delivery-write",
+}  # fmt: skip
+
+
+# --- tagging -------------------------------------------------------------------------------------
+
+
+def _tags_document(tags: dict[str, str]) -> bytes:
+    tag_set: list[tuple[str, Value]] = [("Tag", [("Key", k), ("Value", v)]) for k, v in tags.items()]
+    return document("Tagging", [("TagSet", tag_set)])
+
+
+async def _parse_tags(req: S3Request, limit: int) -> dict[str, str]:
+    root = parse(await req.small_body(), "Tagging")
+    tag_set = root.find("TagSet")
+    if tag_set is None:
+        raise s3.MalformedXML()
+    tags: dict[str, str] = {}
+    for tag in tag_set.findall("Tag"):
+        key, value = child_text(tag, "Key"), child_text(tag, "Value", "")
+        if key is None or value is None:
+            raise s3.MalformedXML()
+        if key in tags:
+            raise s3.InvalidTag("Cannot provide multiple Tags with the same key")
+        tags[key] = value
+    validate_tags(tags, limit)
+    return tags
+
+
+@handles(Operation.GetObjectTagging)
+async def get_object_tagging(req: S3Request) -> Response:
+    only_null_version(req)
+    record = await req.store.head_object(req.bucket, req.key)
+    return xml_response(_tags_document(record.meta.tags))
+
+
+@handles(Operation.PutObjectTagging)
+async def put_object_tagging(req: S3Request) -> Response:
+    only_null_version(req)
+    tags = await _parse_tags(req, 10)
+    await req.store.put_tags(req.bucket, req.key, tags)
+    return empty_response(200)
+
+
+@handles(Operation.DeleteObjectTagging)
+async def delete_object_tagging(req: S3Request) -> Response:
+    only_null_version(req)
+    await req.store.put_tags(req.bucket, req.key, {})
+    return empty_response(204)
+
+
+@handles(Operation.GetBucketTagging)
+async def get_bucket_tagging(req: S3Request) -> Response:
+    raw = await req.store.get_bucket_config(req.bucket, "tagging")
+    if raw is None:
+        raise s3.NoSuchTagSet(BucketName=req.bucket)
+    return xml_response(_tags_document(json.loads(raw)))
+
+
+@handles(Operation.PutBucketTagging)
+async def put_bucket_tagging(req: S3Request) -> Response:
+    tags = await _parse_tags(req, 50)
+    await req.store.put_bucket_config(req.bucket, "tagging", json.dumps(tags))
+    return empty_response(204)
+
+
+@handles(Operation.DeleteBucketTagging)
+async def delete_bucket_tagging(req: S3Request) -> Response:
+    await req.store.get_bucket(req.bucket)
+    await req.store.put_bucket_config(req.bucket, "tagging", None)
+    return empty_response(204)
+
+
+# --- ACLs: tools set them even when nobody uses them; the owner always has FULL_CONTROL --------
+
+
+def _acl_document(req: S3Request) -> bytes:
+    owner = owner_xml(req)
+    grant: list[tuple[str, Value]] = [
+        ("Grantee", owner + [("Type", "CanonicalUser")]),  # type: ignore[operator]
+        ("Permission", "FULL_CONTROL"),
+    ]
+    body = document("AccessControlPolicy", [("Owner", owner), ("AccessControlList", [("Grant", grant)])])  # type: ignore[list-item]
+    # Grantee needs the xsi:type attribute that the plain builder cannot express.
+    return body.replace(
+        b"<Grantee>",
+        b'<Grantee xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="CanonicalUser">',
+    ).replace(b"<Type>CanonicalUser</Type>", b"")
+
+
+@handles(Operation.GetBucketAcl)
+async def get_bucket_acl(req: S3Request) -> Response:
+    await req.store.get_bucket(req.bucket)
+    return xml_response(_acl_document(req))
+
+
+@handles(Operation.GetObjectAcl)
+async def get_object_acl(req: S3Request) -> Response:
+    only_null_version(req)
+    await req.store.head_object(req.bucket, req.key)
+    return xml_response(_acl_document(req))
+
+
+@handles(Operation.PutBucketAcl, Operation.PutObjectAcl)
+async def put_acl(req: S3Request) -> Response:
+    canned = req.header("x-amz-acl")
+    if canned is not None and canned not in CANNED_ACLS:
+        raise s3.InvalidArgument(ArgumentName="x-amz-acl", ArgumentValue=canned)
+    await req.small_body()  # an AccessControlPolicy body is accepted and ignored, like a canned ACL
+    if req.key_name:
+        await req.store.head_object(req.bucket, req.key)
+    else:
+        await req.store.get_bucket(req.bucket)
+    return empty_response(200)
+
+
+# --- versioning: buckets are unversioned --------------------------------------------------------
+
+
+@handles(Operation.GetBucketVersioning)
+async def get_bucket_versioning(req: S3Request) -> Response:
+    await req.store.get_bucket(req.bucket)
+    return xml_response(document("VersioningConfiguration", []))
+
+
+@handles(Operation.PutBucketVersioning)
+async def put_bucket_versioning(req: S3Request) -> Response:
+    root = parse(await req.small_body(), "VersioningConfiguration")
+    status = child_text(root, "Status")
+    await req.store.get_bucket(req.bucket)
+    if status == "Enabled":
+        raise s3.NotImplemented("Bucket versioning is not supported yet")
+    if status not in (None, "Suspended"):
+        raise s3.MalformedXML()
+    return empty_response(200)
+
+
+# --- lifecycle documents (enforced by the lifecycle daemon) ---------------------------------------
+
+
+@handles(Operation.PutBucketLifecycleConfiguration)
+async def put_lifecycle(req: S3Request) -> Response:
+    body = await req.small_body()
+    parse(body, "LifecycleConfiguration")
+    await req.store.put_bucket_config(req.bucket, "lifecycle", body.decode())
+    return empty_response(200)
+
+
+@handles(Operation.GetBucketLifecycleConfiguration)
+async def get_lifecycle(req: S3Request) -> Response:
+    raw = await req.store.get_bucket_config(req.bucket, "lifecycle")
+    if raw is None:
+        raise s3.NoSuchLifecycleConfiguration(BucketName=req.bucket)
+    return xml_response(raw.encode())
+
+
+@handles(Operation.DeleteBucketLifecycle)
+async def delete_lifecycle(req: S3Request) -> Response:
+    await req.store.get_bucket(req.bucket)
+    await req.store.put_bucket_config(req.bucket, "lifecycle", None)
+    return empty_response(204)
+
+
+# --- configuration we do not offer: answer "none configured" to GETs ----------------------------
+
+_NOT_CONFIGURED: dict[Operation, type[s3.S3Error]] = {
+    Operation.GetBucketPolicy: s3.NoSuchBucketPolicy,
+    Operation.GetBucketCors: s3.NoSuchCORSConfiguration,
+    Operation.GetBucketEncryption: s3.ServerSideEncryptionConfigurationNotFoundError,
+    Operation.GetBucketOwnershipControls: s3.OwnershipControlsNotFoundError,
+    Operation.GetObjectLockConfiguration: s3.ObjectLockConfigurationNotFoundError,
+    Operation.GetPublicAccessBlock: s3.NoSuchPublicAccessBlockConfiguration,
+}
+
+
+@handles(*_NOT_CONFIGURED)
+async def not_configured(req: S3Request) -> Response:
+    await req.store.get_bucket(req.bucket)
+    raise _NOT_CONFIGURED[req.operation](BucketName=req.bucket)
+
+
+@handles(Operation.DeleteBucketPolicy, Operation.DeleteBucketCors, Operation.DeleteBucketEncryption)
+async def delete_not_configured(req: S3Request) -> Response:
+    await req.store.get_bucket(req.bucket)
+    return empty_response(204)

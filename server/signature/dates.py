@@ -1,0 +1,49 @@
+"""Request timestamps: the ISO 8601 basic form SigV4 signs, and HTTP dates SigV2 uses."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+AMZ_DATE_FORMAT = "%Y%m%dT%H%M%SZ"
+
+
+def parse_amz_date(value: str) -> datetime | None:
+    """Parse "20130524T000000Z"; None when it is not exactly that form."""
+    if len(value) != 16:
+        return None
+    try:
+        return datetime.strptime(value, AMZ_DATE_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def parse_http_date(value: str) -> datetime | None:
+    """Parse an RFC 7231 / RFC 2822 date ("Fri, 24 May 2013 00:00:00 GMT"); None if invalid."""
+    try:
+        parsed = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if parsed is None:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def parse_any_date(value: str) -> datetime | None:
+    """Either form: some SigV2 clients send x-amz-date in ISO 8601 basic form."""
+    return parse_amz_date(value.strip()) or parse_http_date(value)
+
+
+def format_amz_date(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime(AMZ_DATE_FORMAT)
+
+
+def utc_now(now: datetime | None) -> datetime:
+    """The verifier's notion of now; a naive `now` is taken as UTC."""
+    if now is None:
+        return datetime.now(UTC)
+    if now.tzinfo is None:
+        return now.replace(tzinfo=UTC)
+    return now

@@ -1,0 +1,44 @@
+"""HMAC helpers and the SigV4 signing-key cache.
+
+Deriving a signing key costs four HMACs per request; the key only changes per (secret, day,
+region, service), so a small LRU makes the hot path one HMAC. The cache is keyed by the secret
+itself (not the access key) so that a rotated secret can never be served a stale key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from functools import lru_cache
+
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+
+
+def hmac_sha256(key: bytes, message: str) -> bytes:
+    return hmac.new(key, message.encode("utf-8"), hashlib.sha256).digest()
+
+
+def hmac_sha256_hex(key: bytes, message: str) -> str:
+    return hmac.new(key, message.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def sha256_hex(data: str | bytes) -> str:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+@lru_cache(maxsize=1024)
+def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
+    """kSigning = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, date), region), service), "aws4_request")."""
+    k_date = hmac_sha256(("AWS4" + secret).encode("utf-8"), date)
+    k_region = hmac_sha256(k_date, region)
+    k_service = hmac_sha256(k_region, service)
+    return hmac_sha256(k_service, "aws4_request")
+
+
+def same(expected: str, provided: str) -> bool:
+    """Constant-time comparison that never raises, whatever the client sent."""
+    return hmac.compare_digest(
+        expected.encode("utf-8", "surrogateescape"), provided.encode("utf-8", "surrogateescape")
+    )

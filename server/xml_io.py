@@ -1,0 +1,86 @@
+"""S3 XML in and out.
+
+Out: documents are built from nested (name, value) pairs — value a string, number, bool, None
+(element left out) or a list of pairs (child elements) — and serialised in one pass.
+In: request bodies are parsed with defusedxml (no entity expansion), namespace-agnostic, and
+every malformed document becomes MalformedXML.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from typing import Union
+from xml.etree.ElementTree import Element
+from xml.sax.saxutils import escape
+
+from defusedxml import ElementTree as SafeET
+
+from server.errors import MalformedXML
+
+S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
+MAX_XML_BODY = 2 * 1024 * 1024  # a DeleteObjects of 1000 long keys fits; anything bigger is abuse
+
+Value = Union[str, int, float, bool, None, "list[tuple[str, Value]]"]
+
+
+def _render(name: str, value: Value, out: list[str]) -> None:
+    if value is None:
+        return
+    if isinstance(value, list):
+        out.append(f"<{name}>")
+        for child_name, child_value in value:
+            _render(child_name, child_value, out)
+        out.append(f"</{name}>")
+        return
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    else:
+        text = escape(str(value))
+    out.append(f"<{name}>{text}</{name}>")
+
+
+def document(root: str, children: Iterable[tuple[str, Value]], *, namespace: str | None = S3_NS) -> bytes:
+    ns = f' xmlns="{namespace}"' if namespace else ""
+    out = ['<?xml version="1.0" encoding="UTF-8"?>\n', f"<{root}{ns}>"]
+    for name, value in children:
+        _render(name, value, out)
+    out.append(f"</{root}>")
+    return "".join(out).encode()
+
+
+def iso_time(timestamp: float) -> str:
+    """S3's XML timestamp form: 2024-01-02T03:04:05.000Z."""
+    moment = dt.datetime.fromtimestamp(timestamp, dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def http_date(timestamp: float) -> str:
+    """RFC 7231 date for Last-Modified and friends."""
+    moment = dt.datetime.fromtimestamp(timestamp, dt.UTC)
+    return moment.strftime("%a, %d %b %Y %H:%M:%S GMT")
+
+
+def _strip_ns(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def parse(body: bytes, expected_root: str | None = None) -> Element:
+    if not body.strip():
+        raise MalformedXML()
+    try:
+        root = SafeET.fromstring(body)
+    except Exception:  # defusedxml raises several types; all mean the same to a client
+        raise MalformedXML() from None
+    for element in root.iter():
+        element.tag = _strip_ns(element.tag)
+    if expected_root is not None and root.tag != expected_root:
+        raise MalformedXML()
+    return root
+
+
+def child_text(element: Element, name: str, default: str | None = None) -> str | None:
+    child = element.find(name)
+    if child is None:
+        return default
+    return child.text or ""

@@ -1,0 +1,77 @@
+"""Weighted rendezvous placement: distinct groups, weights honoured, minimal movement."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from erasure.placement import place
+from erasure.topology import Domain, Topology, default_layout
+
+
+def flat(tmp_path: Path, n: int, weights: list[float] | None = None) -> Topology:
+    weights = weights or [1.0] * n
+    return Topology(Domain(f"d{i}", tmp_path / f"d{i}", node=f"n{i}", weight=weights[i]) for i in range(n))
+
+
+@pytest.mark.parametrize("level,expect_groups", [("drive", 12), ("node", 4), ("rack", 2)])
+def test_shards_land_in_distinct_groups(tmp_path: Path, level: str, expect_groups: int) -> None:
+    topology = default_layout(tmp_path, "hot", nodes=4, drives_per_node=3, racks=2, weight=1.0)
+    assert len(topology.groups(level)) == expect_groups
+    width = min(expect_groups, 6)
+    for n in range(300):
+        chosen = place(f"blob-{n}", topology, level, width)
+        assert len(chosen) == width
+        assert len({d.label(level) for d in chosen}) == width
+    assert place("blob-x", topology, level, width) == place("blob-x", topology, level, width)
+
+
+def test_offline_domains_are_never_chosen(tmp_path: Path) -> None:
+    topology = default_layout(tmp_path, "hot", nodes=4, drives_per_node=2, weight=1.0)
+    topology.set_offline("n2")
+    for n in range(200):
+        chosen = place(f"b{n}", topology, "node", 3)
+        assert len(chosen) == 3 and all(d.online and d.node != "n2" for d in chosen)
+    assert len(place("b", topology, "node", 4)) == 3  # only three nodes are up
+
+
+def test_weights_are_respected_roughly(tmp_path: Path) -> None:
+    topology = flat(tmp_path, 4, [1.0, 2.0, 3.0, 4.0])
+    wins = Counter(place(f"obj-{n}", topology, "drive", 1)[0].id for n in range(20000))
+    for i, weight in enumerate([1.0, 2.0, 3.0, 4.0]):
+        assert wins[f"d{i}"] / 20000 == pytest.approx(weight / 10, abs=0.02)
+
+
+def test_adding_a_domain_moves_only_its_share(tmp_path: Path) -> None:
+    topology = flat(tmp_path, 6)
+    ids = [f"obj-{n}" for n in range(20000)]
+    before = {i: place(i, topology, "drive", 1)[0].id for i in ids}
+    topology.add(Domain("d6", tmp_path / "d6", node="n6", weight=1.0))
+    after = {i: place(i, topology, "drive", 1)[0].id for i in ids}
+    moved = [i for i in ids if before[i] != after[i]]
+    assert len(moved) / len(ids) == pytest.approx(1 / 7, abs=0.015)
+    assert all(after[i] == "d6" for i in moved)  # nothing moves between the old domains
+
+
+def test_full_shard_sets_change_minimally(tmp_path: Path) -> None:
+    """With k+m=3 of 6 → 7 domains, a shard slot changes only when the new domain enters the set."""
+    topology = flat(tmp_path, 6)
+    ids = [f"obj-{n}" for n in range(5000)]
+    before = {i: {d.id for d in place(i, topology, "drive", 3)} for i in ids}
+    topology.add(Domain("d6", tmp_path / "d6", node="n6", weight=1.0))
+    for i in ids:
+        after = {d.id for d in place(i, topology, "drive", 3)}
+        assert len(before[i] - after) <= 1
+        assert after - before[i] <= {"d6"}
+
+
+def test_set_state_by_node_rack_and_drive(tmp_path: Path) -> None:
+    topology = default_layout(tmp_path, "warm", nodes=4, drives_per_node=2, racks=2)
+    assert {d.id for d in topology.set_offline("n3")} == {"warm-n3-d1", "warm-n3-d2"}
+    assert len(topology.set_offline("rack2")) == 4  # n2 and n4
+    topology.set_online("warm-n2-d1")
+    assert sorted(d.id for d in topology if d.online) == ["warm-n1-d1", "warm-n1-d2", "warm-n2-d1"]
+    with pytest.raises(KeyError):
+        topology.set_offline("nope")

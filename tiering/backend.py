@@ -1,0 +1,136 @@
+"""The tier backend interface: the handful of methods every place that holds object bytes offers.
+
+A backend stores immutable blobs addressed by a data id (never by an object key). The catalog
+records what `DataWriter.finish()` returned (`StoredData`), so a reader never depends on how the
+backend would place the blob *today* — only on where it was put.
+
+Backends register themselves by kind (`register_backend`), so a new tier backend plugs in without
+touching the gateway: the config names a kind, `create_backend` builds it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class BackendError(Exception):
+    """Base of errors a backend raises; `tiering` maps them, `server` maps tiering's."""
+
+
+class DataNotFound(BackendError):
+    """The blob is gone (deleted by an overwrite that raced with a reader, or lost)."""
+
+
+class DataUnavailable(BackendError):
+    """The blob exists but cannot be read right now (too many shards or domains missing)."""
+
+
+class CapacityExceeded(BackendError):
+    """The backend has no room for the blob."""
+
+
+class WriteQuorumLost(BackendError):
+    """Too few healthy places to store the blob with the promised durability."""
+
+
+@dataclass(frozen=True)
+class StoredData:
+    """One immutable blob as the backend stored it: what the catalog keeps to read it back."""
+
+    data_id: str
+    size: int
+    # Backend-specific, JSON-serialisable description (e.g. which domain holds which shard).
+    location: dict[str, Any] = field(default_factory=dict)
+
+
+class DataWriter(ABC):
+    """Receives a blob's bytes in order; nothing is visible to readers until the catalog commits."""
+
+    @abstractmethod
+    async def write(self, chunk: bytes | memoryview) -> None:
+        """Append bytes. May block the caller (not the event loop) while data is flushed."""
+
+    @abstractmethod
+    async def finish(self) -> StoredData:
+        """Make everything written durable and return where it lives."""
+
+    @abstractmethod
+    async def abort(self) -> None:
+        """Throw away what was written. Safe to call after a failure, and more than once."""
+
+
+class DataReader(ABC):
+    """An opened blob. Opening pins it: a later delete does not break a reader already open."""
+
+    @abstractmethod
+    def stream(self, start: int, end: int) -> AsyncIterator[bytes]:
+        """Yield the bytes [start, end) of the blob in order, in chunks of any size."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release what `open_reader` pinned."""
+
+
+class TierBackend(ABC):
+    """Where a tier keeps its bytes: memory, erasure-coded domains, an external S3 bucket, ..."""
+
+    kind: str = ""
+
+    @abstractmethod
+    async def create_writer(self, data_id: str, size_hint: int | None = None) -> DataWriter:
+        """Start a new blob. `size_hint` (when the client told us) lets the backend plan."""
+
+    @abstractmethod
+    async def open_reader(self, stored: StoredData) -> DataReader:
+        """Open a blob for reading; raise `DataNotFound` if it is gone."""
+
+    @abstractmethod
+    async def delete(self, stored: StoredData) -> None:
+        """Remove a blob. Deleting what is already gone is not an error."""
+
+    @abstractmethod
+    async def exists(self, stored: StoredData) -> bool:
+        """True while the blob can still be opened."""
+
+    async def start(self) -> None:
+        """Begin background work (e.g. sweeping abandoned temporary files)."""
+
+    async def close(self) -> None:
+        """Stop background work and release resources."""
+
+    async def recent_data(self, since: float, until: float) -> list[StoredData]:
+        """Blobs written in [since, until): candidates for the orphan sweep after a crash.
+
+        A backend that cannot enumerate its blobs returns nothing (and leaks after a crash).
+        """
+        return []
+
+    def stats(self) -> dict[str, Any]:
+        """Cheap numbers for status and metrics (bytes used, capacity, ...)."""
+        return {}
+
+
+BackendFactory = Callable[..., TierBackend]
+_REGISTRY: dict[str, BackendFactory] = {}
+
+
+def register_backend(kind: str) -> Callable[[BackendFactory], BackendFactory]:
+    """Class decorator: make a backend constructible from config by its `kind` name."""
+
+    def decorate(factory: BackendFactory) -> BackendFactory:
+        _REGISTRY[kind] = factory
+        return factory
+
+    return decorate
+
+
+def create_backend(kind: str, **options: Any) -> TierBackend:
+    try:
+        factory = _REGISTRY[kind]
+    except KeyError:
+        known = ", ".join(sorted(_REGISTRY)) or "none"
+        raise ValueError(f"unknown tier backend kind {kind!r} (known: {known})") from None
+    return factory(**options)

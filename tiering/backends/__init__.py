@@ -1,0 +1,6 @@
+"""Tier backends. Importing this package registers every built-in kind with `tiering.backend`."""
+
+from tiering.backends import (
+    erasure_coded,  # noqa: F401  (registers "erasure")
+    local_files,  # noqa: F401  (registers "files")
+)

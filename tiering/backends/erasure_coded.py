@@ -1,0 +1,139 @@
+"""Tier backend over an `erasure.ErasurePool`: k+m shards on local failure domains.
+
+A thin adapter: it translates `StoredData` to the pool's (data id, location, size), and erasure
+errors to `tiering.backend` errors. All storage logic lives in `erasure`.
+
+Config (`TierConfig.options` for kind "erasure"): either `pool=` an ErasurePool, or
+`root`, `nodes`, `drives_per_node` (directories root/<name>/n<i>/d<j>), and the pool's `k`, `m`,
+`spread_level`, `block_size`, `write_quorum`, `small_object_threshold`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import erasure
+from erasure import ErasurePool, HealResult, PoolReader, PoolWriter, default_layout
+from erasure.pool import DEFAULT_BLOCK_SIZE, DEFAULT_SMALL_OBJECT_THRESHOLD
+from tiering.backend import (
+    BackendError,
+    CapacityExceeded,
+    DataNotFound,
+    DataReader,
+    DataUnavailable,
+    DataWriter,
+    StoredData,
+    TierBackend,
+    WriteQuorumLost,
+    register_backend,
+)
+
+T = TypeVar("T")
+
+
+def translate(error: erasure.ErasureError) -> BackendError:
+    """The tiering error for an erasure error (order matters: OutOfSpace is a WriteQuorumError)."""
+    if isinstance(error, erasure.DataNotFound):
+        return DataNotFound(str(error))
+    if isinstance(error, erasure.OutOfSpace):
+        return CapacityExceeded(str(error))
+    if isinstance(error, erasure.WriteQuorumError):
+        return WriteQuorumLost(str(error))
+    return DataUnavailable(str(error))  # DataLost, offline domains, corrupt shards, ...
+
+
+async def _call(action: Callable[[], Awaitable[T]]) -> T:
+    try:
+        return await action()
+    except erasure.ErasureError as error:
+        raise translate(error) from error
+
+
+class _Writer(DataWriter):
+    def __init__(self, writer: PoolWriter) -> None:
+        self._writer = writer
+
+    async def write(self, chunk: bytes | memoryview) -> None:
+        await _call(lambda: self._writer.write(chunk))
+
+    async def finish(self) -> StoredData:
+        location = await _call(self._writer.finish)
+        return StoredData(self._writer.data_id, self._writer.size, location)
+
+    async def abort(self) -> None:
+        await self._writer.abort()
+
+
+class _Reader(DataReader):
+    def __init__(self, reader: PoolReader) -> None:
+        self._reader = reader
+
+    async def stream(self, start: int, end: int) -> AsyncIterator[bytes]:  # type: ignore[override]
+        try:
+            async for chunk in self._reader.stream(start, end):
+                yield chunk
+        except erasure.ErasureError as error:
+            raise translate(error) from error
+
+    async def close(self) -> None:
+        await self._reader.close()
+
+
+@register_backend("erasure")
+class ErasureCodedBackend(TierBackend):
+    kind = "erasure"
+
+    def __init__(
+        self,
+        pool: ErasurePool | None = None,
+        *,
+        name: str = "erasure",
+        root: str | Path | None = None,
+        nodes: int = 1,
+        drives_per_node: int = 6,
+        k: int = 4,
+        m: int = 2,
+        spread_level: str = "drive",
+        block_size: int = DEFAULT_BLOCK_SIZE,
+        write_quorum: int | None = None,
+        small_object_threshold: int = DEFAULT_SMALL_OBJECT_THRESHOLD,
+        **_: Any,
+    ) -> None:
+        if pool is None:
+            if root is None:
+                raise ValueError("erasure backend needs either pool= or root=")
+            topology = default_layout(Path(root), name, nodes, drives_per_node)
+            pool = ErasurePool(
+                name, topology, k, m, spread_level=spread_level, block_size=block_size,
+                write_quorum=write_quorum, small_object_threshold=small_object_threshold,
+            )
+        self.pool = pool
+
+    async def create_writer(self, data_id: str, size_hint: int | None = None) -> DataWriter:
+        return _Writer(await self.pool.create_writer(data_id, size_hint))
+
+    async def open_reader(self, stored: StoredData) -> DataReader:
+        reader = await _call(lambda: self.pool.open_reader(stored.data_id, stored.location, stored.size))
+        return _Reader(reader)
+
+    async def delete(self, stored: StoredData) -> None:
+        await _call(lambda: self.pool.delete(stored.data_id, stored.location))
+
+    async def exists(self, stored: StoredData) -> bool:
+        return await _call(lambda: self.pool.exists(stored.data_id, stored.location))
+
+    async def heal(self, stored: StoredData) -> tuple[HealResult, StoredData]:
+        """Verify and repair a blob; record the returned StoredData when `result.changed`."""
+        result = await _call(lambda: self.pool.heal(stored.data_id, stored.location, stored.size))
+        return result, StoredData(stored.data_id, stored.size, result.location)
+
+    async def start(self) -> None:
+        await self.pool.start()
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    def stats(self) -> dict[str, Any]:
+        return self.pool.status()

@@ -1,0 +1,647 @@
+"""The catalog: every bucket, object, upload and part, in SQLite (WAL) behind a narrow interface.
+
+Why SQLite: one file, crash-safe transactions, an ordered B-tree index that makes listing an index
+scan. The SQL is kept portable (no SQLite-only functions in queries) so a PostgreSQL-compatible
+database can carry the catalog when several gateways share one namespace.
+
+Threading: SQLite calls block, so the async facade (`tiering.store`) runs them in threads. All
+writes go through one connection on one thread (SQLite has one writer anyway, and a single
+writer thread makes group commit possible later); reads use one connection per reader thread.
+
+Every method here is synchronous and short; none does I/O on object data.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tiering.backend import StoredData
+from tiering.errors import (
+    BucketAlreadyExists,
+    BucketNotEmpty,
+    BucketNotFound,
+    ObjectNotFound,
+    PreconditionFailed,
+    UploadNotFound,
+)
+from tiering.records import (
+    BucketRecord,
+    ListPage,
+    ObjectMeta,
+    ObjectRecord,
+    PartRecord,
+    Segment,
+    UploadRecord,
+)
+
+SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS buckets (
+        name TEXT PRIMARY KEY,
+        created REAL NOT NULL,
+        owner TEXT NOT NULL,
+        region TEXT NOT NULL
+    )""",
+    # One row per visible object. `key` is TEXT compared with the BINARY collation, i.e. by
+    # UTF-8 bytes: exactly S3's listing order.
+    """CREATE TABLE IF NOT EXISTS objects (
+        bucket TEXT NOT NULL,
+        key TEXT NOT NULL,
+        generation INTEGER NOT NULL,
+        size INTEGER NOT NULL,
+        etag TEXT NOT NULL,
+        last_modified REAL NOT NULL,
+        tier TEXT NOT NULL,
+        meta TEXT NOT NULL,
+        tags TEXT NOT NULL,
+        checksum_algorithm TEXT,
+        checksum TEXT,
+        segments TEXT NOT NULL,
+        PRIMARY KEY (bucket, key)
+    )""",
+    """CREATE TABLE IF NOT EXISTS uploads (
+        upload_id TEXT PRIMARY KEY,
+        bucket TEXT NOT NULL,
+        key TEXT NOT NULL,
+        initiated REAL NOT NULL,
+        tier TEXT NOT NULL,
+        meta TEXT NOT NULL,
+        tags TEXT NOT NULL,
+        checksum_algorithm TEXT,
+        owner TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS uploads_by_key ON uploads (bucket, key, upload_id)",
+    """CREATE TABLE IF NOT EXISTS parts (
+        upload_id TEXT NOT NULL,
+        part_number INTEGER NOT NULL,
+        size INTEGER NOT NULL,
+        etag TEXT NOT NULL,
+        last_modified REAL NOT NULL,
+        stored TEXT NOT NULL,
+        checksum TEXT,
+        PRIMARY KEY (upload_id, part_number)
+    )""",
+    # Data that no object refers to any more, deleted by the collector once readers are done.
+    """CREATE TABLE IF NOT EXISTS garbage (
+        data_id TEXT PRIMARY KEY,
+        tier TEXT NOT NULL,
+        stored TEXT NOT NULL,
+        not_before REAL NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS garbage_due ON garbage (not_before)",
+    # Per-bucket configuration documents (lifecycle, intelligent-tiering, ...), stored as given.
+    """CREATE TABLE IF NOT EXISTS bucket_config (
+        bucket TEXT NOT NULL,
+        name TEXT NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (bucket, name)
+    )""",
+]
+
+OBJECT_COLUMNS = (
+    "bucket, key, generation, size, etag, last_modified, tier, meta, tags, "
+    "checksum_algorithm, checksum, segments"
+)
+
+# How long retired data stays on disk: a GET that looked the object up just before an overwrite
+# still opens the old blob within this window (an opened blob survives deletion).
+RETIRE_GRACE_SECONDS = 30.0
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _stored_to_json(stored: StoredData) -> str:
+    return _dumps({"id": stored.data_id, "size": stored.size, "loc": stored.location})
+
+
+def _stored_from_json(raw: str) -> StoredData:
+    value = json.loads(raw)
+    return StoredData(value["id"], value["size"], value.get("loc") or {})
+
+
+def key_successor(prefix: str) -> str | None:
+    """The smallest string greater than every string that starts with `prefix` (None: no bound).
+
+    Used to skip a whole common prefix with one index seek instead of scanning its keys.
+    """
+    chars = list(prefix)
+    while chars:
+        code = ord(chars[-1]) + 1
+        if code == 0xD800:  # surrogates cannot appear in UTF-8 keys; jump over them
+            code = 0xE000
+        if code <= 0x10FFFF:
+            chars[-1] = chr(code)
+            return "".join(chars)
+        chars.pop()
+    return None
+
+
+class Catalog:
+    """Synchronous catalog operations. Thread-safe: one writer, per-thread readers."""
+
+    def __init__(self, path: Path, *, durable: bool = True) -> None:
+        self.path = path
+        self.durable = durable
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._write_lock = threading.Lock()
+        self._writer = self._connect()
+        for statement in SCHEMA:
+            self._writer.execute(statement)
+        self._writer.commit()
+
+    # --- connections ------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        conn.execute("PRAGMA journal_mode=WAL")
+        # FULL: a commit is on disk when it returns, so an acknowledged PUT survives power loss.
+        conn.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
+        conn.execute("PRAGMA busy_timeout=30000")
+        return conn
+
+    def _reader(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            conn.execute("PRAGMA query_only=1")
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._write_lock:
+            conn = self._writer
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._write_lock:
+            self._writer.close()
+
+    # --- buckets ----------------------------------------------------------------------------
+
+    def create_bucket(self, name: str, owner: str, region: str) -> BucketRecord:
+        record = BucketRecord(name, time.time(), owner, region)
+        with self._write() as db:
+            row = db.execute("SELECT owner FROM buckets WHERE name = ?", (name,)).fetchone()
+            if row is not None:
+                raise BucketAlreadyExists(name, owned_by_caller=row[0] == owner)
+            db.execute(
+                "INSERT INTO buckets (name, created, owner, region) VALUES (?, ?, ?, ?)",
+                (name, record.created, owner, region),
+            )
+        return record
+
+    def get_bucket(self, name: str) -> BucketRecord:
+        row = self._reader().execute(
+            "SELECT name, created, owner, region FROM buckets WHERE name = ?", (name,)
+        ).fetchone()
+        if row is None:
+            raise BucketNotFound(name)
+        return BucketRecord(*row)
+
+    def list_buckets(self, owner: str | None = None) -> list[BucketRecord]:
+        sql = "SELECT name, created, owner, region FROM buckets"
+        args: tuple[Any, ...] = ()
+        if owner is not None:
+            sql += " WHERE owner = ?"
+            args = (owner,)
+        return [BucketRecord(*row) for row in self._reader().execute(sql + " ORDER BY name", args)]
+
+    def delete_bucket(self, name: str) -> None:
+        with self._write() as db:
+            if db.execute("SELECT 1 FROM buckets WHERE name = ?", (name,)).fetchone() is None:
+                raise BucketNotFound(name)
+            if db.execute("SELECT 1 FROM objects WHERE bucket = ? LIMIT 1", (name,)).fetchone():
+                raise BucketNotEmpty(name)
+            # Unfinished uploads go with the bucket (AWS refuses only for objects).
+            self._drop_uploads(db, "bucket = ?", (name,))
+            db.execute("DELETE FROM bucket_config WHERE bucket = ?", (name,))
+            db.execute("DELETE FROM buckets WHERE name = ?", (name,))
+
+    def put_bucket_config(self, bucket: str, name: str, value: str | None) -> None:
+        with self._write() as db:
+            if db.execute("SELECT 1 FROM buckets WHERE name = ?", (bucket,)).fetchone() is None:
+                raise BucketNotFound(bucket)
+            if value is None:
+                db.execute("DELETE FROM bucket_config WHERE bucket = ? AND name = ?", (bucket, name))
+            else:
+                db.execute(
+                    "INSERT INTO bucket_config (bucket, name, value) VALUES (?, ?, ?) "
+                    "ON CONFLICT (bucket, name) DO UPDATE SET value = excluded.value",
+                    (bucket, name, value),
+                )
+
+    def get_bucket_config(self, bucket: str, name: str) -> str | None:
+        row = self._reader().execute(
+            "SELECT value FROM bucket_config WHERE bucket = ? AND name = ?", (bucket, name)
+        ).fetchone()
+        return row[0] if row else None
+
+    # --- objects ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _object_from_row(row: tuple[Any, ...]) -> ObjectRecord:
+        (bucket, key, generation, size, etag, mtime, tier, meta, tags, algo, checksum, segments) = row
+        return ObjectRecord(
+            bucket=bucket,
+            key=key,
+            size=size,
+            etag=etag,
+            last_modified=mtime,
+            tier=tier,
+            meta=ObjectMeta.from_json(json.loads(meta), json.loads(tags)),
+            segments=tuple(Segment.from_json(s) for s in json.loads(segments)),
+            checksum_algorithm=algo,
+            checksum=checksum,
+            generation=generation,
+        )
+
+    def get_object(self, bucket: str, key: str) -> ObjectRecord:
+        row = self._reader().execute(
+            f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
+        ).fetchone()
+        if row is None:
+            # Tell a missing bucket from a missing key (NoSuchBucket vs NoSuchKey).
+            self.get_bucket(bucket)
+            raise ObjectNotFound(bucket, key)
+        return self._object_from_row(row)
+
+    def _retire(self, db: sqlite3.Connection, tier: str, stored: list[StoredData]) -> None:
+        due = time.time() + RETIRE_GRACE_SECONDS
+        db.executemany(
+            "INSERT INTO garbage (data_id, tier, stored, not_before) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (data_id) DO NOTHING",
+            [(s.data_id, tier, _stored_to_json(s), due) for s in stored],
+        )
+
+    def _retire_object_row(self, db: sqlite3.Connection, bucket: str, key: str) -> ObjectRecord | None:
+        row = db.execute(
+            f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
+        ).fetchone()
+        if row is None:
+            return None
+        old = self._object_from_row(row)
+        self._retire(db, old.tier, [s.stored for s in old.segments])
+        return old
+
+    def commit_object(
+        self,
+        record: ObjectRecord,
+        *,
+        if_match: str | None = None,
+        if_none_match: str | None = None,
+        expected_generation: int | None = None,
+    ) -> ObjectRecord:
+        """Make `record` the visible version of its key in one transaction; retire the old data.
+
+        `expected_generation` is the mover's compare-and-swap: commit only if the object is still
+        the one the mover copied (raises PreconditionFailed otherwise).
+        """
+        with self._write() as db:
+            return self._commit_object_in(db, record, if_match, if_none_match, expected_generation)
+
+    def _commit_object_in(
+        self,
+        db: sqlite3.Connection,
+        record: ObjectRecord,
+        if_match: str | None,
+        if_none_match: str | None,
+        expected_generation: int | None,
+    ) -> ObjectRecord:
+        if db.execute("SELECT 1 FROM buckets WHERE name = ?", (record.bucket,)).fetchone() is None:
+            raise BucketNotFound(record.bucket)
+        row = db.execute(
+            f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?",
+            (record.bucket, record.key),
+        ).fetchone()
+        current = self._object_from_row(row) if row else None
+        if if_none_match is not None and current is not None:
+            raise PreconditionFailed("If-None-Match")
+        if if_match is not None:
+            if current is None:
+                raise ObjectNotFound(record.bucket, record.key)
+            if if_match.strip() != "*" and if_match.strip().strip('"') != current.etag:
+                raise PreconditionFailed("If-Match")
+        if expected_generation is not None and (current is None or current.generation != expected_generation):
+            raise PreconditionFailed("generation")
+        generation = (current.generation if current else 0) + 1
+        if current is not None:
+            keep = {s.stored.data_id for s in record.segments}
+            self._retire(db, current.tier, [s.stored for s in current.segments if s.stored.data_id not in keep])
+        db.execute(
+            f"INSERT OR REPLACE INTO objects ({OBJECT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                record.bucket,
+                record.key,
+                generation,
+                record.size,
+                record.etag,
+                record.last_modified,
+                record.tier,
+                _dumps(record.meta.to_json()),
+                _dumps(record.meta.tags),
+                record.checksum_algorithm,
+                record.checksum,
+                _dumps([s.to_json() for s in record.segments]),
+            ),
+        )
+        return ObjectRecord(**{**record.__dict__, "generation": generation})
+
+    def update_object_meta(
+        self, bucket: str, key: str, meta: ObjectMeta, *, if_etag: str | None = None
+    ) -> ObjectRecord:
+        """Change metadata (and tags) without touching data: the self-copy with REPLACE."""
+        with self._write() as db:
+            row = db.execute(
+                f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
+            ).fetchone()
+            if row is None:
+                raise ObjectNotFound(bucket, key)
+            current = self._object_from_row(row)
+            if if_etag is not None and current.etag != if_etag:
+                raise PreconditionFailed("etag")
+            now = time.time()
+            db.execute(
+                "UPDATE objects SET meta = ?, tags = ?, last_modified = ?, generation = generation + 1 "
+                "WHERE bucket = ? AND key = ?",
+                (_dumps(meta.to_json()), _dumps(meta.tags), now, bucket, key),
+            )
+        return ObjectRecord(
+            **{**current.__dict__, "meta": meta, "last_modified": now, "generation": current.generation + 1}
+        )
+
+    def put_tags(self, bucket: str, key: str, tags: dict[str, str]) -> None:
+        with self._write() as db:
+            cur = db.execute(
+                "UPDATE objects SET tags = ? WHERE bucket = ? AND key = ?", (_dumps(tags), bucket, key)
+            )
+            if cur.rowcount == 0:
+                if db.execute("SELECT 1 FROM buckets WHERE name = ?", (bucket,)).fetchone() is None:
+                    raise BucketNotFound(bucket)
+                raise ObjectNotFound(bucket, key)
+
+    def delete_object(self, bucket: str, key: str) -> ObjectRecord | None:
+        with self._write() as db:
+            if db.execute("SELECT 1 FROM buckets WHERE name = ?", (bucket,)).fetchone() is None:
+                raise BucketNotFound(bucket)
+            old = self._retire_object_row(db, bucket, key)
+            if old is not None:
+                db.execute("DELETE FROM objects WHERE bucket = ? AND key = ?", (bucket, key))
+            return old
+
+    def count_objects(self, bucket: str | None = None) -> tuple[int, int]:
+        sql = "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM objects"
+        args: tuple[Any, ...] = ()
+        if bucket is not None:
+            sql += " WHERE bucket = ?"
+            args = (bucket,)
+        count, size = self._reader().execute(sql, args).fetchone()
+        return int(count), int(size)
+
+    def list_objects(
+        self,
+        bucket: str,
+        *,
+        prefix: str = "",
+        delimiter: str = "",
+        start_after: str = "",
+        max_keys: int = 1000,
+    ) -> ListPage:
+        """One page of keys in UTF-8 binary order, with common prefixes rolled up.
+
+        An ordered index scan: each common prefix costs one seek past its keys, so the cost of
+        a page depends on the page, not on the bucket's size.
+        """
+        db = self._reader()
+        if db.execute("SELECT 1 FROM buckets WHERE name = ?", (bucket,)).fetchone() is None:
+            raise BucketNotFound(bucket)
+        objects: list[ObjectRecord] = []
+        prefixes: list[str] = []
+        upper = key_successor(prefix) if prefix else None
+        # Lower bound: strictly after start_after, and at or after the prefix.
+        if start_after and start_after >= prefix:
+            lower, inclusive = start_after, False
+        else:
+            lower, inclusive = prefix, True
+        last: str | None = None
+        if max_keys <= 0:
+            return ListPage([], [], False, None)
+        batch = min(max_keys + 1, 1001)
+        while True:
+            sql = f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key {'>=' if inclusive else '>'} ?"
+            args: list[Any] = [bucket, lower]
+            if upper is not None:
+                sql += " AND key < ?"
+                args.append(upper)
+            sql += " ORDER BY key LIMIT ?"
+            args.append(batch)
+            rows = db.execute(sql, args).fetchall()
+            if not rows:
+                return ListPage(objects, prefixes, False, last)
+            sought = False
+            for row in rows:
+                key: str = row[1]
+                if delimiter:
+                    cut = key.find(delimiter, len(prefix))
+                    if cut >= 0:
+                        common = key[: cut + len(delimiter)]
+                        if len(objects) + len(prefixes) >= max_keys:
+                            return ListPage(objects, prefixes, True, last)
+                        if not (start_after and common <= start_after):
+                            prefixes.append(common)
+                            last = common
+                        # Skip every other key under this prefix with one seek.
+                        successor = key_successor(common)
+                        if successor is None:
+                            return ListPage(objects, prefixes, False, last)
+                        lower, inclusive = successor, True
+                        sought = True
+                        break
+                if len(objects) + len(prefixes) >= max_keys:
+                    return ListPage(objects, prefixes, True, last)
+                objects.append(self._object_from_row(row))
+                last = key
+            if not sought:
+                if len(rows) < batch:
+                    return ListPage(objects, prefixes, False, last)
+                lower, inclusive = rows[-1][1], False
+
+    # --- multipart uploads ------------------------------------------------------------------
+
+    def create_upload(self, upload: UploadRecord) -> None:
+        with self._write() as db:
+            if db.execute("SELECT 1 FROM buckets WHERE name = ?", (upload.bucket,)).fetchone() is None:
+                raise BucketNotFound(upload.bucket)
+            db.execute(
+                "INSERT INTO uploads (upload_id, bucket, key, initiated, tier, meta, tags, "
+                "checksum_algorithm, owner) VALUES (?,?,?,?,?,?,?,?,?)",
+                (
+                    upload.upload_id,
+                    upload.bucket,
+                    upload.key,
+                    upload.initiated,
+                    upload.tier,
+                    _dumps(upload.meta.to_json()),
+                    _dumps(upload.meta.tags),
+                    upload.checksum_algorithm,
+                    upload.owner,
+                ),
+            )
+
+    @staticmethod
+    def _upload_from_row(row: tuple[Any, ...]) -> UploadRecord:
+        upload_id, bucket, key, initiated, tier, meta, tags, algo, owner = row
+        return UploadRecord(
+            upload_id, bucket, key, initiated, tier, ObjectMeta.from_json(json.loads(meta), json.loads(tags)),
+            algo, owner,
+        )
+
+    def get_upload(self, bucket: str, key: str, upload_id: str) -> UploadRecord:
+        row = self._reader().execute(
+            "SELECT upload_id, bucket, key, initiated, tier, meta, tags, checksum_algorithm, owner "
+            "FROM uploads WHERE upload_id = ?",
+            (upload_id,),
+        ).fetchone()
+        if row is None or row[1] != bucket or row[2] != key:
+            self.get_bucket(bucket)
+            raise UploadNotFound(upload_id)
+        return self._upload_from_row(row)
+
+    def list_uploads(
+        self, bucket: str, *, prefix: str = "", key_marker: str = "", upload_id_marker: str = "", limit: int = 1000
+    ) -> list[UploadRecord]:
+        self.get_bucket(bucket)
+        sql = (
+            "SELECT upload_id, bucket, key, initiated, tier, meta, tags, checksum_algorithm, owner "
+            "FROM uploads WHERE bucket = ? AND key >= ?"
+        )
+        args: list[Any] = [bucket, prefix]
+        upper = key_successor(prefix) if prefix else None
+        if upper is not None:
+            sql += " AND key < ?"
+            args.append(upper)
+        if key_marker:
+            if upload_id_marker:
+                sql += " AND (key > ? OR (key = ? AND upload_id > ?))"
+                args += [key_marker, key_marker, upload_id_marker]
+            else:
+                sql += " AND key > ?"
+                args.append(key_marker)
+        sql += " ORDER BY key, upload_id LIMIT ?"
+        args.append(limit)
+        return [self._upload_from_row(row) for row in self._reader().execute(sql, args)]
+
+    def put_part(self, upload_id: str, part: PartRecord) -> None:
+        with self._write() as db:
+            upload = db.execute("SELECT tier FROM uploads WHERE upload_id = ?", (upload_id,)).fetchone()
+            if upload is None:
+                # The upload was aborted or completed while this part streamed in.
+                raise UploadNotFound(upload_id)
+            old = db.execute(
+                "SELECT stored FROM parts WHERE upload_id = ? AND part_number = ?",
+                (upload_id, part.part_number),
+            ).fetchone()
+            if old is not None:
+                self._retire(db, upload[0], [_stored_from_json(old[0])])
+            db.execute(
+                "INSERT OR REPLACE INTO parts (upload_id, part_number, size, etag, last_modified, stored, "
+                "checksum) VALUES (?,?,?,?,?,?,?)",
+                (
+                    upload_id,
+                    part.part_number,
+                    part.size,
+                    part.etag,
+                    part.last_modified,
+                    _stored_to_json(part.stored),
+                    part.checksum,
+                ),
+            )
+
+    def list_parts(self, upload_id: str, *, marker: int = 0, limit: int = 10000) -> list[PartRecord]:
+        rows = self._reader().execute(
+            "SELECT part_number, size, etag, last_modified, stored, checksum FROM parts "
+            "WHERE upload_id = ? AND part_number > ? ORDER BY part_number LIMIT ?",
+            (upload_id, marker, limit),
+        )
+        return [PartRecord(pn, size, etag, mtime, _stored_from_json(st), ck) for pn, size, etag, mtime, st, ck in rows]
+
+    def complete_upload(
+        self,
+        upload: UploadRecord,
+        record: ObjectRecord,
+        *,
+        if_match: str | None = None,
+        if_none_match: str | None = None,
+    ) -> ObjectRecord:
+        """Commit the assembled object and drop the upload in one transaction."""
+        with self._write() as db:
+            if db.execute("SELECT 1 FROM uploads WHERE upload_id = ?", (upload.upload_id,)).fetchone() is None:
+                raise UploadNotFound(upload.upload_id)
+            committed = self._commit_object_in(db, record, if_match, if_none_match, None)
+            used = {s.stored.data_id for s in record.segments}
+            unused = [
+                stored
+                for (raw,) in db.execute("SELECT stored FROM parts WHERE upload_id = ?", (upload.upload_id,))
+                if (stored := _stored_from_json(raw)).data_id not in used
+            ]
+            self._retire(db, upload.tier, unused)
+            db.execute("DELETE FROM parts WHERE upload_id = ?", (upload.upload_id,))
+            db.execute("DELETE FROM uploads WHERE upload_id = ?", (upload.upload_id,))
+        return committed
+
+    def abort_upload(self, bucket: str, key: str, upload_id: str) -> None:
+        with self._write() as db:
+            row = db.execute("SELECT bucket, key FROM uploads WHERE upload_id = ?", (upload_id,)).fetchone()
+            if row is None or row[0] != bucket or row[1] != key:
+                raise UploadNotFound(upload_id)
+            self._drop_uploads(db, "upload_id = ?", (upload_id,))
+
+    def _drop_uploads(self, db: sqlite3.Connection, where: str, args: tuple[Any, ...]) -> None:
+        for upload_id, tier in db.execute(f"SELECT upload_id, tier FROM uploads WHERE {where}", args).fetchall():
+            stored = [_stored_from_json(st) for (st,) in db.execute(
+                "SELECT stored FROM parts WHERE upload_id = ?", (upload_id,)
+            )]
+            self._retire(db, tier, stored)
+            db.execute("DELETE FROM parts WHERE upload_id = ?", (upload_id,))
+            db.execute("DELETE FROM uploads WHERE upload_id = ?", (upload_id,))
+
+    # --- garbage ----------------------------------------------------------------------------
+
+    def due_garbage(self, now: float, limit: int = 256) -> list[tuple[str, StoredData]]:
+        rows = self._reader().execute(
+            "SELECT tier, stored FROM garbage WHERE not_before <= ? ORDER BY not_before LIMIT ?", (now, limit)
+        )
+        return [(tier, _stored_from_json(st)) for tier, st in rows]
+
+    def forget_garbage(self, data_ids: list[str]) -> None:
+        with self._write() as db:
+            db.executemany("DELETE FROM garbage WHERE data_id = ?", [(d,) for d in data_ids])
+
+    def referenced_ids(self) -> set[str]:
+        """Every data id an object, part or garbage row names: for the orphan sweep after a crash.
+
+        One pass over the catalog; it runs only after an unclean shutdown.
+        """
+        db = self._reader()
+        ids: set[str] = set()
+        for (segments,) in db.execute("SELECT segments FROM objects"):
+            ids.update(s["id"] for s in json.loads(segments))
+        for (stored,) in db.execute("SELECT stored FROM parts"):
+            ids.add(json.loads(stored)["id"])
+        ids.update(d for (d,) in db.execute("SELECT data_id FROM garbage"))
+        return ids

@@ -1,0 +1,86 @@
+"""Errors of the namespace. They say what is wrong in storage terms; `server` maps them to S3."""
+
+from __future__ import annotations
+
+
+class TieringError(Exception):
+    """Base of every error the ObjectStore raises on purpose."""
+
+
+class BucketNotFound(TieringError):
+    def __init__(self, bucket: str) -> None:
+        super().__init__(f"bucket {bucket!r} does not exist")
+        self.bucket = bucket
+
+
+class BucketAlreadyExists(TieringError):
+    def __init__(self, bucket: str, *, owned_by_caller: bool) -> None:
+        super().__init__(f"bucket {bucket!r} exists")
+        self.bucket = bucket
+        self.owned_by_caller = owned_by_caller
+
+
+class BucketNotEmpty(TieringError):
+    def __init__(self, bucket: str) -> None:
+        super().__init__(f"bucket {bucket!r} is not empty")
+        self.bucket = bucket
+
+
+class ObjectNotFound(TieringError):
+    def __init__(self, bucket: str, key: str) -> None:
+        super().__init__(f"no object {key!r} in bucket {bucket!r}")
+        self.bucket = bucket
+        self.key = key
+
+
+class UploadNotFound(TieringError):
+    def __init__(self, upload_id: str) -> None:
+        super().__init__(f"no multipart upload {upload_id!r}")
+        self.upload_id = upload_id
+
+
+class PreconditionFailed(TieringError):
+    """A conditional write found the object in another state than the caller required."""
+
+    def __init__(self, condition: str) -> None:
+        super().__init__(f"precondition {condition} failed")
+        self.condition = condition
+
+
+class InvalidPart(TieringError):
+    def __init__(self, part_number: int, reason: str) -> None:
+        super().__init__(f"part {part_number}: {reason}")
+        self.part_number = part_number
+
+
+class InvalidPartOrder(TieringError):
+    pass
+
+
+class PartTooSmall(TieringError):
+    def __init__(self, part_number: int, size: int) -> None:
+        super().__init__(f"part {part_number} is {size} bytes, below the 5 MiB minimum")
+        self.part_number = part_number
+
+
+class ObjectTooLarge(TieringError):
+    pass
+
+
+class DataUnreadable(TieringError):
+    """The object's bytes cannot be read now (its data is lost or too many shards are down)."""
+
+    def __init__(self, bucket: str, key: str, reason: str) -> None:
+        super().__init__(f"{bucket}/{key}: {reason}")
+        self.bucket = bucket
+        self.key = key
+
+
+class InsufficientCapacity(TieringError):
+    pass
+
+
+class UnknownStorageClass(TieringError):
+    def __init__(self, storage_class: str) -> None:
+        super().__init__(f"unknown storage class {storage_class!r}")
+        self.storage_class = storage_class

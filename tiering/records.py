@@ -1,0 +1,130 @@
+"""The values the catalog stores and the ObjectStore hands out: buckets, objects, uploads, parts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tiering.backend import StoredData
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One immutable blob of an object's data; a multipart object has one per part."""
+
+    stored: StoredData
+    part_number: int = 0  # 0 for a single-PUT object
+    etag: str = ""  # the part's ETag, for multipart objects (GET ?partNumber=N)
+    checksum: str | None = None  # the part's additional checksum (base64)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.stored.data_id,
+            "size": self.stored.size,
+            "loc": self.stored.location,
+            "pn": self.part_number,
+            "etag": self.etag,
+            "ck": self.checksum,
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Segment:
+        return cls(
+            stored=StoredData(raw["id"], raw["size"], raw.get("loc") or {}),
+            part_number=raw.get("pn", 0),
+            etag=raw.get("etag", ""),
+            checksum=raw.get("ck"),
+        )
+
+
+@dataclass(frozen=True)
+class ObjectMeta:
+    """What a client says about an object besides its bytes."""
+
+    content_type: str = "binary/octet-stream"
+    # content-encoding, content-disposition, content-language, cache-control, expires
+    system: dict[str, str] = field(default_factory=dict)
+    user: dict[str, str] = field(default_factory=dict)  # x-amz-meta-* (names lower-case, no prefix)
+    tags: dict[str, str] = field(default_factory=dict)
+    storage_class: str = "STANDARD"  # the class the client asked for, as S3 reports it
+    storage_class_explicit: bool = False  # did the client name a class (temperature management)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ct": self.content_type,
+            "sys": self.system,
+            "user": self.user,
+            "sc": self.storage_class,
+            "scx": self.storage_class_explicit,
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any], tags: dict[str, str]) -> ObjectMeta:
+        return cls(
+            content_type=raw.get("ct", "binary/octet-stream"),
+            system=raw.get("sys", {}),
+            user=raw.get("user", {}),
+            tags=tags,
+            storage_class=raw.get("sc", "STANDARD"),
+            storage_class_explicit=raw.get("scx", False),
+        )
+
+
+@dataclass(frozen=True)
+class ObjectRecord:
+    """One visible object: its metadata and where its bytes are."""
+
+    bucket: str
+    key: str
+    size: int
+    etag: str  # without quotes; "<hex>-<N>" for multipart
+    last_modified: float  # unix seconds
+    tier: str
+    meta: ObjectMeta
+    segments: tuple[Segment, ...]
+    checksum_algorithm: str | None = None
+    checksum: str | None = None  # base64; "<b64>-<N>" for a composite multipart checksum
+    generation: int = 0  # bumps on every change: the compare-and-swap token for movers
+
+    @property
+    def parts_count(self) -> int:
+        return sum(1 for s in self.segments if s.part_number) or 0
+
+
+@dataclass(frozen=True)
+class BucketRecord:
+    name: str
+    created: float
+    owner: str
+    region: str
+
+
+@dataclass(frozen=True)
+class UploadRecord:
+    upload_id: str
+    bucket: str
+    key: str
+    initiated: float
+    tier: str
+    meta: ObjectMeta
+    checksum_algorithm: str | None
+    owner: str
+
+
+@dataclass(frozen=True)
+class PartRecord:
+    part_number: int
+    size: int
+    etag: str
+    last_modified: float
+    stored: StoredData
+    checksum: str | None
+
+
+@dataclass(frozen=True)
+class ListPage:
+    objects: list[ObjectRecord]
+    common_prefixes: list[str]
+    is_truncated: bool
+    # Where the next page starts: the last key or common prefix returned.
+    next_marker: str | None

@@ -1,0 +1,526 @@
+"""The ObjectStore facade: the one namespace over all tiers that `server` and `lifecycle` use.
+
+It turns "put these bytes under this key" into: stream to a tier backend while hashing (one pass)
+→ data durable → one atomic catalog commit. Reads look the object up once, pin its blobs for the
+duration of the read, and stream the byte range from the backend. Retired data (overwritten,
+deleted, aborted) is deleted by a collector once no reader in this process still holds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import secrets
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tiering.backend import BackendError, DataNotFound, DataUnavailable, DataWriter, StoredData
+from tiering.catalog import Catalog
+from tiering.checksums import BodyDigests, combine_part_checksums
+from tiering.errors import (
+    BucketNotFound,
+    DataUnreadable,
+    InvalidPart,
+    InvalidPartOrder,
+    ObjectNotFound,
+    PartTooSmall,
+    UploadNotFound,
+)
+from tiering.records import (
+    BucketRecord,
+    ListPage,
+    ObjectMeta,
+    ObjectRecord,
+    PartRecord,
+    Segment,
+    UploadRecord,
+)
+from tiering.tiers import HOT, Tier, tier_for_storage_class
+
+log = logging.getLogger("tierstore.tiering")
+
+HASH_BATCH = 1 << 20  # hash and write in 1 MiB pieces: few thread hops, bounded memory
+MIN_PART_SIZE = 5 * 1024 * 1024
+MAX_PARTS = 10_000
+COLLECT_INTERVAL = 2.0
+CHECKPOINT_INTERVAL = 30.0
+# Blobs written this long before the last checkpoint are surely committed or already collected.
+ORPHAN_SLACK = 600.0
+
+
+def new_data_id() -> str:
+    return secrets.token_hex(16)
+
+
+def new_upload_id() -> str:
+    return secrets.token_urlsafe(24)
+
+
+class PendingWrite:
+    """Bytes on their way into a tier: hashed and written in one pass, invisible until committed."""
+
+    def __init__(
+        self, store: ObjectStore, tier: str, writer: DataWriter, checksum_algorithm: str | None
+    ) -> None:
+        self._store = store
+        self.tier = tier
+        self._writer = writer
+        self.digests = BodyDigests(checksum_algorithm)
+        self._buffer = bytearray()
+        self._stored: StoredData | None = None
+        self._done = False
+
+    async def write(self, chunk: bytes | memoryview) -> None:
+        self._buffer += chunk
+        if len(self._buffer) >= HASH_BATCH:
+            await self._drain()
+
+    async def _drain(self) -> None:
+        if not self._buffer:
+            return
+        piece, self._buffer = bytes(self._buffer), bytearray()
+        # Hashing (in a thread: hashlib and awscrt release the GIL) overlaps the backend write.
+        await asyncio.gather(asyncio.to_thread(self.digests.update, piece), self._writer.write(piece))
+
+    async def seal(self) -> StoredData:
+        """Flush and make the data durable. After this, `digests` are final."""
+        if self._stored is None:
+            await self._drain()
+            self._stored = await self._writer.finish()
+        return self._stored
+
+    @property
+    def size(self) -> int:
+        return self.digests.size + len(self._buffer)
+
+    async def abort(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        if self._stored is not None:
+            # Already durable: hand it to the collector rather than deleting under a reader.
+            with contextlib.suppress(BackendError, OSError):
+                await self._store.tiers[self.tier].backend.delete(self._stored)
+        else:
+            with contextlib.suppress(BackendError, OSError):
+                await self._writer.abort()
+
+    async def commit_object(
+        self,
+        bucket: str,
+        key: str,
+        meta: ObjectMeta,
+        *,
+        if_match: str | None = None,
+        if_none_match: str | None = None,
+    ) -> ObjectRecord:
+        stored = await self.seal()
+        record = ObjectRecord(
+            bucket=bucket,
+            key=key,
+            size=stored.size,
+            etag=self.digests.md5_hex,
+            last_modified=self._store.clock(),
+            tier=self.tier,
+            meta=meta,
+            segments=(Segment(stored),),
+            checksum_algorithm=self.digests.checksum_algorithm,
+            checksum=self.digests.checksum_b64,
+        )
+        try:
+            committed = await self._store._in_writer(
+                self._store.catalog.commit_object, record, if_match=if_match, if_none_match=if_none_match
+            )
+        except BaseException:
+            await self.abort()
+            raise
+        self._done = True
+        return committed
+
+    async def commit_part(self, upload: UploadRecord, part_number: int) -> PartRecord:
+        stored = await self.seal()
+        part = PartRecord(
+            part_number=part_number,
+            size=stored.size,
+            etag=self.digests.md5_hex,
+            last_modified=self._store.clock(),
+            stored=stored,
+            checksum=self.digests.checksum_b64,
+        )
+        try:
+            await self._store._in_writer(self._store.catalog.put_part, upload.upload_id, part)
+        except BaseException:
+            await self.abort()
+            raise
+        self._done = True
+        return part
+
+
+@dataclass
+class OpenedObject:
+    """An object pinned for reading: its record and a way to stream any byte range of it."""
+
+    record: ObjectRecord
+    _store: ObjectStore
+
+    async def stream(self, start: int, end: int) -> AsyncIterator[bytes]:
+        """Yield bytes [start, end) across the object's segments."""
+        offset = 0
+        backend = self._store.tiers[self.record.tier].backend
+        for segment in self.record.segments:
+            seg_start, seg_end = offset, offset + segment.stored.size
+            offset = seg_end
+            if seg_end <= start or seg_start >= end:
+                continue
+            try:
+                reader = await backend.open_reader(segment.stored)
+            except DataNotFound as exc:
+                raise DataUnreadable(self.record.bucket, self.record.key, "data missing") from exc
+            try:
+                lo = max(start, seg_start) - seg_start
+                hi = min(end, seg_end) - seg_start
+                async for chunk in reader.stream(lo, hi):
+                    yield chunk
+            except (DataNotFound, DataUnavailable) as exc:
+                raise DataUnreadable(self.record.bucket, self.record.key, str(exc)) from exc
+            finally:
+                await reader.close()
+
+    def close(self) -> None:
+        self._store._unpin(self.record)
+
+
+class ObjectStore:
+    """Buckets, objects and multipart uploads over the configured tiers."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        tiers: dict[str, Tier],
+        *,
+        state_dir: Path | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.catalog = catalog
+        self.tiers = tiers
+        self.clock = clock
+        self.state_dir = state_dir
+        self._pinned: Counter[str] = Counter()
+        self._started_at = time.time()
+        self._tasks: list[asyncio.Task[None]] = []
+        # One writer thread: SQLite has one writer anyway, and it keeps commits in arrival order.
+        self._writer_lock = asyncio.Lock()
+
+    # --- lifecycle of the store itself -------------------------------------------------------
+
+    async def start(self) -> None:
+        for tier in self.tiers.values():
+            await tier.backend.start()
+        unclean_since = self._read_checkpoint()
+        self._write_checkpoint("running")
+        if unclean_since is not None:
+            self._tasks.append(asyncio.create_task(self._sweep_orphans(unclean_since - ORPHAN_SLACK)))
+        self._tasks.append(asyncio.create_task(self._collect_forever()))
+        self._tasks.append(asyncio.create_task(self._checkpoint_forever()))
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        for tier in self.tiers.values():
+            await tier.backend.close()
+        self._write_checkpoint("clean")
+        self.catalog.close()
+
+    # Crash detection: a "running" marker with a timestamp, rewritten every CHECKPOINT_INTERVAL;
+    # "clean" on an orderly shutdown. Finding "running" at start means the last process died.
+    def _checkpoint_path(self) -> Path | None:
+        return self.state_dir / "checkpoint" if self.state_dir else None
+
+    def _read_checkpoint(self) -> float | None:
+        path = self._checkpoint_path()
+        if path is None or not path.exists():
+            return None
+        state, _, stamp = path.read_text().partition(" ")
+        if state == "clean":
+            return None
+        try:
+            return float(stamp)
+        except ValueError:
+            return 0.0
+
+    def _write_checkpoint(self, state: str) -> None:
+        path = self._checkpoint_path()
+        if path is None:
+            return
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(f"{state} {time.time()}")
+        tmp.replace(path)
+
+    async def _checkpoint_forever(self) -> None:
+        while True:
+            await asyncio.sleep(CHECKPOINT_INTERVAL)
+            await asyncio.to_thread(self._write_checkpoint, "running")
+
+    async def _sweep_orphans(self, since: float) -> None:
+        """After a crash: delete blobs written around the crash that no catalog row names."""
+        started = time.time()
+        candidates: list[tuple[str, StoredData]] = []
+        for name, tier in self.tiers.items():
+            # Only blobs older than this process: what it writes itself may still be in flight.
+            candidates += [(name, s) for s in await tier.backend.recent_data(since, self._started_at)]
+        if not candidates:
+            return
+        referenced = await asyncio.to_thread(self.catalog.referenced_ids)
+        removed = 0
+        for name, stored in candidates:
+            if stored.data_id not in referenced:
+                await self.tiers[name].backend.delete(stored)
+                removed += 1
+        log.info("orphan sweep: %d candidates, %d removed in %.1fs", len(candidates), removed, time.time() - started)
+
+    async def _collect_forever(self) -> None:
+        while True:
+            try:
+                await self.collect_garbage()
+            except Exception:  # keep collecting: one bad blob must not stop the collector
+                log.exception("garbage collection pass failed")
+            await asyncio.sleep(COLLECT_INTERVAL)
+
+    async def collect_garbage(self, now: float | None = None) -> int:
+        """Delete retired blobs whose grace has passed and that no reader here holds."""
+        due = await asyncio.to_thread(self.catalog.due_garbage, time.time() if now is None else now)
+        done: list[str] = []
+        for tier_name, stored in due:
+            if self._pinned[stored.data_id]:
+                continue
+            tier = self.tiers.get(tier_name)
+            if tier is not None:
+                try:
+                    await tier.backend.delete(stored)
+                except (BackendError, OSError):
+                    log.warning("could not delete retired blob %s on %s", stored.data_id, tier_name)
+                    continue
+            done.append(stored.data_id)
+        if done:
+            await self._in_writer(self.catalog.forget_garbage, done)
+        return len(done)
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    async def _in_writer(self, fn: Callable[..., object], *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    async def _read(self, fn: Callable[..., object], *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    def _pin(self, record: ObjectRecord) -> None:
+        for segment in record.segments:
+            self._pinned[segment.stored.data_id] += 1
+
+    def _unpin(self, record: ObjectRecord) -> None:
+        for segment in record.segments:
+            self._pinned[segment.stored.data_id] -= 1
+            if self._pinned[segment.stored.data_id] <= 0:
+                del self._pinned[segment.stored.data_id]
+
+    def tier_for(self, storage_class: str) -> str:
+        tier = tier_for_storage_class(storage_class)
+        if tier not in self.tiers:
+            # A deployment without this tier keeps such data on hot rather than refusing it.
+            return HOT if HOT in self.tiers else next(iter(self.tiers))
+        return tier
+
+    async def begin_write(
+        self, tier: str, *, size_hint: int | None = None, checksum_algorithm: str | None = None
+    ) -> PendingWrite:
+        backend = self.tiers[tier].backend
+        writer = await backend.create_writer(new_data_id(), size_hint)
+        return PendingWrite(self, tier, writer, checksum_algorithm)
+
+    # --- buckets ----------------------------------------------------------------------------
+
+    async def create_bucket(self, name: str, owner: str, region: str) -> BucketRecord:
+        return await self._in_writer(self.catalog.create_bucket, name, owner, region)
+
+    async def delete_bucket(self, name: str) -> None:
+        await self._in_writer(self.catalog.delete_bucket, name)
+
+    async def get_bucket(self, name: str) -> BucketRecord:
+        return await self._read(self.catalog.get_bucket, name)
+
+    async def list_buckets(self, owner: str | None = None) -> list[BucketRecord]:
+        return await self._read(self.catalog.list_buckets, owner)
+
+    async def put_bucket_config(self, bucket: str, name: str, value: str | None) -> None:
+        await self._in_writer(self.catalog.put_bucket_config, bucket, name, value)
+
+    async def get_bucket_config(self, bucket: str, name: str) -> str | None:
+        await self.get_bucket(bucket)
+        return await self._read(self.catalog.get_bucket_config, bucket, name)
+
+    # --- objects ----------------------------------------------------------------------------
+
+    async def begin_put(
+        self,
+        bucket: str,
+        storage_class: str,
+        *,
+        size_hint: int | None = None,
+        checksum_algorithm: str | None = None,
+    ) -> PendingWrite:
+        await self.get_bucket(bucket)  # fail fast, before any byte is stored
+        return await self.begin_write(
+            self.tier_for(storage_class), size_hint=size_hint, checksum_algorithm=checksum_algorithm
+        )
+
+    async def head_object(self, bucket: str, key: str) -> ObjectRecord:
+        return await self._read(self.catalog.get_object, bucket, key)
+
+    async def open_object(self, bucket: str, key: str) -> OpenedObject:
+        """Look up and pin an object; `close()` the result when the read is done."""
+        record = await self._read(self.catalog.get_object, bucket, key)
+        self._pin(record)
+        return OpenedObject(record, self)
+
+    async def delete_object(self, bucket: str, key: str) -> ObjectRecord | None:
+        return await self._in_writer(self.catalog.delete_object, bucket, key)
+
+    async def list_objects(
+        self, bucket: str, *, prefix: str = "", delimiter: str = "", start_after: str = "", max_keys: int = 1000
+    ) -> ListPage:
+        return await self._read(
+            self.catalog.list_objects,
+            bucket,
+            prefix=prefix,
+            delimiter=delimiter,
+            start_after=start_after,
+            max_keys=max_keys,
+        )
+
+    async def replace_metadata(self, bucket: str, key: str, meta: ObjectMeta, *, if_etag: str | None) -> ObjectRecord:
+        return await self._in_writer(self.catalog.update_object_meta, bucket, key, meta, if_etag=if_etag)
+
+    async def put_tags(self, bucket: str, key: str, tags: dict[str, str]) -> None:
+        await self._in_writer(self.catalog.put_tags, bucket, key, tags)
+
+    async def copy_data(
+        self,
+        source: OpenedObject,
+        target: PendingWrite,
+        start: int = 0,
+        end: int | None = None,
+    ) -> None:
+        """Stream bytes of a pinned source object into a pending write (server-side copy)."""
+        async for chunk in source.stream(start, source.record.size if end is None else end):
+            await target.write(chunk)
+
+    # --- multipart uploads ------------------------------------------------------------------
+
+    async def create_upload(
+        self, bucket: str, key: str, meta: ObjectMeta, *, checksum_algorithm: str | None, owner: str
+    ) -> UploadRecord:
+        upload = UploadRecord(
+            upload_id=new_upload_id(),
+            bucket=bucket,
+            key=key,
+            initiated=self.clock(),
+            tier=self.tier_for(meta.storage_class),
+            meta=meta,
+            checksum_algorithm=checksum_algorithm.upper() if checksum_algorithm else None,
+            owner=owner,
+        )
+        await self._in_writer(self.catalog.create_upload, upload)
+        return upload
+
+    async def get_upload(self, bucket: str, key: str, upload_id: str) -> UploadRecord:
+        return await self._read(self.catalog.get_upload, bucket, key, upload_id)
+
+    async def begin_part(
+        self, upload: UploadRecord, *, size_hint: int | None, checksum_algorithm: str | None
+    ) -> PendingWrite:
+        return await self.begin_write(
+            upload.tier, size_hint=size_hint, checksum_algorithm=checksum_algorithm or upload.checksum_algorithm
+        )
+
+    async def list_parts(self, upload: UploadRecord, *, marker: int = 0, limit: int = 1000) -> list[PartRecord]:
+        return await self._read(self.catalog.list_parts, upload.upload_id, marker=marker, limit=limit)
+
+    async def list_uploads(
+        self, bucket: str, *, prefix: str = "", key_marker: str = "", upload_id_marker: str = "", limit: int = 1000
+    ) -> list[UploadRecord]:
+        return await self._read(
+            self.catalog.list_uploads,
+            bucket,
+            prefix=prefix,
+            key_marker=key_marker,
+            upload_id_marker=upload_id_marker,
+            limit=limit,
+        )
+
+    async def abort_upload(self, bucket: str, key: str, upload_id: str) -> None:
+        await self.get_bucket(bucket)
+        await self._in_writer(self.catalog.abort_upload, bucket, key, upload_id)
+
+    async def complete_upload(
+        self,
+        upload: UploadRecord,
+        requested: list[tuple[int, str]],
+        *,
+        if_match: str | None = None,
+        if_none_match: str | None = None,
+    ) -> ObjectRecord:
+        """Assemble the listed parts (part number, ETag) into the visible object."""
+        if not requested:
+            raise InvalidPart(0, "no parts given")
+        numbers = [n for n, _ in requested]
+        if numbers != sorted(numbers) or len(set(numbers)) != len(numbers):
+            raise InvalidPartOrder("parts must be listed in ascending order")
+        stored_parts = {p.part_number: p for p in await self.list_parts(upload, limit=MAX_PARTS)}
+        chosen: list[PartRecord] = []
+        for number, etag in requested:
+            part = stored_parts.get(number)
+            if part is None or etag.strip().strip('"') != part.etag:
+                raise InvalidPart(number, "not uploaded or ETag differs")
+            chosen.append(part)
+        for part in chosen[:-1]:
+            if part.size < MIN_PART_SIZE:
+                raise PartTooSmall(part.part_number, part.size)
+        md5s = b"".join(bytes.fromhex(p.etag) for p in chosen)
+        etag = f"{hashlib.md5(md5s).hexdigest()}-{len(chosen)}"
+        checksum = None
+        if upload.checksum_algorithm and all(p.checksum for p in chosen):
+            checksum = combine_part_checksums(upload.checksum_algorithm, [p.checksum or "" for p in chosen])
+        record = ObjectRecord(
+            bucket=upload.bucket,
+            key=upload.key,
+            size=sum(p.size for p in chosen),
+            etag=etag,
+            last_modified=self.clock(),
+            tier=upload.tier,
+            meta=upload.meta,
+            segments=tuple(Segment(p.stored, p.part_number, p.etag, p.checksum) for p in chosen),
+            checksum_algorithm=upload.checksum_algorithm if checksum else None,
+            checksum=checksum,
+        )
+        return await self._in_writer(
+            self.catalog.complete_upload, upload, record, if_match=if_match, if_none_match=if_none_match
+        )
+
+
+__all__ = [
+    "BucketNotFound",
+    "ObjectNotFound",
+    "ObjectStore",
+    "OpenedObject",
+    "PendingWrite",
+    "UploadNotFound",
+]
