@@ -25,10 +25,18 @@ Example (every key optional):
     path = ""          # default: <data_dir>/catalog/catalog.db
     durable = true     # fsync every commit (an acknowledged write survives power loss)
 
-    [tiers.hot]        # one table per tier: gpu-direct, hot, warm, cold
-    backend = "files"  # a registered backend kind
-    path = ""          # default: <data_dir>/tiers/<name>
-    capacity_bytes = 0 # 0: the disk's size
+    [tiers.hot]            # one table per tier: gpu-direct, hot, warm, cold
+    backend = "erasure"    # a registered backend kind: "erasure" or "files"
+    path = ""              # default: <data_dir>/domains (erasure) or <data_dir>/tiers/<name> (files)
+    k = 4                  # data shards per stripe
+    m = 2                  # parity shards: any m domains may fail
+    nodes = 8              # simulated nodes: directories <path>/<tier>/n<i>/d<j>
+    drives_per_node = 2
+    spread_level = "node"  # a stripe's shards land on distinct drives / nodes / racks / zones
+    write_quorum = 0       # 0: k+1 shards must be durable before a PUT is acknowledged
+    capacity_bytes = 0     # 0: the disk's size
+    # Or declare the domains explicitly instead of nodes/drives_per_node:
+    # domains = [{id = "hot-a", path = "/mnt/a", node = "n1", rack = "r1", zone = "z1", weight = 1.0}, ...]
 """
 
 from __future__ import annotations
@@ -133,17 +141,35 @@ def load_config(
     return cfg
 
 
+# The embedded default: gpu-direct in plain files (memory-backed in its own issue), and the other
+# tiers erasure-coded over simulated failure domains, one directory per drive. Each code spreads
+# over nodes and has more nodes than shards, so losing m whole nodes still leaves room to write
+# every new object at full width.
+DEFAULT_TIERS: dict[str, dict[str, Any]] = {
+    "gpu-direct": {"backend": "files"},
+    "hot": {"backend": "erasure", "k": 4, "m": 2, "nodes": 8, "drives_per_node": 2, "spread_level": "node"},
+    "warm": {"backend": "erasure", "k": 8, "m": 3, "nodes": 12, "drives_per_node": 2, "spread_level": "node"},
+    "cold": {"backend": "erasure", "k": 10, "m": 4, "nodes": 16, "drives_per_node": 1, "spread_level": "node"},
+}
+_INT_OPTIONS = ("k", "m", "nodes", "drives_per_node", "write_quorum", "block_size", "small_object_threshold")
+
+
 def _tier_configs(tables: dict[str, dict[str, Any]], data_dir: Path) -> list[TierConfig]:
-    """All four tiers by default; a [tiers.NAME] table overrides one, `enabled = false` drops it."""
+    """All four tiers by default; a [tiers.NAME] table overrides keys, `enabled = false` drops it."""
     configs = []
     for name in TIER_ORDER:
-        table = dict(tables.get(name, {}))
+        table = {**DEFAULT_TIERS[name], **tables.get(name, {})}
         section = f"tiers_{name}"
-        if not _as_bool(str(_env(section, "enabled") or table.pop("enabled", True))):
+        for key in list(table) + list(_INT_OPTIONS) + ["spread_level", "backend", "path", "enabled"]:
+            env = _env(section, key)
+            if env is not None:
+                table[key] = int(env) if key in _INT_OPTIONS else env
+        if not _as_bool(str(table.pop("enabled", True))):
             continue
-        backend = str(_env(section, "backend") or table.pop("backend", "files"))
-        path = _env(section, "path") or table.pop("path", "") or str(data_dir / "tiers" / name)
-        capacity = int(_env(section, "capacity_bytes") or table.pop("capacity_bytes", 0)) or None
-        options: dict[str, Any] = {"root": path, **table}
+        backend = str(table.pop("backend"))
+        default_root = data_dir / ("domains" if backend == "erasure" else "tiers") / ("" if backend == "erasure" else name)
+        path = table.pop("path", "") or str(default_root)
+        capacity = int(table.pop("capacity_bytes", 0)) or None
+        options: dict[str, Any] = {"root": path, "name": name, **table}
         configs.append(TierConfig(name=name, backend=backend, options=options, capacity_bytes=capacity))
     return configs

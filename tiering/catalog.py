@@ -95,6 +95,16 @@ SCHEMA = [
         not_before REAL NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS garbage_due ON garbage (not_before)",
+    # Every live blob and who uses it (an object, or a part of an unfinished upload): lets heal
+    # record a moved shard, and the orphan sweep ask "is this blob referenced?" with one lookup.
+    """CREATE TABLE IF NOT EXISTS blobs (
+        data_id TEXT PRIMARY KEY,
+        tier TEXT NOT NULL,
+        bucket TEXT,
+        key TEXT,
+        upload_id TEXT
+    )""",
+    "CREATE INDEX IF NOT EXISTS blobs_by_upload ON blobs (upload_id)",
     # Per-bucket configuration documents (lifecycle, intelligent-tiering, ...), stored as given.
     """CREATE TABLE IF NOT EXISTS bucket_config (
         bucket TEXT NOT NULL,
@@ -283,6 +293,7 @@ class Catalog:
 
     def _retire(self, db: sqlite3.Connection, tier: str, stored: list[StoredData]) -> None:
         due = time.time() + RETIRE_GRACE_SECONDS
+        db.executemany("DELETE FROM blobs WHERE data_id = ?", [(s.data_id,) for s in stored])
         db.executemany(
             "INSERT INTO garbage (data_id, tier, stored, not_before) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (data_id) DO NOTHING",
@@ -343,6 +354,10 @@ class Catalog:
         if current is not None:
             keep = {s.stored.data_id for s in record.segments}
             self._retire(db, current.tier, [s.stored for s in current.segments if s.stored.data_id not in keep])
+        db.executemany(
+            "INSERT OR REPLACE INTO blobs (data_id, tier, bucket, key, upload_id) VALUES (?, ?, ?, ?, NULL)",
+            [(s.stored.data_id, record.tier, record.bucket, record.key) for s in record.segments],
+        )
         db.execute(
             f"INSERT OR REPLACE INTO objects ({OBJECT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (
@@ -559,6 +574,10 @@ class Catalog:
             if old is not None:
                 self._retire(db, upload[0], [_stored_from_json(old[0])])
             db.execute(
+                "INSERT OR REPLACE INTO blobs (data_id, tier, bucket, key, upload_id) VALUES (?, ?, NULL, NULL, ?)",
+                (part.stored.data_id, upload[0], upload_id),
+            )
+            db.execute(
                 "INSERT OR REPLACE INTO parts (upload_id, part_number, size, etag, last_modified, stored, "
                 "checksum) VALUES (?,?,?,?,?,?,?)",
                 (
@@ -632,16 +651,83 @@ class Catalog:
         with self._write() as db:
             db.executemany("DELETE FROM garbage WHERE data_id = ?", [(d,) for d in data_ids])
 
-    def referenced_ids(self) -> set[str]:
-        """Every data id an object, part or garbage row names: for the orphan sweep after a crash.
-
-        One pass over the catalog; it runs only after an unclean shutdown.
-        """
+    def is_referenced(self, data_id: str) -> bool:
+        """Does any object or unfinished upload still use this blob (or is it queued for deletion)?"""
         db = self._reader()
-        ids: set[str] = set()
-        for (segments,) in db.execute("SELECT segments FROM objects"):
-            ids.update(s["id"] for s in json.loads(segments))
-        for (stored,) in db.execute("SELECT stored FROM parts"):
-            ids.add(json.loads(stored)["id"])
-        ids.update(d for (d,) in db.execute("SELECT data_id FROM garbage"))
-        return ids
+        return bool(
+            db.execute("SELECT 1 FROM blobs WHERE data_id = ?", (data_id,)).fetchone()
+            or db.execute("SELECT 1 FROM garbage WHERE data_id = ?", (data_id,)).fetchone()
+        )
+
+    # --- maintenance: heal and scrub -----------------------------------------------------------
+
+    def relocate_blob(self, data_id: str, location: dict[str, Any]) -> bool:
+        """Record where a healed blob's shards live now. False if the blob is no longer in use."""
+        with self._write() as db:
+            row = db.execute("SELECT bucket, key, upload_id FROM blobs WHERE data_id = ?", (data_id,)).fetchone()
+            if row is None:
+                return False
+            bucket, key, upload_id = row
+            if upload_id is not None:
+                raw = db.execute("SELECT stored FROM parts WHERE upload_id = ? AND stored LIKE ?",
+                                 (upload_id, f'%"{data_id}"%')).fetchone()
+                if raw is None:
+                    return False
+                stored = _stored_from_json(raw[0])
+                db.execute(
+                    "UPDATE parts SET stored = ? WHERE upload_id = ? AND stored = ?",
+                    (_stored_to_json(StoredData(data_id, stored.size, location)), upload_id, raw[0]),
+                )
+                return True
+            seg_row = db.execute("SELECT segments FROM objects WHERE bucket = ? AND key = ?", (bucket, key)).fetchone()
+            if seg_row is None:
+                return False
+            segments = json.loads(seg_row[0])
+            for segment in segments:
+                if segment["id"] == data_id:
+                    segment["loc"] = location
+            # The bytes are the same, so the generation (the movers' CAS token) stays as it is.
+            db.execute("UPDATE objects SET segments = ? WHERE bucket = ? AND key = ?",
+                       (_dumps(segments), bucket, key))
+            return True
+
+    def blobs_after(self, tier: str, after: str, limit: int) -> list[tuple[str, str | None, str | None]]:
+        """(data_id, bucket, key) of a tier's blobs in data id order: the scrubber's cursor."""
+        rows = self._reader().execute(
+            "SELECT data_id, bucket, key FROM blobs WHERE tier = ? AND data_id > ? ORDER BY data_id LIMIT ?",
+            (tier, after, limit),
+        )
+        return [tuple(row) for row in rows]  # type: ignore[misc]
+
+    def stored_blob(self, data_id: str) -> StoredData | None:
+        """The current StoredData (with its recorded location) of a live blob."""
+        db = self._reader()
+        row = db.execute("SELECT bucket, key, upload_id FROM blobs WHERE data_id = ?", (data_id,)).fetchone()
+        if row is None:
+            return None
+        bucket, key, upload_id = row
+        if upload_id is not None:
+            for (raw,) in db.execute("SELECT stored FROM parts WHERE upload_id = ?", (upload_id,)):
+                stored = _stored_from_json(raw)
+                if stored.data_id == data_id:
+                    return stored
+            return None
+        seg_row = db.execute("SELECT segments FROM objects WHERE bucket = ? AND key = ?", (bucket, key)).fetchone()
+        if seg_row is None:
+            return None
+        for segment in json.loads(seg_row[0]):
+            if segment["id"] == data_id:
+                return StoredData(data_id, segment["size"], segment.get("loc") or {})
+        return None
+
+    def blob_owner(self, data_id: str) -> tuple[str | None, str | None]:
+        row = self._reader().execute("SELECT bucket, key FROM blobs WHERE data_id = ?", (data_id,)).fetchone()
+        return (row[0], row[1]) if row else (None, None)
+
+    def count_blobs(self, tier: str) -> int:
+        return int(self._reader().execute("SELECT COUNT(*) FROM blobs WHERE tier = ?", (tier,)).fetchone()[0])
+
+    def tier_usage(self) -> dict[str, tuple[int, int]]:
+        """(objects, bytes) per tier."""
+        rows = self._reader().execute("SELECT tier, COUNT(*), COALESCE(SUM(size), 0) FROM objects GROUP BY tier")
+        return {tier: (int(n), int(size)) for tier, n, size in rows}

@@ -31,6 +31,7 @@ from tiering.errors import (
     PartTooSmall,
     UploadNotFound,
 )
+from tiering.maintenance import Maintenance
 from tiering.records import (
     BucketRecord,
     ListPage,
@@ -140,6 +141,7 @@ class PendingWrite:
             await self.abort()
             raise
         self._done = True
+        self._store.maintenance.note_write(self.tier, stored)
         return committed
 
     async def commit_part(self, upload: UploadRecord, part_number: int) -> PartRecord:
@@ -158,6 +160,7 @@ class PendingWrite:
             await self.abort()
             raise
         self._done = True
+        self._store.maintenance.note_write(self.tier, stored)
         return part
 
 
@@ -213,8 +216,7 @@ class ObjectStore:
         self._pinned: Counter[str] = Counter()
         self._started_at = time.time()
         self._tasks: list[asyncio.Task[None]] = []
-        # One writer thread: SQLite has one writer anyway, and it keeps commits in arrival order.
-        self._writer_lock = asyncio.Lock()
+        self.maintenance = Maintenance(self)
 
     # --- lifecycle of the store itself -------------------------------------------------------
 
@@ -227,8 +229,10 @@ class ObjectStore:
             self._tasks.append(asyncio.create_task(self._sweep_orphans(unclean_since - ORPHAN_SLACK)))
         self._tasks.append(asyncio.create_task(self._collect_forever()))
         self._tasks.append(asyncio.create_task(self._checkpoint_forever()))
+        await self.maintenance.start()
 
     async def close(self) -> None:
+        await self.maintenance.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -279,10 +283,9 @@ class ObjectStore:
             candidates += [(name, s) for s in await tier.backend.recent_data(since, self._started_at)]
         if not candidates:
             return
-        referenced = await asyncio.to_thread(self.catalog.referenced_ids)
         removed = 0
         for name, stored in candidates:
-            if stored.data_id not in referenced:
+            if not await asyncio.to_thread(self.catalog.is_referenced, stored.data_id):
                 await self.tiers[name].backend.delete(stored)
                 removed += 1
         log.info("orphan sweep: %d candidates, %d removed in %.1fs", len(candidates), removed, time.time() - started)
@@ -313,6 +316,27 @@ class ObjectStore:
         if done:
             await self._in_writer(self.catalog.forget_garbage, done)
         return len(done)
+
+    async def status(self) -> dict[str, object]:
+        """Tiers with their usage and health, plus heal progress: `tierstore admin status`."""
+        usage = await asyncio.to_thread(self.catalog.tier_usage)
+        tiers = []
+        for name, tier in self.tiers.items():
+            stats = tier.backend.stats()
+            objects, size = usage.get(name, (0, 0))
+            entry: dict[str, object] = {"name": name, "backend": tier.config.backend, "objects": objects,
+                                        "bytes": size, "media": tier.media.media}
+            if "domains" in stats:
+                entry.update(k=stats["k"], m=stats["m"], spread_level=stats["spread_level"],
+                             domains=len(stats["domains"]), domains_online=stats["online"])
+            tiers.append(entry)
+        degraded = self.maintenance.progress.degraded
+        return {
+            "tiers": tiers,
+            "degraded_objects": len(degraded),
+            "lost_objects": len(self.maintenance.progress.lost),
+            "heal": self.maintenance.progress.to_json(),
+        }
 
     # --- helpers ----------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import erasure
 from erasure import ErasurePool, HealResult, PoolReader, PoolWriter, default_layout
 from erasure.pool import DEFAULT_BLOCK_SIZE, DEFAULT_SMALL_OBJECT_THRESHOLD
+from erasure.topology import Domain, Topology
 from tiering.backend import (
     BackendError,
     CapacityExceeded,
@@ -99,15 +100,26 @@ class ErasureCodedBackend(TierBackend):
         block_size: int = DEFAULT_BLOCK_SIZE,
         write_quorum: int | None = None,
         small_object_threshold: int = DEFAULT_SMALL_OBJECT_THRESHOLD,
+        domains: list[dict[str, Any]] | None = None,
         **_: Any,
     ) -> None:
         if pool is None:
-            if root is None:
-                raise ValueError("erasure backend needs either pool= or root=")
-            topology = default_layout(Path(root), name, nodes, drives_per_node)
+            if domains:
+                topology = Topology(
+                    Domain(id=d["id"], path=Path(d["path"]), node=d.get("node", d["id"]),
+                           rack=d.get("rack", "rack1"), zone=d.get("zone", "zone1"),
+                           weight=float(d.get("weight", 0.0)))
+                    for d in domains
+                )
+                for domain in topology:
+                    domain.path.mkdir(parents=True, exist_ok=True)
+            elif root is None:
+                raise ValueError("erasure backend needs pool=, domains= or root=")
+            else:
+                topology = default_layout(Path(root), name, nodes, drives_per_node)
             pool = ErasurePool(
                 name, topology, k, m, spread_level=spread_level, block_size=block_size,
-                write_quorum=write_quorum, small_object_threshold=small_object_threshold,
+                write_quorum=write_quorum or None, small_object_threshold=small_object_threshold,
             )
         self.pool = pool
 

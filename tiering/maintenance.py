@@ -1,0 +1,237 @@
+"""Keeping erasure-coded tiers whole: heal what readers found damaged, scrub everything slowly.
+
+`erasure` knows how to verify and rebuild one blob; it does not know which blobs exist or where
+the catalog says they are. This module walks the catalog, asks the tier backend to heal each
+blob, and records a shard that had to move to another domain (relocation) in the catalog.
+
+Two rules decide *when* a blob is rebuilt elsewhere:
+- A blob with shards on a domain that went offline less than `rebuild_delay` seconds ago is only
+  marked degraded: most outages are restarts, and rebuilding on every blip would move data for
+  nothing (Ceph's "down → out" interval). When the domain returns, the blob is healed in place.
+- An explicit heal (`tierstore admin heal`) rebuilds everything it can, now.
+
+Scrubbing is throttled by a tranquilizer (Garage's habit): after each blob it sleeps
+`tranquility` × the time the blob took, so a scrub never crowds out foreground traffic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tiering.backend import BackendError, StoredData
+
+if TYPE_CHECKING:
+    from tiering.store import ObjectStore
+
+log = logging.getLogger("tierstore.maintenance")
+
+SCRUB_BATCH = 256
+
+
+@dataclass
+class HealProgress:
+    """What the last and current heal/scrub passes did; shown by `admin status` and metrics."""
+
+    running: bool = False
+    passes: int = 0
+    pass_started: float | None = None
+    pass_finished: float | None = None
+    blobs_total: int = 0
+    blobs_checked: int = 0
+    bytes_checked: int = 0
+    shards_healed: int = 0
+    corrupt_blocks_found: int = 0
+    relocated: int = 0
+    degraded: dict[str, str] = field(default_factory=dict)  # data id → tier, known damaged now
+    lost: dict[str, tuple[str, str | None, str | None]] = field(default_factory=dict)  # id → (tier, bucket, key)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "running": self.running,
+            "passes": self.passes,
+            "pass_started": self.pass_started,
+            "pass_finished": self.pass_finished,
+            "blobs_total": self.blobs_total,
+            "blobs_checked": self.blobs_checked,
+            "bytes_checked": self.bytes_checked,
+            "shards_healed": self.shards_healed,
+            "corrupt_blocks_found": self.corrupt_blocks_found,
+            "relocated": self.relocated,
+            "degraded_objects": len(self.degraded),
+            "lost_objects": len(self.lost),
+            "lost": [
+                {"tier": tier, "bucket": bucket, "key": key, "data_id": data_id}
+                for data_id, (tier, bucket, key) in sorted(self.lost.items())
+            ],
+        }
+
+
+class Maintenance:
+    """Heal-queue drainers and the scrubber for every tier whose backend can heal."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        *,
+        rebuild_delay: float = 600.0,
+        scrub_interval: float | None = None,
+        tranquility: float = 2.0,
+    ) -> None:
+        self.store = store
+        self.rebuild_delay = rebuild_delay
+        self.scrub_interval = scrub_interval
+        self.tranquility = tranquility
+        self.progress = HealProgress()
+        self.offline_since: dict[str, float] = {}  # domain id → when it went offline
+        self._tasks: list[asyncio.Task[None]] = []
+        self._pass: asyncio.Task[None] | None = None
+
+    # --- which backends take part --------------------------------------------------------------
+
+    def healable_tiers(self) -> dict[str, Any]:
+        return {
+            name: tier.backend for name, tier in self.store.tiers.items() if hasattr(tier.backend, "heal")
+        }
+
+    async def start(self) -> None:
+        for name, backend in self.healable_tiers().items():
+            queue = getattr(getattr(backend, "pool", None), "heal_requests", None)
+            if queue is not None:
+                self._tasks.append(asyncio.create_task(self._drain(name, queue)))
+        if self.scrub_interval:
+            self._tasks.append(asyncio.create_task(self._scrub_forever(self.scrub_interval)))
+
+    async def close(self) -> None:
+        tasks = self._tasks + ([self._pass] if self._pass else [])
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+
+    # --- one blob ------------------------------------------------------------------------------
+
+    def _recently_offline(self, stored: StoredData) -> bool:
+        now = time.time()
+        shards = stored.location.get("shards") or []
+        return any(
+            d in self.offline_since and now - self.offline_since[d] < self.rebuild_delay for d in shards if d
+        )
+
+    async def heal_blob(self, tier: str, data_id: str, *, force: bool) -> None:
+        backend = self.healable_tiers().get(tier)
+        stored = await asyncio.to_thread(self.store.catalog.stored_blob, data_id)
+        if backend is None or stored is None:
+            self.progress.degraded.pop(data_id, None)
+            return
+        if not force and self._recently_offline(stored):
+            # Wait for the domain to come back (or for rebuild_delay) before moving anything.
+            self.progress.degraded[data_id] = tier
+            return
+        try:
+            result, healed = await backend.heal(stored)
+        except BackendError as exc:
+            log.warning("heal of %s on %s failed: %s", data_id, tier, exc)
+            self.progress.degraded[data_id] = tier
+            return
+        self.progress.blobs_checked += 1
+        self.progress.bytes_checked += stored.size
+        self.progress.shards_healed += len(result.rebuilt)
+        self.progress.corrupt_blocks_found += result.corrupt_blocks
+        if result.changed:
+            if await asyncio.to_thread(self.store.catalog.relocate_blob, data_id, healed.location):
+                self.progress.relocated += 1
+        if result.lost:
+            where = await asyncio.to_thread(self._owner, data_id)
+            self.progress.lost[data_id] = (tier, *where)
+            self.progress.degraded.pop(data_id, None)
+            log.error("blob %s on %s is lost (fewer than k shards survive)", data_id, tier)
+        elif result.still_missing:
+            self.progress.degraded[data_id] = tier
+        else:
+            self.progress.degraded.pop(data_id, None)
+            self.progress.lost.pop(data_id, None)
+
+    def _owner(self, data_id: str) -> tuple[str | None, str | None]:
+        return self.store.catalog.blob_owner(data_id)
+
+    async def _drain(self, tier: str, queue: asyncio.Queue[Any]) -> None:
+        while True:
+            request = await queue.get()
+            try:
+                await self.heal_blob(tier, request.data_id, force=False)
+            except Exception:  # one bad blob must not stop healing the rest
+                log.exception("healing %s failed", request.data_id)
+
+    def note_write(self, tier: str, stored: StoredData) -> None:
+        """A blob written with shards missing (domains down at write time) is degraded from birth."""
+        if stored.location.get("missing"):
+            self.progress.degraded[stored.data_id] = tier
+
+    # --- domains going down and coming back ----------------------------------------------------
+
+    def domains_changed(self, domain_ids: list[str], online: bool) -> None:
+        now = time.time()
+        for domain_id in domain_ids:
+            if online:
+                self.offline_since.pop(domain_id, None)
+            else:
+                self.offline_since.setdefault(domain_id, now)
+        if online and self.progress.degraded:
+            # What waited for these domains can now be healed in place.
+            pending = dict(self.progress.degraded)
+            self._tasks.append(asyncio.create_task(self._heal_set(pending)))
+
+    async def _heal_set(self, blobs: dict[str, str]) -> None:
+        for data_id, tier in blobs.items():
+            with contextlib.suppress(Exception):
+                await self.heal_blob(tier, data_id, force=False)
+
+    # --- full passes (scrub) --------------------------------------------------------------------
+
+    def run_pass(self, *, force: bool = True) -> asyncio.Task[None]:
+        """Start a full verify-and-heal pass over every blob (or join the one running)."""
+        if self._pass is None or self._pass.done():
+            self._pass = asyncio.create_task(self._full_pass(force=force))
+        return self._pass
+
+    async def _full_pass(self, *, force: bool) -> None:
+        progress = self.progress
+        progress.running = True
+        progress.pass_started = time.time()
+        progress.blobs_checked = progress.bytes_checked = 0
+        try:
+            tiers = self.healable_tiers()
+            progress.blobs_total = sum(
+                [await asyncio.to_thread(self.store.catalog.count_blobs, tier) for tier in tiers]
+            )
+            for tier in tiers:
+                cursor = ""
+                while True:
+                    batch = await asyncio.to_thread(self.store.catalog.blobs_after, tier, cursor, SCRUB_BATCH)
+                    if not batch:
+                        break
+                    for data_id, _bucket, _key in batch:
+                        started = time.monotonic()
+                        try:
+                            await self.heal_blob(tier, data_id, force=force)
+                        except Exception:
+                            log.exception("scrub of %s failed", data_id)
+                        if not force and self.tranquility:
+                            await asyncio.sleep(self.tranquility * (time.monotonic() - started))
+                    cursor = batch[-1][0]
+        finally:
+            progress.running = False
+            progress.passes += 1
+            progress.pass_finished = time.time()
+
+    async def _scrub_forever(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            await self.run_pass(force=False)
