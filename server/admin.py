@@ -1,0 +1,78 @@
+"""The admin HTTP API under /_tierstore/admin/: status, domains, heal.
+
+Authenticated like S3 requests (SigV4 with the admin credentials, which `tierstore admin` signs
+with); answers JSON. Bucket names cannot contain "_", so these paths never shadow a bucket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from server import errors as s3
+from server.router import bucket_from_host
+from server.signature import RequestToVerify, authenticate
+from tiering.domains import UnknownDomain, list_domains, set_domain_state
+
+if TYPE_CHECKING:
+    from server.app import Gateway
+
+ADMIN_PREFIX = "/_tierstore/admin/"
+
+
+def json_response(value: Any, status: int = 200) -> Response:
+    return Response(json.dumps(value, indent=2, default=str), status_code=status, media_type="application/json")
+
+
+class AdminApi:
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+
+    async def handle(self, request: Request) -> Response:
+        if bucket_from_host(request.headers.get("host", ""), self.gateway.config.virtual_host_domains):
+            # bucket.localhost/_tierstore/admin/... is an object key in that bucket, not admin.
+            return await self.gateway.handle(request)
+        raw_path = request.scope.get("raw_path", b"").decode("latin-1") or request.url.path
+        try:
+            authenticate(
+                RequestToVerify(
+                    method=request.method,
+                    raw_path=raw_path,
+                    query_string=request.scope.get("query_string", b"").decode("latin-1"),
+                    headers=request.headers,
+                ),
+                self.gateway.credentials,
+                now=datetime.now(UTC),
+                max_skew=self.gateway.max_skew,
+            )
+            return await self._dispatch(request, request.url.path[len(ADMIN_PREFIX) :].strip("/").split("/"))
+        except s3.S3Error as exc:
+            return json_response({"error": exc.code, "message": exc.detail}, exc.status)
+
+    async def _dispatch(self, request: Request, parts: list[str]) -> Response:
+        store = self.gateway.store
+        method = request.method
+        match method, parts:
+            case "GET", ["status"]:
+                return json_response(await store.status())
+            case "GET", ["domains"]:
+                return json_response(list_domains(store))
+            case "POST", ["domains", target, ("offline" | "online") as state]:
+                try:
+                    changed = set_domain_state(store, target, state == "online")
+                except UnknownDomain:
+                    return json_response({"error": "NoSuchDomain", "message": f"no domain {target!r}"}, 404)
+                return json_response({"target": target, "state": state, "domains": changed})
+            case "POST", ["heal"]:
+                task = store.maintenance.run_pass(force=True)
+                if request.query_params.get("wait", "").lower() in ("1", "true", "yes"):
+                    await asyncio.shield(task)
+                return json_response(store.maintenance.progress.to_json())
+            case "GET", ["heal"]:
+                return json_response(store.maintenance.progress.to_json())
+        return json_response({"error": "NotFound", "message": f"no admin endpoint {method} {'/'.join(parts)}"}, 404)

@@ -1,0 +1,122 @@
+"""`tierstore admin ...`: talk to a running server's admin API, print tables or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import ssl
+import sys
+import urllib.error
+import urllib.request
+from typing import Any
+
+from botocore.auth import S3SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+from server.config import DEFAULT_ACCESS_KEY, DEFAULT_SECRET_KEY
+
+
+def add_admin_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    # The common options work before or after the verb (`admin --json status`, `admin status --json`).
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--endpoint", default=argparse.SUPPRESS,
+                        help="server URL (default $TIERSTORE_ENDPOINT or http://127.0.0.1:9000)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts")
+    common.add_argument("--insecure", action="store_true", default=argparse.SUPPRESS,
+                        help="do not verify the server's TLS certificate")
+    admin = commands.add_parser("admin", help="inspect and operate a running server", parents=[common])
+    verbs = admin.add_subparsers(dest="verb", required=True)
+    verbs.add_parser("status", parents=[common], help="tiers, domains, degraded/lost objects, heal progress")
+    verbs.add_parser("domains", parents=[common], help="every failure domain with state and usage")
+    domain = verbs.add_parser("domain", parents=[common],
+                              help="take a domain (drive, node, rack, zone) offline or online")
+    domain.add_argument("action", choices=["offline", "online"])
+    domain.add_argument("target", help="a drive id (hot-n1-d2) or tier-node/rack/zone (hot-n1)")
+    heal = verbs.add_parser("heal", parents=[common],
+                            help="verify every shard now and rebuild what is missing or corrupt")
+    heal.add_argument("--wait", action="store_true", help="return only when the pass is complete")
+
+
+def _call(args: argparse.Namespace, method: str, path: str, query: str = "") -> Any:
+    url = args.endpoint.rstrip("/") + "/_tierstore/admin/" + path + (f"?{query}" if query else "")
+    credentials = Credentials(
+        os.environ.get("TIERSTORE_ACCESS_KEY", DEFAULT_ACCESS_KEY),
+        os.environ.get("TIERSTORE_SECRET_KEY", DEFAULT_SECRET_KEY),
+    )
+    signed = AWSRequest(method=method, url=url, data=b"")
+    S3SigV4Auth(credentials, "s3", os.environ.get("AWS_DEFAULT_REGION", "us-east-1")).add_auth(signed)
+    request = urllib.request.Request(url, method=method, headers=dict(signed.headers.items()), data=None)
+    context = ssl._create_unverified_context() if args.insecure else None  # noqa: S323 - operator's choice
+    try:
+        with urllib.request.urlopen(request, timeout=3600, context=context) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        body = json.loads(exc.read() or b"{}")
+        raise SystemExit(f"tierstore admin: {body.get('error', exc.code)}: {body.get('message', '')}") from None
+    except urllib.error.URLError as exc:
+        raise SystemExit(f"tierstore admin: cannot reach {args.endpoint}: {exc.reason}") from None
+
+
+def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    cells = [[_fmt(row.get(c)) for c in columns] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
+    return "\n".join(lines)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, int) and value > 10_000:
+        for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+            if value < 1024:
+                return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
+            value /= 1024  # type: ignore[assignment]
+        return f"{value:.1f}PiB"
+    return str(value)
+
+
+def run_admin(args: argparse.Namespace) -> int:
+    args.endpoint = getattr(args, "endpoint", None) or os.environ.get("TIERSTORE_ENDPOINT", "http://127.0.0.1:9000")
+    args.json = getattr(args, "json", False)
+    args.insecure = getattr(args, "insecure", False)
+    if args.verb == "status":
+        result = _call(args, "GET", "status")
+        if args.json:
+            print(json.dumps(result, indent=2))
+            return 0
+        print(_table(result["tiers"], ["name", "backend", "objects", "bytes", "k", "m", "domains", "domains_online"]))
+        heal = result["heal"]
+        print(f"\ndegraded objects: {result['degraded_objects']}   lost objects: {result['lost_objects']}")
+        print(f"heal: {'running' if heal['running'] else 'idle'}, passes {heal['passes']}, "
+              f"checked {heal['blobs_checked']}/{heal['blobs_total']}, shards healed {heal['shards_healed']}, "
+              f"relocated {heal['relocated']}")
+        for lost in heal["lost"]:
+            print(f"LOST: {lost['tier']} {lost['bucket']}/{lost['key']}")
+        return 0
+    if args.verb == "domains":
+        rows = _call(args, "GET", "domains")
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            print(_table(rows, ["id", "tier", "node", "rack", "state", "shards", "used_bytes", "free_bytes", "path"]))
+        return 0
+    if args.verb == "domain":
+        result = _call(args, "POST", f"domains/{args.target}/{args.action}")
+        print(json.dumps(result, indent=2) if args.json else f"{args.action}: {', '.join(result['domains'])}")
+        return 0
+    if args.verb == "heal":
+        result = _call(args, "POST", "heal", "wait=true" if args.wait else "")
+        if args.json:
+            print(json.dumps(result, indent=2))
+        else:
+            state = "running" if result["running"] else "done"
+            print(f"heal {state}: checked {result['blobs_checked']}/{result['blobs_total']} blobs, "
+                  f"{result['shards_healed']} shards healed, {result['relocated']} relocated, "
+                  f"{result['degraded_objects']} degraded, {result['lost_objects']} lost")
+        return 0
+    print(f"unknown admin command {args.verb}", file=sys.stderr)
+    return 2
