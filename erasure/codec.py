@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 import zfec
 
 from erasure.checksum import block_checksum
+from erasure.stats import timed
 from erasure.stripe import split_stripe
 
 Buffer = bytes | memoryview
@@ -40,7 +41,8 @@ class Codec:
             return []
         if self._encoder is None:  # k == 1: repetition
             return [data_blocks[0]] * self.m
-        return list(self._encoder.encode(tuple(data_blocks), self._parity_nums))
+        with timed("encode", len(data_blocks[0]) * self.k):
+            return list(self._encoder.encode(tuple(data_blocks), self._parity_nums))
 
     def decode(self, blocks: Mapping[int, Buffer]) -> list[Buffer]:
         """The k data blocks from any k of the k+m blocks (shard index → block)."""
@@ -51,7 +53,8 @@ class Codec:
         if self._decoder is None:  # k == 1: any copy is the data
             return [next(iter(blocks.values()))]
         nums = tuple(sorted(blocks)[: self.k])
-        return list(self._decoder.decode(tuple(blocks[i] for i in nums), nums))
+        with timed("decode", len(blocks[nums[0]]) * self.k):
+            return list(self._decoder.decode(tuple(blocks[i] for i in nums), nums))
 
 
 @functools.lru_cache(maxsize=64)

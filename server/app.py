@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -14,11 +15,13 @@ from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
 
 from server import errors as s3
+from server.admin import ADMIN_PREFIX, AdminApi
 from server.config import ServerConfig
 from server.context import S3Request
 from server.credentials import StaticCredentials
 from server.error_map import to_s3_error
 from server.handlers import HANDLERS
+from server.metrics import Metrics
 from server.router import decode_path, parse_query, route
 from server.signature import RequestToVerify, authenticate
 from tiering.catalog import Catalog
@@ -46,9 +49,11 @@ class Gateway:
         self.store = store
         self.credentials = StaticCredentials({config.access_key: config.secret_key})
         self.max_skew = timedelta(seconds=config.max_clock_skew_seconds)
+        self.metrics = Metrics(store)
 
     async def handle(self, request: Request) -> Response:
         request_id = secrets.token_hex(8).upper()
+        started = time.perf_counter()
         scope = request.scope
         method = request.method
         raw_path = scope.get("raw_path", b"").decode("latin-1") or scope["path"]
@@ -61,9 +66,14 @@ class Gateway:
         except Exception:
             log.exception("internal error on %s %s", method, raw_path)
             response = self._error(s3.InternalError(), method, raw_path, request_id)
+        if response.status_code >= 300 and "100-continue" in request.headers.get("expect", "").lower():
+            # A client waiting for "100 Continue" never sends the body when refused, but uvicorn
+            # keeps the connection: its next request would be parsed as the unsent body.
+            response.headers["connection"] = "close"
         response.headers["x-amz-request-id"] = request_id
         response.headers["x-amz-id-2"] = request_id
         response.headers["server"] = "tierstore"
+        self.metrics.observe(getattr(request.state, "operation", "Unrouted"), response.status_code, started)
         return response
 
     async def _dispatch(self, request: Request, method: str, raw_path: str, request_id: str) -> Response:
@@ -91,6 +101,7 @@ class Gateway:
             now=datetime.now(UTC),
             max_skew=self.max_skew,
         )
+        request.state.operation = routed.operation.value
         handler = HANDLERS.get(routed.operation)
         if handler is None:
             raise s3.NotImplemented(f"{routed.operation.value} is not implemented")
@@ -138,5 +149,8 @@ def create_app(config: ServerConfig, store: ObjectStore | None = None) -> FastAP
     app.state.gateway = gateway
     # One catch-all route: S3 routing depends on query sub-resources and the Host header,
     # which path templates cannot express; `server.router` does it instead.
+    admin = AdminApi(gateway)
+    app.router.routes.append(StarletteRoute("/_tierstore/metrics", gateway.metrics.endpoint, methods=["GET"]))
+    app.router.routes.append(StarletteRoute(ADMIN_PREFIX + "{rest:path}", admin.handle, methods=ALL_METHODS))
     app.router.routes.append(StarletteRoute("/{path:path}", gateway.handle, methods=ALL_METHODS))
     return app

@@ -1,21 +1,68 @@
-"""The `tierstore` command: `tierstore serve` (and, later, `tierstore admin ...`)."""
+"""The `tierstore` command: `tierstore serve` and `tierstore admin ...`."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import signal
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import uvicorn
 
+from server.admin_cli import add_admin_parser, run_admin
 from server.app import create_app
 from server.config import ServerConfig, load_config
 
 # Blocking work (disk, hashing, SQLite) runs in threads; many concurrent streams need many.
 IO_THREADS = 64
+# On shutdown, a connection that is already closing (its last response handed to the kernel)
+# gets this long to finish closing before it is dropped: a TLS close waits for the client's
+# close_notify, which an idle keep-alive client never sends.
+CLOSING_GRACE = 1.0
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server with two shutdown fixes: exit status 0 and no wait on idle TLS clients."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # uvicorn re-raises the caught SIGTERM/SIGINT after its graceful shutdown, so the process
+        # would end "killed by SIGTERM" even though every request finished. A drained, clean
+        # stop exits 0 instead.
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        handled = (signal.SIGINT, signal.SIGTERM)
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
+
+    async def _wait_tasks_to_complete(self) -> None:
+        # uvicorn waits until every connection is gone. An idle keep-alive TLS connection is
+        # closed with a TLS shutdown that waits for the peer (up to 30 s); requests still in
+        # flight are what a graceful stop must wait for, not those idle sockets.
+        closing_since: dict[int, float] = {}
+        while self.server_state.connections and not self.force_exit:
+            now = time.monotonic()
+            for connection in list(self.server_state.connections):
+                transport = getattr(connection, "transport", None)
+                if transport is None or not transport.is_closing() or transport.get_write_buffer_size():
+                    continue
+                since = closing_since.setdefault(id(connection), now)
+                if now - since >= CLOSING_GRACE:
+                    transport.abort()
+            await asyncio.sleep(0.1)
+        await super()._wait_tasks_to_complete()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--listen", help="HOST:PORT to listen on (default 127.0.0.1:9000)")
     serve.add_argument("--tls-cert", help="PEM certificate: serve HTTPS")
     serve.add_argument("--tls-key", help="PEM private key for --tls-cert")
+    add_admin_parser(commands)
     return parser
 
 
@@ -62,7 +110,7 @@ async def serve(config: ServerConfig) -> None:
         timeout_graceful_shutdown=30,
         timeout_keep_alive=30,
     )
-    server = uvicorn.Server(uv_config)
+    server = _Server(uv_config)
     task = asyncio.create_task(server.serve())
     while not server.started and not task.done():
         await asyncio.sleep(0.02)
@@ -83,6 +131,8 @@ def _run(coro_factory: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "admin":
+        return run_admin(args)
     if args.command == "serve":
         try:
             config = load_config(args.config, data_dir=args.data, listen=args.listen,

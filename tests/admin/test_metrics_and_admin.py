@@ -1,0 +1,73 @@
+"""The metrics endpoint and the admin CLI against a live server."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+
+from conftest import ACCESS_KEY, SECRET_KEY, ServerProcess
+
+
+def scrape(server: ServerProcess) -> dict[str, float]:
+    with urllib.request.urlopen(f"{server.endpoint}/_tierstore/metrics", timeout=10) as response:
+        text = response.read().decode()
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        match = re.match(r"^([a-zA-Z_:][\w:]*(?:\{[^}]*\})?) (\S+)$", line)
+        if match:
+            values[match.group(1)] = float(match.group(2))
+    return values
+
+
+def admin(server: ServerProcess, *args: str) -> dict | list:
+    env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS_KEY, "TIERSTORE_SECRET_KEY": SECRET_KEY}
+    out = subprocess.run(
+        [sys.executable, "-m", "server.cli", "admin", "--endpoint", server.endpoint, *args, "--json"],
+        capture_output=True, text=True, env=env, timeout=120, check=True,
+    )
+    return json.loads(out.stdout)
+
+
+def test_request_and_tier_metrics_move_with_traffic(server: ServerProcess, s3, bucket: str) -> None:
+    before = scrape(server)
+    key = 'tierstore_s3_requests_total{operation="PutObject",status="200"}'
+    s3.put_object(Bucket=bucket, Key="m/one", Body=b"x" * 200_000)
+    after = scrape(server)
+    assert after[key] == before.get(key, 0) + 1
+    assert after['tierstore_tier_bytes{tier="hot"}'] >= before.get('tierstore_tier_bytes{tier="hot"}', 0) + 200_000
+    assert after['tierstore_ec_bytes_total{op="encode"}'] > before.get('tierstore_ec_bytes_total{op="encode"}', 0)
+
+
+def test_domain_offline_shows_in_metrics_status_and_domains(server: ServerProcess) -> None:
+    up = 'tierstore_domain_up{domain="hot-n3-d1",node="n3",tier="hot"}'
+    assert scrape(server)[up] == 1
+    changed = admin(server, "domain", "offline", "hot-n3")
+    assert changed["domains"] == ["hot-n3-d1", "hot-n3-d2"]
+    try:
+        assert scrape(server)[up] == 0
+        states = {d["id"]: d["state"] for d in admin(server, "domains")}
+        assert states["hot-n3-d1"] == states["hot-n3-d2"] == "offline"
+        hot = next(t for t in admin(server, "status")["tiers"] if t["name"] == "hot")
+        assert hot["domains_online"] == hot["domains"] - 2
+    finally:
+        admin(server, "domain", "online", "hot-n3")
+    assert scrape(server)[up] == 1
+
+
+def test_unknown_domain_and_unauthenticated_admin_are_refused(server: ServerProcess) -> None:
+    env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS_KEY, "TIERSTORE_SECRET_KEY": "wrong"}
+    bad = subprocess.run(
+        [sys.executable, "-m", "server.cli", "admin", "--endpoint", server.endpoint, "status"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )
+    assert bad.returncode != 0 and "SignatureDoesNotMatch" in bad.stderr
+    env["TIERSTORE_SECRET_KEY"] = SECRET_KEY
+    missing = subprocess.run(
+        [sys.executable, "-m", "server.cli", "admin", "--endpoint", server.endpoint, "domain", "offline", "nope"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )
+    assert missing.returncode != 0 and "NoSuchDomain" in missing.stderr
