@@ -141,17 +141,17 @@ def load_config(
     return cfg
 
 
-# The embedded default: gpu-direct in plain files (memory-backed in its own issue), and the other
+# The embedded default: gpu-direct served from RAM (written through to files), and the other
 # tiers erasure-coded over simulated failure domains, one directory per drive. Each code spreads
 # over nodes and has more nodes than shards, so losing m whole nodes still leaves room to write
 # every new object at full width.
 DEFAULT_TIERS: dict[str, dict[str, Any]] = {
-    "gpu-direct": {"backend": "files"},
+    "gpu-direct": {"backend": "memory", "cache_bytes": 1 << 30, "capacity_bytes": 4 << 30},
     "hot": {"backend": "erasure", "k": 4, "m": 2, "nodes": 8, "drives_per_node": 2, "spread_level": "node"},
     "warm": {"backend": "erasure", "k": 8, "m": 3, "nodes": 12, "drives_per_node": 2, "spread_level": "node"},
     "cold": {"backend": "erasure", "k": 10, "m": 4, "nodes": 16, "drives_per_node": 1, "spread_level": "node"},
 }
-_INT_OPTIONS = ("k", "m", "nodes", "drives_per_node", "write_quorum", "block_size", "small_object_threshold")
+_INT_OPTIONS = ("cache_bytes", "capacity_bytes", "k", "m", "nodes", "drives_per_node", "write_quorum", "block_size", "small_object_threshold")
 
 
 def _tier_configs(tables: dict[str, dict[str, Any]], data_dir: Path) -> list[TierConfig]:

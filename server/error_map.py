@@ -34,6 +34,14 @@ def to_s3_error(exc: t.TieringError) -> s3.S3Error:
             return s3.InvalidStorageClass(StorageClassRequested=exc.storage_class)
         case t.InsufficientCapacity():
             return s3.ServiceUnavailable("The tier has no capacity left for this object")
+        case t.ObjectArchived():
+            return s3.InvalidObjectState(
+                "The operation is not valid for the object's storage class", StorageClass="GLACIER"
+            )
+        case t.NotArchived():
+            return s3.InvalidObjectState("Restore is not allowed for the object's current storage class")
+        case t.RestoreInProgress():
+            return s3.RestoreAlreadyInProgress()
         case t.DataUnreadable():
             return s3.ServiceUnavailable(
                 "The object's data cannot be read right now: too many of its shards are unavailable"

@@ -52,6 +52,14 @@ class NotModified(S3Error):
     status = 304
     message = "Not Modified"
 
+    def __init__(self, headers: dict[str, str] | None = None) -> None:
+        super().__init__()
+        # A 304 still names the representation it is about: ETag, Last-Modified (RFC 9110 15.4.5).
+        self.headers = dict(headers or {})
+
+    def extra_headers(self) -> dict[str, str]:
+        return dict(self.headers)
+
 
 class BadDigest(S3Error):
     status = 400
@@ -348,3 +356,8 @@ class NoSuchConfiguration(S3Error):
 class InvalidPartNumber(S3Error):
     status = 416
     message = "The requested partnumber is not satisfiable"
+
+
+class RestoreAlreadyInProgress(S3Error):
+    status = 409
+    message = "Object restore is already in progress"

@@ -31,12 +31,15 @@ from tiering.errors import (
     PreconditionFailed,
     UploadNotFound,
 )
+from tiering.heat import DEFAULT_HALF_LIFE, bump, decayed
 from tiering.records import (
     BucketRecord,
     ListPage,
+    MoveRecord,
     ObjectMeta,
     ObjectRecord,
     PartRecord,
+    RestoreState,
     Segment,
     UploadRecord,
 )
@@ -63,7 +66,29 @@ SCHEMA = [
         checksum_algorithm TEXT,
         checksum TEXT,
         segments TEXT NOT NULL,
+        heat REAL NOT NULL DEFAULT 0,
+        heat_at REAL NOT NULL DEFAULT 0,
+        last_access REAL NOT NULL DEFAULT 0,
+        tier_since REAL NOT NULL DEFAULT 0,
+        restore TEXT,
         PRIMARY KEY (bucket, key)
+    )""",
+    # History of tier moves per object, for `tierstore admin object` (append-only, small rows).
+    """CREATE TABLE IF NOT EXISTS moves (
+        bucket TEXT NOT NULL,
+        key TEXT NOT NULL,
+        at REAL NOT NULL,
+        from_tier TEXT NOT NULL,
+        to_tier TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        reason TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS moves_by_key ON moves (bucket, key, at)",
+    # Which process may run a singleton job (the lifecycle daemon) until when.
+    """CREATE TABLE IF NOT EXISTS leases (
+        name TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        expires REAL NOT NULL
     )""",
     """CREATE TABLE IF NOT EXISTS uploads (
         upload_id TEXT PRIMARY KEY,
@@ -116,8 +141,9 @@ SCHEMA = [
 
 OBJECT_COLUMNS = (
     "bucket, key, generation, size, etag, last_modified, tier, meta, tags, "
-    "checksum_algorithm, checksum, segments"
+    "checksum_algorithm, checksum, segments, heat, heat_at, last_access, tier_since, restore"
 )
+OBJECT_PLACEHOLDERS = ",".join("?" * 17)
 
 # How long retired data stays on disk: a GET that looked the object up just before an overwrite
 # still opens the old blob within this window (an opened blob survives deletion).
@@ -266,7 +292,8 @@ class Catalog:
 
     @staticmethod
     def _object_from_row(row: tuple[Any, ...]) -> ObjectRecord:
-        (bucket, key, generation, size, etag, mtime, tier, meta, tags, algo, checksum, segments) = row
+        (bucket, key, generation, size, etag, mtime, tier, meta, tags, algo, checksum, segments,
+         heat, heat_at, last_access, tier_since, restore) = row
         return ObjectRecord(
             bucket=bucket,
             key=key,
@@ -279,6 +306,11 @@ class Catalog:
             checksum_algorithm=algo,
             checksum=checksum,
             generation=generation,
+            heat=heat,
+            heat_at=heat_at,
+            last_access=last_access,
+            tier_since=tier_since,
+            restore=RestoreState.from_json(json.loads(restore)) if restore else None,
         )
 
     def get_object(self, bucket: str, key: str) -> ObjectRecord:
@@ -308,6 +340,8 @@ class Catalog:
             return None
         old = self._object_from_row(row)
         self._retire(db, old.tier, [s.stored for s in old.segments])
+        if old.restore is not None:
+            self._retire(db, old.restore.tier, [s.stored for s in old.restore.segments])
         return old
 
     def commit_object(
@@ -351,15 +385,20 @@ class Catalog:
         if expected_generation is not None and (current is None or current.generation != expected_generation):
             raise PreconditionFailed("generation")
         generation = (current.generation if current else 0) + 1
+        now = record.last_modified
+        # A write is an access: the new version inherits the key's heat, bumped.
+        heat = bump(current.heat, current.heat_at, now) if current else 1.0
         if current is not None:
             keep = {s.stored.data_id for s in record.segments}
             self._retire(db, current.tier, [s.stored for s in current.segments if s.stored.data_id not in keep])
+            if current.restore is not None:
+                self._retire(db, current.restore.tier, [s.stored for s in current.restore.segments])
         db.executemany(
             "INSERT OR REPLACE INTO blobs (data_id, tier, bucket, key, upload_id) VALUES (?, ?, ?, ?, NULL)",
             [(s.stored.data_id, record.tier, record.bucket, record.key) for s in record.segments],
         )
         db.execute(
-            f"INSERT OR REPLACE INTO objects ({OBJECT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            f"INSERT OR REPLACE INTO objects ({OBJECT_COLUMNS}) VALUES ({OBJECT_PLACEHOLDERS})",
             (
                 record.bucket,
                 record.key,
@@ -373,9 +412,17 @@ class Catalog:
                 record.checksum_algorithm,
                 record.checksum,
                 _dumps([s.to_json() for s in record.segments]),
+                heat,
+                now,
+                now,
+                now,
+                None,
             ),
         )
-        return ObjectRecord(**{**record.__dict__, "generation": generation})
+        return ObjectRecord(
+            **{**record.__dict__, "generation": generation, "heat": heat, "heat_at": now, "last_access": now,
+               "tier_since": now, "restore": None}
+        )
 
     def update_object_meta(
         self, bucket: str, key: str, meta: ObjectMeta, *, if_etag: str | None = None
@@ -731,3 +778,162 @@ class Catalog:
         """(objects, bytes) per tier."""
         rows = self._reader().execute("SELECT tier, COUNT(*), COALESCE(SUM(size), 0) FROM objects GROUP BY tier")
         return {tier: (int(n), int(size)) for tier, n, size in rows}
+
+    # --- temperature, moves and restores (driven by lifecycle through tiering's API) ----------
+
+    def record_accesses(
+        self, accesses: dict[tuple[str, str], tuple[int, float]], half_life: float = DEFAULT_HALF_LIFE
+    ) -> None:
+        """Fold a batch of reads into heat and last access: one transaction per batch, never per GET."""
+        with self._write() as db:
+            for (bucket, key), (count, at) in accesses.items():
+                row = db.execute(
+                    "SELECT heat, heat_at FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
+                ).fetchone()
+                if row is None:
+                    continue  # deleted since it was read
+                heat = decayed(row[0], row[1], at, half_life) + count
+                db.execute(
+                    "UPDATE objects SET heat = ?, heat_at = ?, last_access = MAX(last_access, ?) "
+                    "WHERE bucket = ? AND key = ?",
+                    (heat, at, at, bucket, key),
+                )
+
+    def commit_move(
+        self,
+        bucket: str,
+        key: str,
+        *,
+        expected_generation: int,
+        tier: str,
+        segments: tuple[Segment, ...],
+        storage_class: str | None,
+        now: float,
+        reason: str,
+    ) -> ObjectRecord:
+        """Point an object at its copy on another tier — only if it is still the version copied.
+
+        Raises PreconditionFailed if the object changed (overwritten, deleted, moved) meanwhile:
+        the mover then throws its copy away and the object keeps its newer state.
+        """
+        with self._write() as db:
+            row = db.execute(
+                f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
+            ).fetchone()
+            current = self._object_from_row(row) if row else None
+            if current is None or current.generation != expected_generation:
+                raise PreconditionFailed("generation")
+            self._retire(db, current.tier, [s.stored for s in current.segments])
+            meta = current.meta
+            if storage_class is not None:
+                meta = ObjectMeta(
+                    content_type=meta.content_type, system=meta.system, user=meta.user, tags=meta.tags,
+                    storage_class=storage_class, storage_class_explicit=meta.storage_class_explicit,
+                )
+            restore = current.restore
+            if restore is not None and tier != "cold":
+                # Out of the archive for good: the temporary restored copy has no job left.
+                self._retire(db, restore.tier, [s.stored for s in restore.segments])
+                restore = None
+            db.executemany(
+                "INSERT OR REPLACE INTO blobs (data_id, tier, bucket, key, upload_id) VALUES (?, ?, ?, ?, NULL)",
+                [(s.stored.data_id, tier, bucket, key) for s in segments],
+            )
+            db.execute(
+                "UPDATE objects SET tier = ?, segments = ?, meta = ?, tier_since = ?, restore = ?, "
+                "generation = generation + 1 WHERE bucket = ? AND key = ?",
+                (tier, _dumps([s.to_json() for s in segments]), _dumps(meta.to_json()), now,
+                 _dumps(restore.to_json()) if restore else None, bucket, key),
+            )
+            db.execute(
+                "INSERT INTO moves (bucket, key, at, from_tier, to_tier, size, reason) VALUES (?,?,?,?,?,?,?)",
+                (bucket, key, now, current.tier, tier, current.size, reason),
+            )
+        return ObjectRecord(
+            **{**current.__dict__, "tier": tier, "segments": segments, "meta": meta, "tier_since": now,
+               "restore": restore, "generation": current.generation + 1}
+        )
+
+    def set_restore(
+        self, bucket: str, key: str, *, expected_generation: int, restore: RestoreState | None, now: float
+    ) -> ObjectRecord:
+        """Record (or clear) the restored copy of an archived object, compare-and-swap like a move."""
+        with self._write() as db:
+            row = db.execute(
+                f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
+            ).fetchone()
+            current = self._object_from_row(row) if row else None
+            if current is None or current.generation != expected_generation:
+                raise PreconditionFailed("generation")
+            old = current.restore
+            if old is not None:
+                keep = {s.stored.data_id for s in restore.segments} if restore else set()
+                self._retire(db, old.tier, [s.stored for s in old.segments if s.stored.data_id not in keep])
+            if restore is not None:
+                db.executemany(
+                    "INSERT OR REPLACE INTO blobs (data_id, tier, bucket, key, upload_id) VALUES (?, ?, ?, ?, NULL)",
+                    [(s.stored.data_id, restore.tier, bucket, key) for s in restore.segments],
+                )
+                if restore.segments and (old is None or not old.segments):
+                    db.execute(
+                        "INSERT INTO moves (bucket, key, at, from_tier, to_tier, size, reason) VALUES (?,?,?,?,?,?,?)",
+                        (bucket, key, now, current.tier, restore.tier, current.size, "restore"),
+                    )
+            db.execute(
+                "UPDATE objects SET restore = ?, generation = generation + 1 WHERE bucket = ? AND key = ?",
+                (_dumps(restore.to_json()) if restore else None, bucket, key),
+            )
+        return ObjectRecord(**{**current.__dict__, "restore": restore, "generation": current.generation + 1})
+
+    def objects_after(self, bucket: str, key: str, limit: int) -> list[ObjectRecord]:
+        """Objects of every bucket in (bucket, key) order after a cursor: the daemon's scan."""
+        rows = self._reader().execute(
+            f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket > ? OR (bucket = ? AND key > ?) "
+            "ORDER BY bucket, key LIMIT ?",
+            (bucket, bucket, key, limit),
+        )
+        return [self._object_from_row(row) for row in rows]
+
+    def moves_for(self, bucket: str, key: str, limit: int = 100) -> list[MoveRecord]:
+        rows = self._reader().execute(
+            "SELECT at, from_tier, to_tier, size, reason FROM moves WHERE bucket = ? AND key = ? "
+            "ORDER BY at DESC LIMIT ?",
+            (bucket, key, limit),
+        )
+        return [MoveRecord(*row) for row in rows]
+
+    def count_moves(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """(moves, bytes) per (from, to): for transition metrics."""
+        rows = self._reader().execute(
+            "SELECT from_tier, to_tier, COUNT(*), COALESCE(SUM(size), 0) FROM moves GROUP BY from_tier, to_tier"
+        )
+        return {(f, t): (int(n), int(b)) for f, t, n, b in rows}
+
+    def uploads_before(self, initiated_before: float, limit: int = 1000) -> list[UploadRecord]:
+        rows = self._reader().execute(
+            "SELECT upload_id, bucket, key, initiated, tier, meta, tags, checksum_algorithm, owner "
+            "FROM uploads WHERE initiated < ? ORDER BY initiated LIMIT ?",
+            (initiated_before, limit),
+        )
+        return [self._upload_from_row(row) for row in rows]
+
+    def acquire_lease(self, name: str, holder: str, ttl: float, now: float) -> bool:
+        """Take or renew a named lease; False while another holder's lease is unexpired."""
+        with self._write() as db:
+            row = db.execute("SELECT holder, expires FROM leases WHERE name = ?", (name,)).fetchone()
+            if row is not None and row[0] != holder and row[1] > now:
+                return False
+            db.execute(
+                "INSERT INTO leases (name, holder, expires) VALUES (?, ?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires = excluded.expires",
+                (name, holder, now + ttl),
+            )
+            return True
+
+    def release_lease(self, name: str, holder: str) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM leases WHERE name = ? AND holder = ?", (name, holder))
+
+    def lease_holder(self, name: str, now: float) -> str | None:
+        row = self._reader().execute("SELECT holder, expires FROM leases WHERE name = ?", (name,)).fetchone()
+        return row[0] if row and row[1] > now else None

@@ -84,3 +84,32 @@ class UnknownStorageClass(TieringError):
     def __init__(self, storage_class: str) -> None:
         super().__init__(f"unknown storage class {storage_class!r}")
         self.storage_class = storage_class
+
+
+class ObjectArchived(TieringError):
+    """The object's data is in the archive tier: it must be restored before it can be read."""
+
+    def __init__(self, bucket: str, key: str) -> None:
+        super().__init__(f"{bucket}/{key} is archived")
+        self.bucket = bucket
+        self.key = key
+
+
+class NotArchived(TieringError):
+    """RestoreObject on an object that is not in the archive tier."""
+
+    def __init__(self, bucket: str, key: str) -> None:
+        super().__init__(f"{bucket}/{key} is not archived")
+        self.bucket = bucket
+        self.key = key
+
+
+class RestoreInProgress(TieringError):
+    def __init__(self, bucket: str, key: str) -> None:
+        super().__init__(f"a restore of {bucket}/{key} is already in progress")
+        self.bucket = bucket
+        self.key = key
+
+
+class MoveVerificationFailed(TieringError):
+    """A copy made for a tier move did not read back as written; the move is abandoned."""

@@ -71,6 +71,36 @@ class ObjectMeta:
 
 
 @dataclass(frozen=True)
+class RestoreState:
+    """RestoreObject on an archived (cold) object: a temporary copy on a readable tier."""
+
+    ongoing: bool
+    expiry: float  # when the copy goes away (unix seconds)
+    days: int
+    tier: str = ""  # where the copy lives once done
+    segments: tuple[Segment, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ongoing": self.ongoing,
+            "expiry": self.expiry,
+            "days": self.days,
+            "tier": self.tier,
+            "segments": [s.to_json() for s in self.segments],
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> RestoreState:
+        return cls(
+            ongoing=raw["ongoing"],
+            expiry=raw["expiry"],
+            days=raw.get("days", 1),
+            tier=raw.get("tier", ""),
+            segments=tuple(Segment.from_json(s) for s in raw.get("segments", [])),
+        )
+
+
+@dataclass(frozen=True)
 class ObjectRecord:
     """One visible object: its metadata and where its bytes are."""
 
@@ -85,10 +115,26 @@ class ObjectRecord:
     checksum_algorithm: str | None = None
     checksum: str | None = None  # base64; "<b64>-<N>" for a composite multipart checksum
     generation: int = 0  # bumps on every change: the compare-and-swap token for movers
+    heat: float = 0.0  # decayed access count as of `heat_at` (see tiering.heat)
+    heat_at: float = 0.0
+    last_access: float = 0.0  # last GET/PUT/Copy of the object
+    tier_since: float = 0.0  # when the data arrived on its current tier
+    restore: RestoreState | None = None  # a temporary readable copy of an archived object
 
     @property
     def parts_count(self) -> int:
         return sum(1 for s in self.segments if s.part_number) or 0
+
+
+@dataclass(frozen=True)
+class MoveRecord:
+    """One move of an object's data between tiers (lifecycle, restore, rebalance)."""
+
+    at: float
+    from_tier: str
+    to_tier: str
+    size: int
+    reason: str
 
 
 @dataclass(frozen=True)

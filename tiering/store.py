@@ -15,8 +15,8 @@ import logging
 import secrets
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tiering.backend import BackendError, DataNotFound, DataUnavailable, DataWriter, StoredData
@@ -27,24 +27,32 @@ from tiering.errors import (
     DataUnreadable,
     InvalidPart,
     InvalidPartOrder,
+    MoveVerificationFailed,
+    NotArchived,
+    ObjectArchived,
     ObjectNotFound,
     PartTooSmall,
+    PreconditionFailed,
+    RestoreInProgress,
     UploadNotFound,
 )
 from tiering.maintenance import Maintenance
 from tiering.records import (
     BucketRecord,
     ListPage,
+    MoveRecord,
     ObjectMeta,
     ObjectRecord,
     PartRecord,
+    RestoreState,
     Segment,
     UploadRecord,
 )
-from tiering.tiers import HOT, Tier, tier_for_storage_class
+from tiering.tiers import COLD, HOT, Tier, tier_for_storage_class
 
 log = logging.getLogger("tierstore.tiering")
 
+Throttle = Callable[[int], Awaitable[None]]  # awaited with each chunk's size: a mover's brake
 HASH_BATCH = 1 << 20  # hash and write in 1 MiB pieces: few thread hops, bounded memory
 MIN_PART_SIZE = 5 * 1024 * 1024
 MAX_PARTS = 10_000
@@ -166,16 +174,27 @@ class PendingWrite:
 
 @dataclass
 class OpenedObject:
-    """An object pinned for reading: its record and a way to stream any byte range of it."""
+    """An object pinned for reading: its record and a way to stream any byte range of it.
+
+    `tier` and `segments` say which copy is read: the object's own data, or the restored copy of
+    an archived object.
+    """
 
     record: ObjectRecord
     _store: ObjectStore
+    tier: str = ""
+    segments: tuple[Segment, ...] = ()
 
-    async def stream(self, start: int, end: int) -> AsyncIterator[bytes]:
+    def __post_init__(self) -> None:
+        if not self.tier:
+            self.tier = self.record.tier
+            self.segments = self.record.segments
+
+    async def stream(self, start: int, end: int, on_chunk: Throttle | None = None) -> AsyncIterator[bytes]:
         """Yield bytes [start, end) across the object's segments."""
         offset = 0
-        backend = self._store.tiers[self.record.tier].backend
-        for segment in self.record.segments:
+        backend = self._store.tiers[self.tier].backend
+        for segment in self.segments:
             seg_start, seg_end = offset, offset + segment.stored.size
             offset = seg_end
             if seg_end <= start or seg_start >= end:
@@ -184,10 +203,14 @@ class OpenedObject:
                 reader = await backend.open_reader(segment.stored)
             except DataNotFound as exc:
                 raise DataUnreadable(self.record.bucket, self.record.key, "data missing") from exc
+            except DataUnavailable as exc:
+                raise DataUnreadable(self.record.bucket, self.record.key, str(exc)) from exc
             try:
                 lo = max(start, seg_start) - seg_start
                 hi = min(end, seg_end) - seg_start
                 async for chunk in reader.stream(lo, hi):
+                    if on_chunk is not None:
+                        await on_chunk(len(chunk))
                     yield chunk
             except (DataNotFound, DataUnavailable) as exc:
                 raise DataUnreadable(self.record.bucket, self.record.key, str(exc)) from exc
@@ -195,7 +218,7 @@ class OpenedObject:
                 await reader.close()
 
     def close(self) -> None:
-        self._store._unpin(self.record)
+        self._store._unpin(self.segments)
 
 
 class ObjectStore:
@@ -346,12 +369,12 @@ class ObjectStore:
     async def _read(self, fn: Callable[..., object], *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
         return await asyncio.to_thread(fn, *args, **kwargs)
 
-    def _pin(self, record: ObjectRecord) -> None:
-        for segment in record.segments:
+    def _pin(self, segments: tuple[Segment, ...]) -> None:
+        for segment in segments:
             self._pinned[segment.stored.data_id] += 1
 
-    def _unpin(self, record: ObjectRecord) -> None:
-        for segment in record.segments:
+    def _unpin(self, segments: tuple[Segment, ...]) -> None:
+        for segment in segments:
             self._pinned[segment.stored.data_id] -= 1
             if self._pinned[segment.stored.data_id] <= 0:
                 del self._pinned[segment.stored.data_id]
@@ -409,11 +432,21 @@ class ObjectStore:
     async def head_object(self, bucket: str, key: str) -> ObjectRecord:
         return await self._read(self.catalog.get_object, bucket, key)
 
-    async def open_object(self, bucket: str, key: str) -> OpenedObject:
-        """Look up and pin an object; `close()` the result when the read is done."""
+    async def open_object(self, bucket: str, key: str, *, allow_archived: bool = False) -> OpenedObject:
+        """Look up and pin an object; `close()` the result when the read is done.
+
+        An archived (cold-tier) object is readable only through a finished, unexpired restore,
+        unless `allow_archived` (the mover reading it to restore or transition it).
+        """
         record = await self._read(self.catalog.get_object, bucket, key)
-        self._pin(record)
-        return OpenedObject(record, self)
+        opened = OpenedObject(record, self)
+        if record.tier == COLD and not allow_archived:
+            restore = record.restore
+            if restore is None or restore.ongoing or restore.expiry <= self.clock():
+                raise ObjectArchived(bucket, key)
+            opened = OpenedObject(record, self, restore.tier, restore.segments)
+        self._pin(opened.segments)
+        return opened
 
     async def delete_object(self, bucket: str, key: str) -> ObjectRecord | None:
         return await self._in_writer(self.catalog.delete_object, bucket, key)
@@ -446,6 +479,148 @@ class ObjectStore:
         """Stream bytes of a pinned source object into a pending write (server-side copy)."""
         async for chunk in source.stream(start, source.record.size if end is None else end):
             await target.write(chunk)
+
+    # --- moves between tiers (lifecycle, restore) ---------------------------------------------
+    # The rule for every move: copy to the new tier, verify the copy, then compare-and-swap the
+    # object's location in the catalog (skipped if the object changed meanwhile); the old data is
+    # retired through the collector, which waits for readers that still hold it.
+
+    async def _copy_segments(
+        self, source: OpenedObject, tier: str, on_chunk: Throttle | None, verify: bool
+    ) -> tuple[Segment, ...]:
+        copied: list[Segment] = []
+        offset = 0
+        try:
+            for segment in source.segments:
+                size = segment.stored.size
+                pending = await self.begin_write(tier, size_hint=size)
+                try:
+                    async for chunk in source.stream(offset, offset + size, on_chunk):
+                        await pending.write(chunk)
+                    stored = await pending.seal()
+                except BaseException:
+                    await pending.abort()
+                    raise
+                copied.append(Segment(stored, segment.part_number, segment.etag, segment.checksum))
+                if verify:
+                    await self._verify_copy(tier, stored, pending.digests.md5_hex)
+                offset += size
+        except BaseException:
+            await self._discard(tier, copied)
+            raise
+        return tuple(copied)
+
+    async def _verify_copy(self, tier: str, stored: StoredData, md5_hex: str) -> None:
+        """Read the new copy back from its tier and compare it with what was written."""
+        digest = hashlib.md5()
+        reader = await self.tiers[tier].backend.open_reader(stored)
+        try:
+            async for chunk in reader.stream(0, stored.size):
+                await asyncio.to_thread(digest.update, chunk)
+        finally:
+            await reader.close()
+        if digest.hexdigest() != md5_hex:
+            raise MoveVerificationFailed(f"copy {stored.data_id} on {tier} does not read back as written")
+
+    async def _discard(self, tier: str, segments: list[Segment] | tuple[Segment, ...]) -> None:
+        for segment in segments:
+            with contextlib.suppress(BackendError, OSError):
+                await self.tiers[tier].backend.delete(segment.stored)
+
+    async def move_object(
+        self,
+        bucket: str,
+        key: str,
+        tier: str,
+        *,
+        reason: str,
+        storage_class: str | None = None,
+        expected_generation: int | None = None,
+        on_chunk: Throttle | None = None,
+        verify: bool = True,
+    ) -> ObjectRecord | None:
+        """Move an object's data to `tier`. None if there was nothing to do or it changed meanwhile."""
+        if tier not in self.tiers:
+            raise ValueError(f"no tier {tier!r}")
+        source = await self.open_object(bucket, key, allow_archived=True)
+        try:
+            record = source.record
+            if record.tier == tier or (expected_generation is not None and record.generation != expected_generation):
+                return None
+            copied = await self._copy_segments(source, tier, on_chunk, verify)
+        finally:
+            source.close()
+        try:
+            return await self._in_writer(
+                self.catalog.commit_move, bucket, key, expected_generation=record.generation, tier=tier,
+                segments=copied, storage_class=storage_class, now=self.clock(), reason=reason,
+            )
+        except (PreconditionFailed, ObjectNotFound):
+            await self._discard(tier, copied)  # the object changed while we copied: keep its new state
+            return None
+
+    async def record_accesses(self, accesses: dict[tuple[str, str], tuple[int, float]], half_life: float) -> None:
+        await self._in_writer(self.catalog.record_accesses, accesses, half_life)
+
+    async def objects_after(self, bucket: str, key: str, limit: int) -> list[ObjectRecord]:
+        return await self._read(self.catalog.objects_after, bucket, key, limit)
+
+    async def move_history(self, bucket: str, key: str) -> list[MoveRecord]:
+        await self.head_object(bucket, key)
+        return await self._read(self.catalog.moves_for, bucket, key)
+
+    # --- restores of archived objects -----------------------------------------------------------
+
+    async def request_restore(self, bucket: str, key: str, days: int) -> bool:
+        """Ask for a readable copy of an archived object for `days`. True if one is already there.
+
+        A new request is only recorded here (ongoing); the lifecycle daemon makes the copy.
+        Asking again for a finished restore extends its expiry, as S3 does.
+        """
+        record = await self.head_object(bucket, key)
+        if record.tier != COLD:
+            raise NotArchived(bucket, key)
+        # S3 rounds a restore's expiry up to the next midnight UTC.
+        expiry = (int(self.clock() + days * 86400) // 86400 + 1) * 86400.0
+        current = record.restore
+        if current is not None and current.ongoing:
+            raise RestoreInProgress(bucket, key)
+        if current is not None and current.expiry > self.clock():
+            await self._in_writer(
+                self.catalog.set_restore, bucket, key, expected_generation=record.generation,
+                restore=replace(current, expiry=expiry, days=days), now=self.clock(),
+            )
+            return True
+        await self._in_writer(
+            self.catalog.set_restore, bucket, key, expected_generation=record.generation,
+            restore=RestoreState(ongoing=True, expiry=expiry, days=days), now=self.clock(),
+        )
+        return False
+
+    async def complete_restore(self, record: ObjectRecord, tier: str, on_chunk: Throttle | None = None) -> bool:
+        """Copy an archived object to `tier` as its restored copy. False if it changed meanwhile."""
+        assert record.restore is not None
+        source = await self.open_object(record.bucket, record.key, allow_archived=True)
+        try:
+            if source.record.generation != record.generation:
+                return False
+            copied = await self._copy_segments(source, tier, on_chunk, verify=True)
+        finally:
+            source.close()
+        done = RestoreState(ongoing=False, expiry=record.restore.expiry, days=record.restore.days,
+                            tier=tier, segments=copied)
+        try:
+            await self._in_writer(self.catalog.set_restore, record.bucket, record.key,
+                                  expected_generation=record.generation, restore=done, now=self.clock())
+        except (PreconditionFailed, ObjectNotFound):
+            await self._discard(tier, copied)
+            return False
+        return True
+
+    async def expire_restore(self, record: ObjectRecord) -> None:
+        with contextlib.suppress(PreconditionFailed, ObjectNotFound):
+            await self._in_writer(self.catalog.set_restore, record.bucket, record.key,
+                                  expected_generation=record.generation, restore=None, now=self.clock())
 
     # --- multipart uploads ------------------------------------------------------------------
 
