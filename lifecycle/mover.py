@@ -71,10 +71,13 @@ class Mover:
         self.throttle = TokenBucket(bytes_per_second)
         self.stats = MoverStats()
         self._slots = asyncio.Semaphore(self.concurrency)
+        self.pending: Counter[str] = Counter()  # target tier → moves queued or running
 
     async def run(self, orders: list[MoveOrder]) -> None:
         """Carry out a batch of moves, at most `concurrency` at a time."""
         self.stats.queued += len(orders)
+        for order in orders:
+            self.pending[order.tier] += 1
         await asyncio.gather(*(self._one(order) for order in orders))
 
     async def _one(self, order: MoveOrder) -> None:
@@ -100,6 +103,9 @@ class Mover:
                 log.exception("move of %s/%s to %s failed", order.bucket, order.key, order.tier)
             finally:
                 self.stats.active -= 1
+                self.pending[order.tier] -= 1
+                if self.pending[order.tier] <= 0:
+                    del self.pending[order.tier]
 
     async def restore(self, record: ObjectRecord, tier: str) -> None:
         async with self._slots:

@@ -14,10 +14,14 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from lifecycle.temperature import heat_histogram
 from server import errors as s3
 from server.router import bucket_from_host
 from server.signature import RequestToVerify, authenticate
+from tiering.clock import ClockLocked
 from tiering.domains import UnknownDomain, list_domains, set_domain_state
+from tiering.errors import TieringError
+from tiering.heat import decayed
 
 if TYPE_CHECKING:
     from server.app import Gateway
@@ -75,4 +79,70 @@ class AdminApi:
                 return json_response(store.maintenance.progress.to_json())
             case "GET", ["heal"]:
                 return json_response(store.maintenance.progress.to_json())
+            case "POST", ["clock", "advance"]:
+                return self._advance_clock(request)
+            case "GET", ["clock"]:
+                clock = self.gateway.lifecycle.clock
+                return json_response({"now": clock(), "offset_seconds": clock.offset, "adjustable": clock.adjustable})
+            case "POST", ["lifecycle", "run"]:
+                task = self.gateway.lifecycle.daemon.run_pass()
+                if request.query_params.get("wait", "").lower() in ("1", "true", "yes"):
+                    report = await asyncio.shield(task)
+                    return json_response({"pass": report.to_json(), **self.gateway.lifecycle.daemon.status()})
+                return json_response(self.gateway.lifecycle.daemon.status())
+            case "GET", ["lifecycle"]:
+                return json_response(self.gateway.lifecycle.daemon.status())
+            case "GET", ["tiers"]:
+                return json_response(await self._tiers())
+            case "GET", ["object"]:
+                return await self._object(request)
         return json_response({"error": "NotFound", "message": f"no admin endpoint {method} {'/'.join(parts)}"}, 404)
+
+    def _advance_clock(self, request: Request) -> Response:
+        clock = self.gateway.lifecycle.clock
+        try:
+            days = float(request.query_params.get("days", "0"))
+            clock.advance(days * 86400)
+        except ClockLocked as exc:
+            return json_response({"error": "ClockLocked", "message": str(exc)}, 403)
+        except ValueError as exc:
+            return json_response({"error": "InvalidArgument", "message": str(exc)}, 400)
+        return json_response({"now": clock(), "offset_seconds": clock.offset})
+
+    async def _tiers(self) -> list[dict[str, Any]]:
+        lifecycle = self.gateway.lifecycle
+        tiers = await self.gateway.store.tier_report(lifecycle.settings.temperature.half_life_s)
+        pending: dict[str, int] = {}
+        for order_tier, count in lifecycle.daemon.pending_by_tier().items():
+            pending[order_tier] = count
+        for tier in tiers:
+            heats = tier.pop("heats")
+            tier["heat_histogram"] = heat_histogram(heats)  # type: ignore[arg-type]
+            tier["pending_moves"] = pending.get(str(tier["name"]), 0)
+        return tiers
+
+    async def _object(self, request: Request) -> Response:
+        bucket = request.query_params.get("bucket", "")
+        key = request.query_params.get("key", "")
+        store = self.gateway.store
+        try:
+            record = await store.head_object(bucket, key)
+            history = await store.move_history(bucket, key)
+        except TieringError as exc:
+            return json_response({"error": type(exc).__name__, "message": str(exc)}, 404)
+        half_life = self.gateway.lifecycle.settings.temperature.half_life_s
+        now = store.clock()
+        return json_response({
+            "bucket": bucket,
+            "key": key,
+            "size": record.size,
+            "etag": record.etag,
+            "storage_class": record.meta.storage_class,
+            "tier": record.tier,
+            "tier_since": record.tier_since,
+            "heat": decayed(record.heat, record.heat_at, now, half_life),
+            "last_access": record.last_access,
+            "last_modified": record.last_modified,
+            "restore": record.restore.to_json() | {"segments": len(record.restore.segments)} if record.restore else None,
+            "moves": [m.__dict__ for m in history],
+        })

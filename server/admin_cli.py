@@ -8,7 +8,9 @@ import os
 import ssl
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.auth import S3SigV4Auth
@@ -37,6 +39,16 @@ def add_admin_parser(commands: argparse._SubParsersAction) -> None:  # type: ign
     heal = verbs.add_parser("heal", parents=[common],
                             help="verify every shard now and rebuild what is missing or corrupt")
     heal.add_argument("--wait", action="store_true", help="return only when the pass is complete")
+    clock = verbs.add_parser("clock", parents=[common], help="the test clock (server started with --test-clock)")
+    clock.add_argument("action", choices=["advance", "show"])
+    clock.add_argument("days", nargs="?", type=float, default=0.0)
+    lifecycle = verbs.add_parser("lifecycle", parents=[common], help="the lifecycle daemon")
+    lifecycle.add_argument("action", choices=["run", "status"])
+    lifecycle.add_argument("--wait", action="store_true", help="return when the pass and its moves are done")
+    verbs.add_parser("tiers", parents=[common], help="per tier: objects, bytes, capacity, heat, pending moves")
+    obj = verbs.add_parser("object", parents=[common], help="one object's tier, heat, last access and moves")
+    obj.add_argument("bucket")
+    obj.add_argument("key")
 
 
 def _call(args: argparse.Namespace, method: str, path: str, query: str = "") -> Any:
@@ -57,6 +69,10 @@ def _call(args: argparse.Namespace, method: str, path: str, query: str = "") -> 
         raise SystemExit(f"tierstore admin: {body.get('error', exc.code)}: {body.get('message', '')}") from None
     except urllib.error.URLError as exc:
         raise SystemExit(f"tierstore admin: cannot reach {args.endpoint}: {exc.reason}") from None
+
+
+def _when(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if timestamp else "never"
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
@@ -117,6 +133,49 @@ def run_admin(args: argparse.Namespace) -> int:
             print(f"heal {state}: checked {result['blobs_checked']}/{result['blobs_total']} blobs, "
                   f"{result['shards_healed']} shards healed, {result['relocated']} relocated, "
                   f"{result['degraded_objects']} degraded, {result['lost_objects']} lost")
+        return 0
+    if args.verb == "clock":
+        if args.action == "advance":
+            result = _call(args, "POST", "clock/advance", urllib.parse.urlencode({"days": args.days}))
+        else:
+            result = _call(args, "GET", "clock")
+        print(json.dumps(result, indent=2) if args.json else f"clock: {_when(result['now'])} "
+              f"(offset {result['offset_seconds'] / 86400:.2f} days)")
+        return 0
+    if args.verb == "lifecycle":
+        if args.action == "run":
+            result = _call(args, "POST", "lifecycle/run", "wait=true" if args.wait else "")
+        else:
+            result = _call(args, "GET", "lifecycle")
+        if args.json:
+            print(json.dumps(result, indent=2))
+        else:
+            done = result.get("pass") or result.get("last_pass") or {}
+            print(f"lifecycle: passes {result['passes']}, last pass scanned {done.get('scanned', 0)}, "
+                  f"transitions {done.get('transitions', 0)}, expired {done.get('expired', 0)}, "
+                  f"restores {done.get('restores_started', 0)}")
+            for move in result["mover"]["moves"]:
+                print(f"  moved {move['count']} objects ({_fmt(move['bytes'])}) {move['from']} -> {move['to']}")
+        return 0
+    if args.verb == "tiers":
+        rows = _call(args, "GET", "tiers")
+        if args.json:
+            print(json.dumps(rows, indent=2))
+            return 0
+        for row in rows:
+            row["heat (le:count)"] = " ".join(f"{k}:{v}" for k, v in row["heat_histogram"].items())
+        print(_table(rows, ["name", "backend", "objects", "bytes", "capacity_bytes", "pending_moves",
+                            "heat (le:count)"]))
+        return 0
+    if args.verb == "object":
+        result = _call(args, "GET", "object", urllib.parse.urlencode({"bucket": args.bucket, "key": args.key}))
+        if args.json:
+            print(json.dumps(result, indent=2))
+            return 0
+        print(f"{result['bucket']}/{result['key']}: {result['size']} bytes, class {result['storage_class']}, "
+              f"tier {result['tier']}, heat {result['heat']:.2f}, last access {_when(result['last_access'])}")
+        for move in result["moves"]:
+            print(f"  {_when(move['at'])}  {move['from_tier']} -> {move['to_tier']}  ({move['reason']})")
         return 0
     print(f"unknown admin command {args.verb}", file=sys.stderr)
     return 2

@@ -10,10 +10,12 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 from fastapi import FastAPI
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
 
+from lifecycle.runtime import Lifecycle
 from server import errors as s3
 from server.admin import ADMIN_PREFIX, AdminApi
 from server.config import ServerConfig
@@ -25,6 +27,7 @@ from server.metrics import Metrics
 from server.router import decode_path, parse_query, route
 from server.signature import RequestToVerify, authenticate
 from tiering.catalog import Catalog
+from tiering.clock import Clock
 from tiering.errors import TieringError
 from tiering.store import ObjectStore
 from tiering.tiers import Tier
@@ -34,19 +37,41 @@ log = logging.getLogger("tierstore.server")
 ALL_METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS", "PATCH"]
 
 
+class _AnyPath(Convertor[str]):
+    """Any path at all: S3 keys may hold newlines, which Starlette's "path" (".*") never matches."""
+
+    regex = "(?s:.*)"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("s3path", _AnyPath())
+
+
 def build_store(config: ServerConfig) -> ObjectStore:
     assert config.catalog_path is not None
     catalog = Catalog(config.catalog_path, durable=config.catalog_durable)
     tiers = {tc.name: Tier.from_config(tc) for tc in config.tiers}
-    return ObjectStore(catalog, tiers, state_dir=config.catalog_path.parent)
+    clock = Clock(adjustable=config.test_clock, catalog=catalog)
+    return ObjectStore(catalog, tiers, state_dir=config.catalog_path.parent, clock=clock)
+
+
+def build_lifecycle(config: ServerConfig, store: ObjectStore, *, run_daemon: bool) -> Lifecycle:
+    assert isinstance(store.clock, Clock)
+    return Lifecycle(store, config.lifecycle, store.clock, run_daemon=run_daemon)
 
 
 class Gateway:
     """Everything one request needs: config, credentials and the object store."""
 
-    def __init__(self, config: ServerConfig, store: ObjectStore) -> None:
+    def __init__(self, config: ServerConfig, store: ObjectStore, lifecycle: Lifecycle) -> None:
         self.config = config
         self.store = store
+        self.lifecycle = lifecycle
         self.credentials = StaticCredentials({config.access_key: config.secret_key})
         self.max_skew = timedelta(seconds=config.max_clock_skew_seconds)
         self.metrics = Metrics(store)
@@ -115,6 +140,7 @@ class Gateway:
             auth=auth,
             store=self.store,
             config=self.config,
+            lifecycle=self.lifecycle,
             request_id=request_id,
         )
         return await handler(req)
@@ -135,14 +161,17 @@ class Gateway:
 def create_app(config: ServerConfig, store: ObjectStore | None = None) -> FastAPI:
     """The ASGI app. The store starts and stops with the app (its collector runs meanwhile)."""
     store = store or build_store(config)
-    gateway = Gateway(config, store)
+    lifecycle = build_lifecycle(config, store, run_daemon=config.lifecycle.enabled)
+    gateway = Gateway(config, store, lifecycle)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await store.start()
+        await lifecycle.start()
         try:
             yield
         finally:
+            await lifecycle.close()
             await store.close()
 
     app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
@@ -152,5 +181,5 @@ def create_app(config: ServerConfig, store: ObjectStore | None = None) -> FastAP
     admin = AdminApi(gateway)
     app.router.routes.append(StarletteRoute("/_tierstore/metrics", gateway.metrics.endpoint, methods=["GET"]))
     app.router.routes.append(StarletteRoute(ADMIN_PREFIX + "{rest:path}", admin.handle, methods=ALL_METHODS))
-    app.router.routes.append(StarletteRoute("/{path:path}", gateway.handle, methods=ALL_METHODS))
+    app.router.routes.append(StarletteRoute("/{path:s3path}", gateway.handle, methods=ALL_METHODS))
     return app

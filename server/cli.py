@@ -12,12 +12,13 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import uvicorn
 
 from server.admin_cli import add_admin_parser, run_admin
-from server.app import create_app
+from server.app import build_lifecycle, build_store, create_app
 from server.config import ServerConfig, load_config
 
 # Blocking work (disk, hashing, SQLite) runs in threads; many concurrent streams need many.
@@ -74,6 +75,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--listen", help="HOST:PORT to listen on (default 127.0.0.1:9000)")
     serve.add_argument("--tls-cert", help="PEM certificate: serve HTTPS")
     serve.add_argument("--tls-key", help="PEM private key for --tls-cert")
+    serve.add_argument("--test-clock", action="store_true",
+                       help="allow `tierstore admin clock advance` (tests and demos only)")
+    serve.add_argument("--no-lifecycle", action="store_true",
+                       help="do not run the lifecycle daemon here (run `tierstore lifecycle` instead)")
+    daemon = commands.add_parser("lifecycle", help="run only the lifecycle daemon, beside a server")
+    daemon.add_argument("--config", type=Path, help="TOML configuration file (the server's)")
+    daemon.add_argument("--data", type=Path, help="data directory (the server's)")
+    daemon.add_argument("--test-clock", action="store_true", help="follow the server's test clock")
     add_admin_parser(commands)
     return parser
 
@@ -120,6 +129,24 @@ async def serve(config: ServerConfig) -> None:
     await task
 
 
+async def run_lifecycle_only(config: ServerConfig) -> None:
+    """The daemon in its own process: same catalog and tiers, no HTTP. Stops on SIGTERM/SIGINT."""
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(IO_THREADS, thread_name_prefix="io"))
+    store = build_store(config)
+    lifecycle = build_lifecycle(config, store, run_daemon=True)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+    await store.start()
+    await lifecycle.start()
+    print(f"tierstore: lifecycle daemon running on {config.data_dir.resolve()}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await lifecycle.close()
+        await store.close()
+
+
 def _run(coro_factory: object) -> None:
     try:
         import uvloop
@@ -133,16 +160,21 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "admin":
         return run_admin(args)
-    if args.command == "serve":
+    if args.command in ("serve", "lifecycle"):
         try:
-            config = load_config(args.config, data_dir=args.data, listen=args.listen,
-                                 tls_cert=args.tls_cert, tls_key=args.tls_key)
+            if args.command == "serve":
+                config = load_config(args.config, data_dir=args.data, listen=args.listen,
+                                     tls_cert=args.tls_cert, tls_key=args.tls_key, test_clock=args.test_clock)
+                if args.no_lifecycle:
+                    config.lifecycle = replace(config.lifecycle, enabled=False)
+            else:
+                config = load_config(args.config, data_dir=args.data, test_clock=args.test_clock)
         except (OSError, ValueError) as exc:
             print(f"tierstore: bad configuration: {exc}", file=sys.stderr)
             return 2
         logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        _run(serve(config))
+        _run(serve(config) if args.command == "serve" else run_lifecycle_only(config))
         return 0
     return 2
 

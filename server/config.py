@@ -16,6 +16,7 @@ Example (every key optional):
     tls_key = ""
     max_clock_skew_seconds = 900
     log_level = "info"
+    test_clock = false                     # allow `tierstore admin clock advance` (tests, demos)
 
     [credentials]
     access_key = "tierstore"
@@ -24,6 +25,22 @@ Example (every key optional):
     [catalog]
     path = ""          # default: <data_dir>/catalog/catalog.db
     durable = true     # fsync every commit (an acknowledged write survives power loss)
+
+    [lifecycle]                    # the daemon that moves data between tiers
+    enabled = true
+    interval_seconds = 60
+    manage_unclassified = true     # objects PUT without a storage class follow temperature
+    heat_half_life_seconds = 86400
+    promote_to_gpu_heat = 20       # decayed reads needed to move up to gpu-direct
+    promote_to_hot_heat = 2        # ... and from warm to hot
+    demote_after_idle_days = 30    # hot → warm after this long without access
+    gpu_idle_seconds = 3600        # gpu-direct → hot after this long without access
+    it_infrequent_after_days = 30  # INTELLIGENT_TIERING: frequent → infrequent (warm)
+    high_watermark = 0.90          # of a tier's capacity_bytes: start moving the coldest down
+    low_watermark = 0.75           # ... until usage is below this
+    mover_concurrency = 4
+    mover_bytes_per_second = 0     # 0: unlimited
+    restore_tier = "warm"          # where RestoreObject puts the temporary copy
 
     [tiers.hot]            # one table per tier: gpu-direct, hot, warm, cold
     backend = "erasure"    # a registered backend kind: "erasure" or "files"
@@ -43,10 +60,11 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lifecycle.daemon import LifecycleSettings
 from tiering.tiers import TIER_ORDER, TierConfig
 
 DEFAULT_ACCESS_KEY = "tierstore"
@@ -69,6 +87,8 @@ class ServerConfig:
     catalog_path: Path | None = None
     catalog_durable: bool = True
     tiers: list[TierConfig] = field(default_factory=list)
+    test_clock: bool = False
+    lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
 
     @property
     def listen(self) -> str:
@@ -101,6 +121,7 @@ def load_config(
     listen: str | None = None,
     tls_cert: str | None = None,
     tls_key: str | None = None,
+    test_clock: bool | None = None,
 ) -> ServerConfig:
     raw: dict[str, Any] = {}
     if path is not None:
@@ -138,7 +159,51 @@ def load_config(
     durable = pick("catalog", catalog, "durable", True)
     cfg.catalog_durable = _as_bool(durable) if isinstance(durable, str) else bool(durable)
     cfg.tiers = _tier_configs(raw.get("tiers", {}), cfg.data_dir)
+    clock_flag = pick("server", server, "test_clock", False)
+    cfg.test_clock = bool(test_clock) or (_as_bool(clock_flag) if isinstance(clock_flag, str) else bool(clock_flag))
+    cfg.lifecycle = _lifecycle_settings(raw.get("lifecycle", {}))
     return cfg
+
+
+def _lifecycle_settings(table: dict[str, Any]) -> LifecycleSettings:
+    """[lifecycle] keys, each overridable as TIERSTORE_LIFECYCLE_<KEY>."""
+    defaults = LifecycleSettings()
+    temp, it, wm = defaults.temperature, defaults.intelligent_tiering, defaults.watermarks
+
+    def get(key: str, default: Any) -> Any:
+        value = _env("lifecycle", key)
+        if value is None:
+            return table.get(key, default)
+        if isinstance(default, bool):
+            return _as_bool(value)
+        return type(default)(value)
+
+    day = 86400.0
+    return LifecycleSettings(
+        enabled=bool(get("enabled", defaults.enabled)),
+        interval_seconds=float(get("interval_seconds", defaults.interval_seconds)),
+        manage_unclassified=bool(get("manage_unclassified", defaults.manage_unclassified)),
+        temperature=replace(
+            temp,
+            half_life_s=float(get("heat_half_life_seconds", temp.half_life_s)),
+            promote_to_gpu=float(get("promote_to_gpu_heat", temp.promote_to_gpu)),
+            promote_to_hot=float(get("promote_to_hot_heat", temp.promote_to_hot)),
+            demote_after_idle_s=float(get("demote_after_idle_days", temp.demote_after_idle_s / day)) * day,
+            gpu_idle_s=float(get("gpu_idle_seconds", temp.gpu_idle_s)),
+        ),
+        intelligent_tiering=replace(
+            it,
+            infrequent_after_days=float(get("it_infrequent_after_days", it.infrequent_after_days)),
+            min_monitored_size=int(get("it_min_monitored_size", it.min_monitored_size)),
+        ),
+        watermarks=replace(
+            wm, high=float(get("high_watermark", wm.high)), low=float(get("low_watermark", wm.low))
+        ),
+        mover_concurrency=int(get("mover_concurrency", defaults.mover_concurrency)),
+        mover_bytes_per_second=float(get("mover_bytes_per_second", defaults.mover_bytes_per_second)),
+        restore_tier=str(get("restore_tier", defaults.restore_tier)),
+        min_transition_size=int(get("min_transition_size", defaults.min_transition_size)),
+    )
 
 
 # The embedded default: gpu-direct served from RAM (written through to files), and the other

@@ -15,6 +15,7 @@ from server.signature import AuthContext, PayloadReader
 from server.xml_io import MAX_XML_BODY
 
 if TYPE_CHECKING:
+    from lifecycle.runtime import Lifecycle
     from server.config import ServerConfig
     from tiering.store import ObjectStore
 
@@ -31,6 +32,7 @@ class S3Request:
     store: ObjectStore
     config: ServerConfig
     request_id: str
+    lifecycle: Lifecycle | None = None
     _payload: PayloadReader | None = field(default=None, repr=False)
 
     @property

@@ -149,16 +149,16 @@ def check_read_conditions(headers: object, record: ObjectRecord, *, for_copy: bo
     if if_none_match is not None:
         tags = _etag_list(if_none_match)
         if "*" in tags or record.etag in tags:
-            _not_modified(for_copy, prefix + "If-None-Match")
+            _not_modified(for_copy, prefix + "If-None-Match", record)
     elif if_modified is not None and mtime <= if_modified:
-        _not_modified(for_copy, prefix + "If-Modified-Since")
+        _not_modified(for_copy, prefix + "If-Modified-Since", record)
 
 
-def _not_modified(for_copy: bool, condition: str) -> None:
+def _not_modified(for_copy: bool, condition: str, record: ObjectRecord) -> None:
     # A copy has no "not modified" answer: its failed conditions are all 412.
     if for_copy:
         raise PreconditionFailed(Condition=condition)
-    raise NotModified()
+    raise NotModified({"etag": f'"{record.etag}"', "last-modified": http_date(record.last_modified)})
 
 
 # --- object metadata in and out -----------------------------------------------------------------------
@@ -249,6 +249,13 @@ def object_headers(record: ObjectRecord, *, checksum_mode: bool = False) -> dict
     if checksum_mode and record.checksum and record.checksum_algorithm:
         headers[f"x-amz-checksum-{record.checksum_algorithm.lower()}"] = record.checksum
         headers["x-amz-checksum-type"] = "COMPOSITE" if "-" in record.checksum else "FULL_OBJECT"
+    if record.restore is not None:
+        if record.restore.ongoing:
+            headers["x-amz-restore"] = 'ongoing-request="true"'
+        else:
+            headers["x-amz-restore"] = (
+                f'ongoing-request="false", expiry-date="{http_date(record.restore.expiry)}"'
+            )
     return headers
 
 

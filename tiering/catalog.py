@@ -84,6 +84,11 @@ SCHEMA = [
         reason TEXT NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS moves_by_key ON moves (bucket, key, at)",
+    # Small named values shared by every process on this catalog (e.g. the test clock's offset).
+    """CREATE TABLE IF NOT EXISTS settings (
+        name TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    )""",
     # Which process may run a singleton job (the lifecycle daemon) until when.
     """CREATE TABLE IF NOT EXISTS leases (
         name TEXT PRIMARY KEY,
@@ -144,6 +149,8 @@ OBJECT_COLUMNS = (
     "checksum_algorithm, checksum, segments, heat, heat_at, last_access, tier_since, restore"
 )
 OBJECT_PLACEHOLDERS = ",".join("?" * 17)
+
+ARCHIVE_STATUS = "x-amz-archive-status"
 
 # How long retired data stays on disk: a GET that looked the object up just before an overwrite
 # still opens the old blob within this window (an opened blob survives deletion).
@@ -281,6 +288,14 @@ class Catalog:
                     "ON CONFLICT (bucket, name) DO UPDATE SET value = excluded.value",
                     (bucket, name, value),
                 )
+
+    def bucket_configs_with_prefix(self, bucket: str, prefix: str) -> list[tuple[str, str]]:
+        """(name, value) of a bucket's configuration documents whose name starts with `prefix`."""
+        rows = self._reader().execute(
+            "SELECT name, value FROM bucket_config WHERE bucket = ? AND name >= ? AND name < ? ORDER BY name",
+            (bucket, prefix, key_successor(prefix) or "\U0010ffff"),
+        )
+        return [(name, value) for name, value in rows]
 
     def get_bucket_config(self, bucket: str, name: str) -> str | None:
         row = self._reader().execute(
@@ -457,10 +472,14 @@ class Catalog:
                     raise BucketNotFound(bucket)
                 raise ObjectNotFound(bucket, key)
 
-    def delete_object(self, bucket: str, key: str) -> ObjectRecord | None:
+    def delete_object(self, bucket: str, key: str, *, expected_generation: int | None = None) -> ObjectRecord | None:
         with self._write() as db:
             if db.execute("SELECT 1 FROM buckets WHERE name = ?", (bucket,)).fetchone() is None:
                 raise BucketNotFound(bucket)
+            if expected_generation is not None:
+                row = db.execute("SELECT generation FROM objects WHERE bucket = ? AND key = ?", (bucket, key)).fetchone()
+                if row is None or row[0] != expected_generation:
+                    return None  # changed since the caller decided: leave it
             old = self._retire_object_row(db, bucket, key)
             if old is not None:
                 db.execute("DELETE FROM objects WHERE bucket = ? AND key = ?", (bucket, key))
@@ -825,11 +844,15 @@ class Catalog:
                 raise PreconditionFailed("generation")
             self._retire(db, current.tier, [s.stored for s in current.segments])
             meta = current.meta
-            if storage_class is not None:
-                meta = ObjectMeta(
-                    content_type=meta.content_type, system=meta.system, user=meta.user, tags=meta.tags,
-                    storage_class=storage_class, storage_class_explicit=meta.storage_class_explicit,
-                )
+            system = dict(meta.system)
+            system.pop(ARCHIVE_STATUS, None)
+            if tier == "cold" and meta.storage_class == "INTELLIGENT_TIERING":
+                # S3 reports an archived Intelligent-Tiering object by its access tier.
+                system[ARCHIVE_STATUS] = "DEEP_ARCHIVE_ACCESS" if "deep-archive" in reason else "ARCHIVE_ACCESS"
+            meta = ObjectMeta(
+                content_type=meta.content_type, system=system, user=meta.user, tags=meta.tags,
+                storage_class=storage_class or meta.storage_class, storage_class_explicit=meta.storage_class_explicit,
+            )
             restore = current.restore
             if restore is not None and tier != "cold":
                 # Out of the archive for good: the temporary restored copy has no job left.
@@ -937,3 +960,19 @@ class Catalog:
     def lease_holder(self, name: str, now: float) -> str | None:
         row = self._reader().execute("SELECT holder, expires FROM leases WHERE name = ?", (name,)).fetchone()
         return row[0] if row and row[1] > now else None
+
+    def get_setting(self, name: str) -> str | None:
+        row = self._reader().execute("SELECT value FROM settings WHERE name = ?", (name,)).fetchone()
+        return row[0] if row else None
+
+    def put_setting(self, name: str, value: str) -> None:
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO settings (name, value) VALUES (?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                (name, value),
+            )
+
+    def tier_heats(self, tier: str) -> list[tuple[float, float]]:
+        """(heat, heat_at) of every object on a tier: for the heat histogram of `admin tiers`."""
+        return [(h, at) for h, at in self._reader().execute("SELECT heat, heat_at FROM objects WHERE tier = ?", (tier,))]

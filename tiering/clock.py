@@ -1,12 +1,19 @@
 """The one clock every policy reads: wall time, plus an offset that tests and demos may advance.
 
 `tierstore serve --test-clock` allows `tierstore admin clock advance DAYS`, so "30 days idle"
-runs in seconds; without it the offset stays zero and cannot be changed.
+runs in seconds; without it the offset stays zero and cannot be changed. The offset is kept in
+the catalog, so a separate `tierstore lifecycle` process sees the same time as the server.
 """
 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tiering.catalog import Catalog
+
+OFFSET_SETTING = "clock_offset_seconds"
 
 
 class ClockLocked(Exception):
@@ -14,9 +21,11 @@ class ClockLocked(Exception):
 
 
 class Clock:
-    def __init__(self, *, adjustable: bool = False) -> None:
+    def __init__(self, *, adjustable: bool = False, catalog: Catalog | None = None) -> None:
         self.adjustable = adjustable
+        self.catalog = catalog
         self.offset = 0.0
+        self.reload()
 
     def now(self) -> float:
         return time.time() + self.offset
@@ -24,10 +33,19 @@ class Clock:
     def __call__(self) -> float:
         return self.now()
 
+    def reload(self) -> None:
+        """Pick up an offset another process set (cheap: one indexed read)."""
+        if self.catalog is not None and self.adjustable:
+            stored = self.catalog.get_setting(OFFSET_SETTING)
+            self.offset = float(stored) if stored else 0.0
+
     def advance(self, seconds: float) -> float:
         if not self.adjustable:
             raise ClockLocked("the clock can only be advanced on a server started with --test-clock")
         if seconds < 0:
             raise ValueError("time only moves forward")
+        self.reload()
         self.offset += seconds
+        if self.catalog is not None:
+            self.catalog.put_setting(OFFSET_SETTING, repr(self.offset))
         return self.now()

@@ -36,6 +36,7 @@ from tiering.errors import (
     RestoreInProgress,
     UploadNotFound,
 )
+from tiering.heat import decayed
 from tiering.maintenance import Maintenance
 from tiering.records import (
     BucketRecord,
@@ -361,6 +362,25 @@ class ObjectStore:
             "heal": self.maintenance.progress.to_json(),
         }
 
+    async def tier_report(self, half_life: float) -> list[dict[str, object]]:
+        """Per tier: objects, bytes, capacity, media, and the decayed heat of its objects."""
+        usage = await asyncio.to_thread(self.catalog.tier_usage)
+        now = self.clock()
+        report = []
+        for name, tier in self.tiers.items():
+            objects, size = usage.get(name, (0, 0))
+            heats = await asyncio.to_thread(self.catalog.tier_heats, name)
+            report.append({
+                "name": name,
+                "backend": tier.config.backend,
+                "objects": objects,
+                "bytes": size,
+                "capacity_bytes": tier.config.capacity_bytes,
+                "media": tier.media.__dict__,
+                "heats": [decayed(h, at, now, half_life) for h, at in heats],
+            })
+        return report
+
     # --- helpers ----------------------------------------------------------------------------
 
     async def _in_writer(self, fn: Callable[..., object], *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
@@ -410,6 +430,9 @@ class ObjectStore:
     async def put_bucket_config(self, bucket: str, name: str, value: str | None) -> None:
         await self._in_writer(self.catalog.put_bucket_config, bucket, name, value)
 
+    async def bucket_configs_with_prefix(self, bucket: str, prefix: str) -> list[tuple[str, str]]:
+        return await self._read(self.catalog.bucket_configs_with_prefix, bucket, prefix)
+
     async def get_bucket_config(self, bucket: str, name: str) -> str | None:
         await self.get_bucket(bucket)
         return await self._read(self.catalog.get_bucket_config, bucket, name)
@@ -450,6 +473,11 @@ class ObjectStore:
 
     async def delete_object(self, bucket: str, key: str) -> ObjectRecord | None:
         return await self._in_writer(self.catalog.delete_object, bucket, key)
+
+    async def delete_object_if(self, bucket: str, key: str, generation: int) -> bool:
+        """Delete only the version a policy looked at (lifecycle expiration); False if it changed."""
+        deleted = await self._in_writer(self.catalog.delete_object, bucket, key, expected_generation=generation)
+        return deleted is not None
 
     async def list_objects(
         self, bucket: str, *, prefix: str = "", delimiter: str = "", start_after: str = "", max_keys: int = 1000

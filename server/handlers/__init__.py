@@ -5,6 +5,7 @@ from server.handlers import (  # noqa: F401  (imported for their @handles regist
     copy,
     delete,
     get,
+    lifecycle_api,
     listing,
     multipart,
     put,

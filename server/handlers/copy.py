@@ -82,6 +82,8 @@ async def copy_object(req: S3Request) -> Response:
     refuse_encryption(req)
     src_bucket, src_key = copy_source(req)
     source = await req.store.open_object(src_bucket, src_key)
+    if req.lifecycle is not None:
+        req.lifecycle.record_access(src_bucket, src_key)  # a copy reads its source: an access
     try:
         check_read_conditions(req.headers, source.record, for_copy=True)
         meta = _copy_meta(req, source.record)

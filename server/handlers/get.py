@@ -9,7 +9,8 @@ from starlette.responses import Response
 
 from server.context import S3Request
 from server.errors import InvalidPartNumber, InvalidRange
-from server.handlers.common import int_param, only_null_version
+from server.handlers.common import only_null_version
+from server.handlers.multipart import part_number_param
 from server.handlers.registry import handles
 from server.http_semantics import (
     ByteRange,
@@ -60,7 +61,10 @@ def _part_header(boundary: str, content_type: str, r: ByteRange, size: int) -> b
 async def get_object(req: S3Request) -> Response:
     only_null_version(req)
     send_body = req.operation is Operation.GetObject
-    opened = await req.store.open_object(req.bucket, req.key)
+    # HEAD describes an archived object; only GET needs its bytes (and so a restore).
+    opened = await req.store.open_object(req.bucket, req.key, allow_archived=not send_body)
+    if send_body and req.lifecycle is not None:
+        req.lifecycle.record_access(req.bucket, req.key)  # HEAD does not warm an object
     try:
         return _respond(req, opened, send_body)
     except BaseException:
@@ -76,7 +80,7 @@ def _respond(req: S3Request, opened: OpenedObject, send_body: bool) -> Response:
         headers["x-amz-version-id"] = "null"
     apply_response_overrides(headers, req.query)
     status = 200
-    part_number = int_param(req, "partNumber", 0, low=1, high=10000) if "partNumber" in req.query else 0
+    part_number = part_number_param(req) if "partNumber" in req.query else 0
     if part_number:
         selected = part_range(record, part_number)
         ranges: list[ByteRange] | None = [selected]

@@ -1,4 +1,4 @@
-"""Bucket and object sub-resources: tagging, ACLs, versioning, lifecycle documents, and the
+"""Bucket and object sub-resources: tagging, ACLs, versioning, and the
 configuration APIs we answer honestly ("not configured") without implementing them."""
 
 from __future__ import annotations
@@ -153,32 +153,6 @@ async def put_bucket_versioning(req: S3Request) -> Response:
     if status not in (None, "Suspended"):
         raise s3.MalformedXML()
     return empty_response(200)
-
-
-# --- lifecycle documents (enforced by the lifecycle daemon) ---------------------------------------
-
-
-@handles(Operation.PutBucketLifecycleConfiguration)
-async def put_lifecycle(req: S3Request) -> Response:
-    body = await req.small_body()
-    parse(body, "LifecycleConfiguration")
-    await req.store.put_bucket_config(req.bucket, "lifecycle", body.decode())
-    return empty_response(200)
-
-
-@handles(Operation.GetBucketLifecycleConfiguration)
-async def get_lifecycle(req: S3Request) -> Response:
-    raw = await req.store.get_bucket_config(req.bucket, "lifecycle")
-    if raw is None:
-        raise s3.NoSuchLifecycleConfiguration(BucketName=req.bucket)
-    return xml_response(raw.encode())
-
-
-@handles(Operation.DeleteBucketLifecycle)
-async def delete_lifecycle(req: S3Request) -> Response:
-    await req.store.get_bucket(req.bucket)
-    await req.store.put_bucket_config(req.bucket, "lifecycle", None)
-    return empty_response(204)
 
 
 # --- configuration we do not offer: answer "none configured" to GETs ----------------------------

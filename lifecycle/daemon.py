@@ -1,0 +1,379 @@
+"""The lifecycle daemon: one pass decides where every object should live, the mover makes it so.
+
+A pass (every `interval_seconds`, or on `tierstore admin lifecycle run`):
+1. flushes pending access heat, re-reads the clock;
+2. scans the catalog in key order and asks the pure policies about each object —
+   S3 lifecycle rules (expire / transition), Intelligent-Tiering archive configurations, and
+   access temperature for the objects temperature manages;
+3. expires restored copies whose time is up and makes the copies that were asked for;
+4. enforces capacity watermarks by moving the coldest managed objects one tier down;
+5. aborts incomplete multipart uploads that a rule says are too old;
+6. hands all moves to the mover (throttled, copy → verify → compare-and-swap).
+
+Decisions are recomputed from the catalog on every pass, so a restart loses nothing: moves that
+were queued or half-copied are simply decided again (half-made copies are swept as orphans).
+Only one daemon acts at a time, whichever process it runs in: it holds a lease in the catalog.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from lifecycle.facts import ActionKind, ObjectFacts, UploadFacts
+from lifecycle.intelligent_tiering import (
+    IntelligentTieringConfig,
+    ITPolicy,
+    it_action,
+    parse_intelligent_tiering,
+)
+from lifecycle.mover import MoveOrder, Mover
+from lifecycle.rules import (
+    LifecycleConfiguration,
+    RuleError,
+    object_action,
+    parse_lifecycle,
+    upload_should_abort,
+)
+from lifecycle.temperature import TemperaturePolicy, Watermarks, bytes_to_free, coldest_first, desired_tier
+from lifecycle.tracker import AccessTracker
+from tiering.clock import Clock
+from tiering.errors import TieringError
+from tiering.records import ObjectRecord
+from tiering.store import ObjectStore
+from tiering.tiers import COLD, GPU_DIRECT, HOT, TIER_ORDER, WARM, tier_for_storage_class
+
+log = logging.getLogger("tierstore.lifecycle")
+
+LEASE = "lifecycle-daemon"
+IT_CONFIG_PREFIX = "intelligent-tiering:"
+TEMPERATURE_TAG = "tierstore:temperature"  # bucket tag "off" opts a bucket's unclassified objects out
+ONE_STEP_DOWN = {GPU_DIRECT: HOT, HOT: WARM}  # watermark eviction stays among instantly readable tiers
+
+
+@dataclass(frozen=True)
+class LifecycleSettings:
+    enabled: bool = True
+    interval_seconds: float = 60.0
+    manage_unclassified: bool = True  # objects written without a storage class follow temperature
+    temperature: TemperaturePolicy = field(default_factory=TemperaturePolicy)
+    intelligent_tiering: ITPolicy = field(default_factory=ITPolicy)
+    watermarks: Watermarks = field(default_factory=Watermarks)
+    mover_concurrency: int = 4
+    mover_bytes_per_second: float = 0.0  # 0: unlimited
+    restore_tier: str = WARM
+    min_transition_size: int = 0
+    scan_batch: int = 500
+
+
+@dataclass
+class BucketPolicy:
+    lifecycle: LifecycleConfiguration | None
+    intelligent_tiering: list[IntelligentTieringConfig]
+    manage_unclassified: bool
+
+
+@dataclass
+class PassReport:
+    started: float = 0.0
+    finished: float = 0.0
+    scanned: int = 0
+    expired: int = 0
+    transitions: int = 0
+    restores_started: int = 0
+    restores_expired: int = 0
+    uploads_aborted: int = 0
+    watermark_moves: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class LifecycleDaemon:
+    def __init__(
+        self, store: ObjectStore, settings: LifecycleSettings, tracker: AccessTracker, clock: Clock
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.tracker = tracker
+        self.clock = clock
+        self.mover = Mover(
+            store, concurrency=settings.mover_concurrency, bytes_per_second=settings.mover_bytes_per_second
+        )
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{id(self)}"
+        self.last_pass: PassReport | None = None
+        self.passes = 0
+        self._task: asyncio.Task[None] | None = None
+        self._running: asyncio.Task[PassReport] | None = None
+        self._wakeup = asyncio.Event()
+
+    # --- running ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self.settings.enabled:
+            self._task = asyncio.create_task(self._loop())
+
+    async def close(self) -> None:
+        tasks = [t for t in (self._task, self._running) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(self.store.catalog.release_lease, LEASE, self.holder)
+
+    def wake(self) -> None:
+        """Run a pass soon (a restore was requested, say) instead of waiting for the interval."""
+        self._wakeup.set()
+
+    async def _loop(self) -> None:
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), self.settings.interval_seconds)
+            self._wakeup.clear()
+            try:
+                await self.run_pass()
+            except Exception:
+                log.exception("lifecycle pass failed")
+
+    async def _take_lease(self) -> bool:
+        ttl = max(3 * self.settings.interval_seconds, 60.0)
+        return await asyncio.to_thread(self.store.catalog.acquire_lease, LEASE, self.holder, ttl, time.time())
+
+    def run_pass(self) -> asyncio.Task[PassReport]:
+        """Start a pass, or join the one already running."""
+        if self._running is None or self._running.done():
+            self._running = asyncio.create_task(self._pass())
+        return self._running
+
+    # --- one pass -----------------------------------------------------------------------------
+
+    async def _bucket_policy(self, bucket: str, cache: dict[str, BucketPolicy]) -> BucketPolicy:
+        if bucket in cache:
+            return cache[bucket]
+        catalog = self.store.catalog
+        raw = await asyncio.to_thread(catalog.get_bucket_config, bucket, "lifecycle")
+        lifecycle = None
+        if raw:
+            try:
+                lifecycle = parse_lifecycle(raw.encode())
+            except RuleError:
+                log.warning("bucket %s has an unreadable lifecycle configuration", bucket)
+        configs = []
+        for _, value in await asyncio.to_thread(catalog.bucket_configs_with_prefix, bucket, IT_CONFIG_PREFIX):
+            with contextlib.suppress(Exception):
+                configs.append(parse_intelligent_tiering(value.encode()))
+        manage = self.settings.manage_unclassified
+        tags_raw = await asyncio.to_thread(catalog.get_bucket_config, bucket, "tagging")
+        if tags_raw and TEMPERATURE_TAG in tags_raw:
+            manage = json.loads(tags_raw).get(TEMPERATURE_TAG, "on").lower() != "off"
+        cache[bucket] = BucketPolicy(lifecycle, configs, manage)
+        return cache[bucket]
+
+    @staticmethod
+    def facts(record: ObjectRecord) -> ObjectFacts:
+        return ObjectFacts(
+            key=record.key,
+            size=record.size,
+            tags=record.meta.tags,
+            storage_class=record.meta.storage_class,
+            tier=record.tier,
+            created=record.last_modified,
+            last_access=record.last_access,
+            heat=record.heat,
+            heat_at=record.heat_at,
+        )
+
+    def _managed(self, record: ObjectRecord, policy: BucketPolicy) -> bool:
+        if record.meta.storage_class == "INTELLIGENT_TIERING":
+            return True
+        return not record.meta.storage_class_explicit and policy.manage_unclassified
+
+    def _decide(
+        self, record: ObjectRecord, policy: BucketPolicy, now: float
+    ) -> tuple[str, str, str | None, str | None] | str | None:
+        """("move", tier, storage class, reason) as a tuple, "expire", or None to leave it."""
+        facts = self.facts(record)
+        if policy.lifecycle is not None:
+            action = object_action(policy.lifecycle, facts, now, min_transition_size=self.settings.min_transition_size)
+            if action is not None and action.kind is ActionKind.EXPIRE:
+                return "expire"
+            if action is not None and action.storage_class:
+                tier = tier_for_storage_class(action.storage_class)
+                if tier != record.tier and tier in self.store.tiers:
+                    return ("move", tier, action.storage_class, f"lifecycle:{action.rule_id}")
+        if record.tier == COLD:
+            return None  # only a restore reads archived data; temperature never touches it
+        if record.meta.storage_class == "INTELLIGENT_TIERING":
+            action = it_action(policy.intelligent_tiering, facts, now, self.settings.intelligent_tiering)
+            if action is not None and action.storage_class:
+                tier = tier_for_storage_class(action.storage_class)
+                if tier != record.tier and tier in self.store.tiers:
+                    return ("move", tier, None, f"intelligent-tiering:{action.reason or action.rule_id}")
+            if record.tier == WARM and record.last_access > record.tier_since:
+                # Any access brings an Intelligent-Tiering object back to frequent access.
+                return ("move", HOT, None, "intelligent-tiering:accessed")
+        if self._managed(record, policy):
+            tier = desired_tier(facts, self.settings.temperature, now)
+            if tier is not None and tier != record.tier and tier in self.store.tiers:
+                return ("move", tier, None, "temperature")
+        return None
+
+    async def _pass(self) -> PassReport:
+        report = PassReport(started=time.time())
+        if not await self._take_lease():
+            log.info("another lifecycle daemon holds the lease; skipping this pass")
+            return report
+        await asyncio.to_thread(self.clock.reload)
+        await self.tracker.flush()
+        now = self.clock()
+        policies: dict[str, BucketPolicy] = {}
+        usage = await asyncio.to_thread(self.store.catalog.tier_usage)
+        orders: list[MoveOrder] = []
+        incoming: dict[str, int] = defaultdict(int)
+        outgoing: dict[str, int] = defaultdict(int)
+        candidates: dict[str, list[ObjectRecord]] = defaultdict(list)
+        cursor = ("", "")
+        while True:
+            batch = await self.store.objects_after(*cursor, self.settings.scan_batch)
+            if not batch:
+                break
+            cursor = (batch[-1].bucket, batch[-1].key)
+            for record in batch:
+                report.scanned += 1
+                policy = await self._bucket_policy(record.bucket, policies)
+                await self._restores(record, now, report)
+                decision = self._decide(record, policy, now)
+                if decision == "expire":
+                    if await self._expire(record):
+                        report.expired += 1
+                    continue
+                if isinstance(decision, tuple):
+                    _, tier, storage_class, reason = decision
+                    if tier == GPU_DIRECT and not self._fits(GPU_DIRECT, record.size, usage, incoming, outgoing):
+                        continue
+                    orders.append(MoveOrder(record.bucket, record.key, tier, reason or "", record.generation,
+                                            record.size, storage_class))
+                    incoming[tier] += record.size
+                    outgoing[record.tier] += record.size
+                elif self._managed(record, policy) and record.tier in ONE_STEP_DOWN:
+                    candidates[record.tier].append(record)
+        report.watermark_moves = self._watermark_orders(orders, candidates, usage, incoming, outgoing, now)
+        report.transitions = len(orders)
+        report.uploads_aborted = await self._abort_uploads(policies, now)
+        await self.mover.run(orders)
+        report.finished = time.time()
+        self.last_pass = report
+        self.passes += 1
+        return report
+
+    async def _restores(self, record: ObjectRecord, now: float, report: PassReport) -> None:
+        restore = record.restore
+        if restore is None:
+            return
+        if restore.ongoing:
+            report.restores_started += 1
+            tier = self.settings.restore_tier if self.settings.restore_tier in self.store.tiers else HOT
+            await self.mover.restore(record, tier)
+        elif restore.expiry <= now:
+            await self.store.expire_restore(record)
+            report.restores_expired += 1
+
+    async def _expire(self, record: ObjectRecord) -> bool:
+        try:
+            return await self.store.delete_object_if(record.bucket, record.key, record.generation)
+        except TieringError:
+            return False
+
+    def _capacity(self, tier: str) -> int | None:
+        config = self.store.tiers[tier].config
+        return config.capacity_bytes
+
+    def _fits(
+        self, tier: str, size: int, usage: dict[str, tuple[int, int]], incoming: dict[str, int], outgoing: dict[str, int]
+    ) -> bool:
+        capacity = self._capacity(tier)
+        if not capacity:
+            return True
+        used = usage.get(tier, (0, 0))[1] + incoming[tier] - outgoing[tier]
+        return used + size <= capacity * self.settings.watermarks.high
+
+    def _watermark_orders(
+        self,
+        orders: list[MoveOrder],
+        candidates: dict[str, list[ObjectRecord]],
+        usage: dict[str, tuple[int, int]],
+        incoming: dict[str, int],
+        outgoing: dict[str, int],
+        now: float,
+    ) -> int:
+        """Above the high watermark, move the coldest managed objects one tier down to the low one."""
+        added = 0
+        for tier in TIER_ORDER:
+            capacity = self._capacity(tier)
+            lower = ONE_STEP_DOWN.get(tier)
+            if not capacity or lower is None or lower not in self.store.tiers:
+                continue
+            used = usage.get(tier, (0, 0))[1] + incoming[tier] - outgoing[tier]
+            need = bytes_to_free(used, capacity, self.settings.watermarks)
+            if need <= 0:
+                continue
+            by_key = {(r.bucket, r.key): r for r in candidates.get(tier, [])}
+            facts = {id(f): (r, f) for r in by_key.values() for f in [self.facts(r)]}
+            ordered = coldest_first([f for _, f in facts.values()], now, self.settings.temperature.half_life_s)
+            lookup = {id(f): r for r, f in facts.values()}
+            for fact in ordered:
+                if need <= 0:
+                    break
+                record = lookup[id(fact)]
+                orders.append(MoveOrder(record.bucket, record.key, lower, "watermark", record.generation,
+                                        record.size, None))
+                need -= record.size
+                outgoing[tier] += record.size
+                incoming[lower] += record.size
+                added += 1
+        return added
+
+    async def _abort_uploads(self, policies: dict[str, BucketPolicy], now: float) -> int:
+        aborted = 0
+        uploads = await asyncio.to_thread(self.store.catalog.uploads_before, now, 10_000)
+        for upload in uploads:
+            policy = await self._bucket_policy(upload.bucket, policies)
+            if policy.lifecycle is None:
+                continue
+            if upload_should_abort(policy.lifecycle, UploadFacts(upload.key, upload.initiated), now):
+                with contextlib.suppress(TieringError):
+                    await self.store.abort_upload(upload.bucket, upload.key, upload.upload_id)
+                    aborted += 1
+        return aborted
+
+    def pending_by_tier(self) -> dict[str, int]:
+        return dict(self.mover.pending)
+
+    def status(self) -> dict[str, Any]:
+        stats = self.mover.stats
+        return {
+            "enabled": self.settings.enabled,
+            "passes": self.passes,
+            "last_pass": self.last_pass.to_json() if self.last_pass else None,
+            "running": self._running is not None and not self._running.done(),
+            "mover": {
+                "queued": stats.queued,
+                "active": stats.active,
+                "skipped": stats.skipped,
+                "failed": stats.failed,
+                "restores": stats.restores,
+                "moves": [{"from": f, "to": t, "count": n, "bytes": stats.bytes[(f, t)]}
+                          for (f, t), n in sorted(stats.moves.items())],
+            },
+            "clock": {"now": self.clock(), "offset_seconds": self.clock.offset, "adjustable": self.clock.adjustable},
+        }
