@@ -214,6 +214,8 @@ class LifecycleDaemon:
         if record.tier == COLD:
             return None  # only a restore reads archived data; temperature never touches it
         if record.meta.storage_class == "INTELLIGENT_TIERING":
+            if record.size < self.settings.intelligent_tiering.min_monitored_size:
+                return None  # not monitored (AWS: under 128 KiB): always frequent access, never demoted
             action = it_action(policy.intelligent_tiering, facts, now, self.settings.intelligent_tiering)
             if action is not None and action.storage_class:
                 tier = tier_for_storage_class(action.storage_class)

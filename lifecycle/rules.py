@@ -498,7 +498,7 @@ def iso_midnight(timestamp: float) -> str:
     return dt.datetime.fromtimestamp(timestamp, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
 
-def render_filter(rule_filter: Filter, *, empty_prefix: bool = True) -> str:
+def render_filter(rule_filter: Filter) -> str:
     """Canonical form: one predicate bare, several inside <And>, none as an empty prefix."""
     parts = [xml_text("Prefix", rule_filter.prefix)] if rule_filter.prefix else []
     parts += [xml_element("Tag", xml_text("Key", k), xml_text("Value", v)) for k, v in rule_filter.tags.items()]
@@ -508,7 +508,7 @@ def render_filter(rule_filter: Filter, *, empty_prefix: bool = True) -> str:
         parts.append(xml_text("ObjectSizeLessThan", rule_filter.size_less_than))
     if not parts:
         # The console's "apply to all objects" is an empty prefix; clients read it back as such.
-        return xml_element("Filter", xml_text("Prefix", "")) if empty_prefix else xml_element("Filter")
+        return xml_element("Filter", xml_text("Prefix", ""))
     if len(parts) == 1:
         return xml_element("Filter", parts[0])
     return xml_element("Filter", xml_element("And", *parts))
