@@ -14,6 +14,7 @@ Every method here is synchronous and short; none does I/O on object data.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -154,7 +155,8 @@ ARCHIVE_STATUS = "x-amz-archive-status"
 
 # How long retired data stays on disk: a GET that looked the object up just before an overwrite
 # still opens the old blob within this window (an opened blob survives deletion).
-RETIRE_GRACE_SECONDS = 30.0
+# TIERSTORE_RETIRE_GRACE_SECONDS overrides it (tests that wait for the collector shorten it).
+RETIRE_GRACE_SECONDS = float(os.environ.get("TIERSTORE_RETIRE_GRACE_SECONDS", "30"))
 
 
 def _dumps(value: Any) -> str:
@@ -531,36 +533,41 @@ class Catalog:
                 args.append(upper)
             sql += " ORDER BY key LIMIT ?"
             args.append(batch)
-            rows = db.execute(sql, args).fetchall()
-            if not rows:
-                return ListPage(objects, prefixes, False, last)
+            # Iterate the cursor lazily: after a seek past a common prefix the rest of the batch
+            # is never stepped, so each prefix costs one index seek, not a batch of rows.
+            cursor = db.execute(sql, args)
+            seen = 0
             sought = False
-            for row in rows:
+            for row in cursor:
+                seen += 1
                 key: str = row[1]
                 if delimiter:
                     cut = key.find(delimiter, len(prefix))
                     if cut >= 0:
                         common = key[: cut + len(delimiter)]
                         if len(objects) + len(prefixes) >= max_keys:
+                            cursor.close()
                             return ListPage(objects, prefixes, True, last)
                         if not (start_after and common <= start_after):
                             prefixes.append(common)
                             last = common
                         # Skip every other key under this prefix with one seek.
                         successor = key_successor(common)
+                        cursor.close()
                         if successor is None:
                             return ListPage(objects, prefixes, False, last)
                         lower, inclusive = successor, True
                         sought = True
                         break
                 if len(objects) + len(prefixes) >= max_keys:
+                    cursor.close()
                     return ListPage(objects, prefixes, True, last)
                 objects.append(self._object_from_row(row))
                 last = key
             if not sought:
-                if len(rows) < batch:
+                if seen < batch:
                     return ListPage(objects, prefixes, False, last)
-                lower, inclusive = rows[-1][1], False
+                lower, inclusive = last or lower, False
 
     # --- multipart uploads ------------------------------------------------------------------
 
@@ -798,6 +805,13 @@ class Catalog:
         rows = self._reader().execute("SELECT tier, COUNT(*), COALESCE(SUM(size), 0) FROM objects GROUP BY tier")
         return {tier: (int(n), int(size)) for tier, n, size in rows}
 
+    def bucket_tier_usage(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """(objects, bytes) per (bucket, tier): for per-bucket metrics (a full scan; callers cache)."""
+        rows = self._reader().execute(
+            "SELECT bucket, tier, COUNT(*), COALESCE(SUM(size), 0) FROM objects GROUP BY bucket, tier"
+        )
+        return {(bucket, tier): (int(n), int(size)) for bucket, tier, n, size in rows}
+
     # --- temperature, moves and restores (driven by lifecycle through tiering's API) ----------
 
     def record_accesses(
@@ -842,7 +856,8 @@ class Catalog:
             current = self._object_from_row(row) if row else None
             if current is None or current.generation != expected_generation:
                 raise PreconditionFailed("generation")
-            self._retire(db, current.tier, [s.stored for s in current.segments])
+            keep = {s.stored.data_id for s in segments}  # a class change on the same tier keeps its data
+            self._retire(db, current.tier, [s.stored for s in current.segments if s.stored.data_id not in keep])
             meta = current.meta
             system = dict(meta.system)
             system.pop(ARCHIVE_STATUS, None)
@@ -928,9 +943,17 @@ class Catalog:
     def count_moves(self) -> dict[tuple[str, str], tuple[int, int]]:
         """(moves, bytes) per (from, to): for transition metrics."""
         rows = self._reader().execute(
-            "SELECT from_tier, to_tier, COUNT(*), COALESCE(SUM(size), 0) FROM moves GROUP BY from_tier, to_tier"
+            "SELECT from_tier, to_tier, COUNT(*), COALESCE(SUM(size), 0) FROM moves WHERE reason != 'restore' "
+            "GROUP BY from_tier, to_tier"
         )
         return {(f, t): (int(n), int(b)) for f, t, n, b in rows}
+
+    def count_restores(self) -> tuple[int, int]:
+        """(restored copies made, bytes) since the catalog was created: for restore metrics."""
+        n, b = self._reader().execute(
+            "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM moves WHERE reason = 'restore'"
+        ).fetchone()
+        return int(n), int(b)
 
     def uploads_before(self, initiated_before: float, limit: int = 1000) -> list[UploadRecord]:
         rows = self._reader().execute(
