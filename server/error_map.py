@@ -32,6 +32,8 @@ def to_s3_error(exc: t.TieringError) -> s3.S3Error:
             return s3.EntityTooLarge()
         case t.UnknownStorageClass():
             return s3.InvalidStorageClass(StorageClassRequested=exc.storage_class)
+        case t.TierUnavailable():
+            return s3.ServiceUnavailable("The storage tier cannot take new data right now; retry later")
         case t.InsufficientCapacity():
             return s3.ServiceUnavailable("The tier has no capacity left for this object")
         case t.ObjectArchived():

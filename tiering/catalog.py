@@ -948,13 +948,6 @@ class Catalog:
         )
         return {(f, t): (int(n), int(b)) for f, t, n, b in rows}
 
-    def count_restores(self) -> tuple[int, int]:
-        """(restored copies made, bytes) since the catalog was created: for restore metrics."""
-        n, b = self._reader().execute(
-            "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM moves WHERE reason = 'restore'"
-        ).fetchone()
-        return int(n), int(b)
-
     def uploads_before(self, initiated_before: float, limit: int = 1000) -> list[UploadRecord]:
         rows = self._reader().execute(
             "SELECT upload_id, bucket, key, initiated, tier, meta, tags, checksum_algorithm, owner "

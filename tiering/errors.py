@@ -113,3 +113,7 @@ class RestoreInProgress(TieringError):
 
 class MoveVerificationFailed(TieringError):
     """A copy made for a tier move did not read back as written; the move is abandoned."""
+
+
+class TierUnavailable(TieringError):
+    """A tier cannot store new data right now (too few failure domains up, remote unreachable)."""

@@ -19,12 +19,21 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tiering.backend import BackendError, DataNotFound, DataUnavailable, DataWriter, StoredData
+from tiering.backend import (
+    BackendError,
+    CapacityExceeded,
+    DataNotFound,
+    DataUnavailable,
+    DataWriter,
+    StoredData,
+    WriteQuorumLost,
+)
 from tiering.catalog import Catalog
 from tiering.checksums import BodyDigests, combine_part_checksums
 from tiering.errors import (
     BucketNotFound,
     DataUnreadable,
+    InsufficientCapacity,
     InvalidPart,
     InvalidPartOrder,
     MoveVerificationFailed,
@@ -34,6 +43,8 @@ from tiering.errors import (
     PartTooSmall,
     PreconditionFailed,
     RestoreInProgress,
+    TieringError,
+    TierUnavailable,
     UploadNotFound,
 )
 from tiering.heat import decayed
@@ -71,6 +82,12 @@ def new_upload_id() -> str:
     return secrets.token_urlsafe(24)
 
 
+def _write_refused(tier: str, exc: BackendError) -> TieringError:
+    if isinstance(exc, CapacityExceeded):
+        return InsufficientCapacity(f"tier {tier}: {exc}")
+    return TierUnavailable(f"tier {tier}: {exc}")
+
+
 class PendingWrite:
     """Bytes on their way into a tier: hashed and written in one pass, invisible until committed."""
 
@@ -95,13 +112,20 @@ class PendingWrite:
             return
         piece, self._buffer = bytes(self._buffer), bytearray()
         # Hashing (in a thread: hashlib and awscrt release the GIL) overlaps the backend write.
-        await asyncio.gather(asyncio.to_thread(self.digests.update, piece), self._writer.write(piece))
+        try:
+            await asyncio.gather(asyncio.to_thread(self.digests.update, piece), self._writer.write(piece))
+        except (WriteQuorumLost, CapacityExceeded) as exc:
+            # The tier cannot take bytes now (no room, too few domains, remote bucket down): a 503.
+            raise _write_refused(self.tier, exc) from exc
 
     async def seal(self) -> StoredData:
         """Flush and make the data durable. After this, `digests` are final."""
         if self._stored is None:
             await self._drain()
-            self._stored = await self._writer.finish()
+            try:
+                self._stored = await self._writer.finish()
+            except (WriteQuorumLost, CapacityExceeded) as exc:
+                raise _write_refused(self.tier, exc) from exc
         return self._stored
 
     @property
@@ -573,9 +597,14 @@ class ObjectStore:
         source = await self.open_object(bucket, key, allow_archived=True)
         try:
             record = source.record
-            if record.tier == tier or (expected_generation is not None and record.generation != expected_generation):
+            if expected_generation is not None and record.generation != expected_generation:
                 return None
-            copied = await self._copy_segments(source, tier, on_chunk, verify)
+            if record.tier == tier:
+                if storage_class is None or storage_class == record.meta.storage_class:
+                    return None
+                copied = record.segments  # a rule's new class for data already on its tier: no copy
+            else:
+                copied = await self._copy_segments(source, tier, on_chunk, verify)
         finally:
             source.close()
         try:
@@ -584,7 +613,8 @@ class ObjectStore:
                 segments=copied, storage_class=storage_class, now=self.clock(), reason=reason,
             )
         except (PreconditionFailed, ObjectNotFound):
-            await self._discard(tier, copied)  # the object changed while we copied: keep its new state
+            if copied is not record.segments:
+                await self._discard(tier, copied)  # the object changed while we copied: keep its new state
             return None
 
     async def record_accesses(self, accesses: dict[tuple[str, str], tuple[int, float]], half_life: float) -> None:
