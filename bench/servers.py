@@ -1,0 +1,185 @@
+"""Start and stop the S3 servers that `s3bench.py` measures, each on a free 127.0.0.1 port.
+
+Every server is a child process in its own session (so a Ctrl-C in the terminal reaches only the
+benchmark, which then stops them in order), with its data and log in a temp dir that `stop()`
+removes. Nothing here reads or writes outside that temp dir.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+START_TIMEOUT = 60.0
+STOP_TIMEOUT = 20.0
+# The peer scripts in shared/peers accept only this range; moto is started in it for the same reason.
+PEER_PORTS = range(9100, 9200)
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(candidates: range | None = None) -> int:
+    """A port nobody listens on: the first free one in `candidates`, else one the kernel picks."""
+    if candidates is not None:
+        for port in candidates:
+            if port_is_free(port):
+                return port
+        raise RuntimeError(f"no free port in {candidates.start}-{candidates.stop - 1}")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Server:
+    """One benchmark target: how to start it, its endpoint and credentials once started."""
+
+    name: str
+    access_key: str
+    secret_key: str
+    port: int = 0
+    tmp: Path | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    info: dict[str, str] = field(default_factory=dict)
+    start_s: float = 0.0
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        assert self.tmp is not None
+        return self.tmp / f"{self.name}.log"
+
+    def log_tail(self, n: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    # Subclasses fill these in.
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def environment(self) -> dict[str, str]:
+        return {}
+
+    def ready(self) -> bool:
+        raise NotImplementedError
+
+    def pick_port(self) -> int:
+        return free_port()
+
+    def start(self) -> Server:
+        self.tmp = Path(tempfile.mkdtemp(prefix=f"s3bench-{self.name}-"))
+        self.port = self.pick_port()
+        t0 = time.monotonic()
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                self.command(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **self.environment()},
+                start_new_session=True,
+            )
+        deadline = t0 + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited early (rc {self.proc.returncode}):\n{self.log_tail()}")
+            if self.ready():
+                self.start_s = time.monotonic() - t0
+                return self
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.name} did not answer within {START_TIMEOUT:.0f}s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        """TERM, then KILL after STOP_TIMEOUT; then remove the temp dir. Safe to call twice.
+
+        Sets info["stop_s"] / info["rmtree_s"]: removing a tierstore data dir with tens of thousands
+        of shard files can take a minute or more on a busy disk."""
+        t0 = time.monotonic()
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            try:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        t1 = time.monotonic()
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+        self.info["stop_s"] = f"{t1 - t0:.1f}"
+        self.info["rmtree_s"] = f"{time.monotonic() - t1:.1f}"
+
+
+class Tierstore(Server):
+    """`python -m server.cli serve` from this checkout, default configuration, a fresh data dir."""
+
+    def __init__(self) -> None:
+        super().__init__("tierstore", "bench-access-key", "bench-secret-key-0123456789")
+
+    def command(self) -> list[str]:
+        assert self.tmp is not None
+        return [sys.executable, "-m", "server.cli", "serve", "--data", str(self.tmp / "data"),
+                "--listen", f"127.0.0.1:{self.port}"]
+
+    def environment(self) -> dict[str, str]:
+        return {"TIERSTORE_ACCESS_KEY": self.access_key, "TIERSTORE_SECRET_KEY": self.secret_key}
+
+    def ready(self) -> bool:
+        text = self.log_path.read_text(errors="replace")
+        if "tierstore: listening on" not in text:
+            return False
+        for line in text.splitlines():
+            if line.startswith("tierstore: tiers:"):
+                self.info["tiers"] = line.split(":", 2)[2].strip()
+        self.info["config"] = "default (catalog durable=true: fsync per commit)"
+        return True
+
+
+class Moto(Server):
+    """moto's server mode (`python -m moto.server`): in-memory, signatures not checked."""
+
+    def __init__(self) -> None:
+        super().__init__("moto", "testing", "testing")
+
+    def pick_port(self) -> int:
+        return free_port(PEER_PORTS)
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=2) as resp:
+                resp.read()
+        except urllib.error.HTTPError:
+            pass  # any HTTP answer means it is serving
+        except OSError:
+            return False
+        import moto
+
+        self.info["version"] = moto.__version__
+        return True
+
+
+TARGETS: dict[str, type[Server]] = {"tierstore": Tierstore, "moto": Moto}
