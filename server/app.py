@@ -23,9 +23,10 @@ from server.context import S3Request
 from server.credentials import StaticCredentials
 from server.error_map import to_s3_error
 from server.handlers import HANDLERS
-from server.metrics import Metrics
+from server.metrics import Metrics, RequestObserver
 from server.router import decode_path, parse_query, route
 from server.signature import RequestToVerify, authenticate
+from server.status import OpsEndpoints
 from tiering.catalog import Catalog
 from tiering.clock import Clock
 from tiering.errors import TieringError
@@ -74,7 +75,7 @@ class Gateway:
         self.lifecycle = lifecycle
         self.credentials = StaticCredentials({config.access_key: config.secret_key})
         self.max_skew = timedelta(seconds=config.max_clock_skew_seconds)
-        self.metrics = Metrics(store)
+        self.metrics = Metrics(store, lifecycle)
 
     async def handle(self, request: Request) -> Response:
         request_id = secrets.token_hex(8).upper()
@@ -85,11 +86,14 @@ class Gateway:
         try:
             response = await self._dispatch(request, method, raw_path, request_id)
         except s3.S3Error as exc:
+            request.state.error_code = exc.code
             response = self._error(exc, method, raw_path, request_id)
         except TieringError as exc:
+            request.state.error_code = to_s3_error(exc).code
             response = self._error(to_s3_error(exc), method, raw_path, request_id)
         except Exception:
             log.exception("internal error on %s %s", method, raw_path)
+            request.state.error_code = "InternalError"
             response = self._error(s3.InternalError(), method, raw_path, request_id)
         if response.status_code >= 300 and "100-continue" in request.headers.get("expect", "").lower():
             # A client waiting for "100 Continue" never sends the body when refused, but uvicorn
@@ -127,6 +131,7 @@ class Gateway:
             max_skew=self.max_skew,
         )
         request.state.operation = routed.operation.value
+        request.state.bucket = routed.bucket
         handler = HANDLERS.get(routed.operation)
         if handler is None:
             raise s3.NotImplemented(f"{routed.operation.value} is not implemented")
@@ -181,5 +186,7 @@ def create_app(config: ServerConfig, store: ObjectStore | None = None) -> FastAP
     admin = AdminApi(gateway)
     app.router.routes.append(StarletteRoute("/_tierstore/metrics", gateway.metrics.endpoint, methods=["GET"]))
     app.router.routes.append(StarletteRoute(ADMIN_PREFIX + "{rest:path}", admin.handle, methods=ALL_METHODS))
+    OpsEndpoints(gateway).install(app)  # /metrics, /_tierstore/health, the status page
+    app.add_middleware(RequestObserver, metrics=gateway.metrics, access_log_enabled=config.access_log)
     app.router.routes.append(StarletteRoute("/{path:s3path}", gateway.handle, methods=ALL_METHODS))
     return app

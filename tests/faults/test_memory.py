@@ -1,0 +1,84 @@
+"""Memory stays bounded under many large concurrent uploads: bodies are streamed, never held.
+
+The test never holds a body either: each upload is generated piece by piece and hashed as it
+is sent, and the server's resident set size is sampled from /proc while the uploads run.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ServerProcess, make_client
+from tests.faults.conftest import MiB, StreamingPut
+
+Spawn = Callable[..., ServerProcess]
+RSS_LIMIT = 600 * MiB
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS line")
+
+
+class RssSampler(threading.Thread):
+    def __init__(self, pid: int, interval: float = 0.05) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.interval = pid, interval
+        self.peak = 0
+        self.samples = 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            try:
+                self.peak = max(self.peak, rss_bytes(self.pid))
+            except (FileNotFoundError, ProcessLookupError):
+                return
+            self.samples += 1
+            time.sleep(self.interval)
+
+
+def concurrent_uploads(spawn: Spawn, count: int, size: int, timeout: float) -> int:
+    server = spawn()
+    assert server.proc is not None
+    s3 = make_client(server.endpoint)
+    s3.create_bucket(Bucket="mem")
+    sampler = RssSampler(server.proc.pid)
+    sampler.start()
+    uploads = [StreamingPut(server, f"/mem/obj-{i:02d}", seed=100 + i, size=size) for i in range(count)]
+    for upload in uploads:
+        upload.start()
+    deadline = time.monotonic() + timeout
+    for upload in uploads:
+        upload.join(max(deadline - time.monotonic(), 1))
+    sampler.done.set()
+    sampler.join()
+    assert not any(u.is_alive() for u in uploads), "uploads did not finish in time"
+    for upload in uploads:
+        assert upload.error is None, upload.error
+        assert upload.status == 200, upload.reply
+    listed = {o["Key"]: o for o in s3.list_objects_v2(Bucket="mem")["Contents"]}
+    assert len(listed) == count
+    for i, upload in enumerate(uploads):
+        entry = listed[f"obj-{i:02d}"]
+        assert (entry["Size"], entry["ETag"]) == (size, f'"{upload.md5.hexdigest()}"')
+    assert sampler.samples > 10
+    print(f"\npeak server RSS with {count} x {size // MiB} MiB uploads: {sampler.peak / MiB:.0f} MiB")
+    assert sampler.peak < RSS_LIMIT, f"peak RSS {sampler.peak / MiB:.0f} MiB"
+    return sampler.peak
+
+
+def test_32_concurrent_64mib_uploads_stay_under_600mib(spawn: Spawn) -> None:
+    concurrent_uploads(spawn, 32, 64 * MiB, timeout=180)
+
+
+@pytest.mark.soak
+def test_32_concurrent_1gib_uploads_stay_under_600mib(spawn: Spawn) -> None:
+    concurrent_uploads(spawn, 32, 1024 * MiB, timeout=3600)
