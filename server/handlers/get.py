@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from starlette.responses import Response
 
 from server.context import S3Request
-from server.errors import InvalidPartNumber, InvalidRange
+from server.errors import InvalidPartNumber, InvalidRange, InvalidRequest
 from server.handlers.common import only_null_version
 from server.handlers.multipart import part_number_param
 from server.handlers.registry import handles
@@ -82,6 +82,8 @@ def _respond(req: S3Request, opened: OpenedObject, send_body: bool) -> Response:
     status = 200
     part_number = part_number_param(req) if "partNumber" in req.query else 0
     if part_number:
+        if req.header("range"):
+            raise InvalidRequest("Cannot specify both Range header and partNumber query parameter")
         selected = part_range(record, part_number)
         ranges: list[ByteRange] | None = [selected]
         if record.parts_count:

@@ -15,7 +15,7 @@ from server.http_semantics import encode_key
 from server.operations import Operation
 from server.responses import xml_response
 from server.xml_io import Value, document, iso_time
-from tiering.records import ListPage, ObjectRecord
+from tiering.records import ListPage, ObjectRecord, UploadRecord
 
 MAX_KEYS = 1000
 
@@ -88,7 +88,8 @@ def _encode_token(marker: str) -> str:
 
 def _decode_token(token: str) -> str:
     try:
-        return base64.urlsafe_b64decode(token.encode()).decode()
+        # validate=True: a token with stray characters is refused, not silently read as "" (page 1).
+        return base64.b64decode(token.encode(), altchars=b"-_", validate=True).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
         raise InvalidArgument("The continuation token provided is incorrect",
                               ArgumentName="continuation-token", ArgumentValue=token) from None
@@ -164,6 +165,32 @@ async def list_object_versions(req: S3Request) -> Response:
     return xml_response(document("ListVersionsResult", children))
 
 
+async def _uploads_page(
+    req: S3Request, prefix: str, delimiter: str, key_marker: str, upload_marker: str, max_uploads: int
+) -> tuple[list[UploadRecord], list[str], bool]:
+    """Uploads and common prefixes (rolled up at the delimiter) after the markers, up to the limit."""
+    uploads: list[UploadRecord] = []
+    prefixes: list[str] = []
+    while True:
+        batch = await req.store.list_uploads(
+            req.bucket, prefix=prefix, key_marker=key_marker, upload_id_marker=upload_marker, limit=MAX_KEYS
+        )
+        for upload in batch:
+            cut = upload.key.find(delimiter, len(prefix)) if delimiter else -1
+            common = upload.key[: cut + len(delimiter)] if cut >= 0 else None
+            if common is not None and (common in prefixes[-1:] or common <= req.query.get("key-marker", "")):
+                continue
+            if len(uploads) + len(prefixes) >= max_uploads:
+                return uploads, prefixes, True
+            if common is not None:
+                prefixes.append(common)
+            else:
+                uploads.append(upload)
+        if len(batch) < MAX_KEYS:
+            return uploads, prefixes, False
+        key_marker, upload_marker = batch[-1].key, batch[-1].upload_id
+
+
 @handles(Operation.ListMultipartUploads)
 async def list_uploads(req: S3Request) -> Response:
     encoding = _encoding(req)
@@ -171,21 +198,28 @@ async def list_uploads(req: S3Request) -> Response:
     key_marker = req.query.get("key-marker", "")
     upload_marker = req.query.get("upload-id-marker", "")
     prefix = req.query.get("prefix", "")
-    uploads = await req.store.list_uploads(
-        req.bucket, prefix=prefix, key_marker=key_marker, upload_id_marker=upload_marker, limit=max_uploads + 1
+    delimiter = req.query.get("delimiter", "")
+    uploads, prefixes, truncated = await _uploads_page(
+        req, prefix, delimiter, key_marker, upload_marker, max_uploads
     )
-    truncated = len(uploads) > max_uploads
-    uploads = uploads[:max_uploads]
+    # The next page starts after the last entry: an upload (key and id) or a common prefix (key only).
+    last_upload = uploads[-1] if uploads else None
+    if prefixes and (last_upload is None or prefixes[-1] > last_upload.key):
+        next_key, next_id = prefixes[-1], ""
+    else:
+        next_key, next_id = (last_upload.key, last_upload.upload_id) if last_upload else ("", "")
     children: list[tuple[str, Value]] = [
         ("Bucket", req.bucket),
         ("KeyMarker", encode_key(key_marker, encoding)),
         ("UploadIdMarker", upload_marker),
-        ("NextKeyMarker", encode_key(uploads[-1].key, encoding) if uploads else ""),
-        ("NextUploadIdMarker", uploads[-1].upload_id if uploads else ""),
+        ("NextKeyMarker", encode_key(next_key, encoding)),
+        ("NextUploadIdMarker", next_id),
         ("MaxUploads", max_uploads),
         ("IsTruncated", truncated),
         ("Prefix", encode_key(prefix, encoding)),
     ]
+    if delimiter:
+        children.append(("Delimiter", encode_key(delimiter, encoding)))
     if encoding:
         children.append(("EncodingType", encoding))
     for upload in uploads:
@@ -197,4 +231,5 @@ async def list_uploads(req: S3Request) -> Response:
             ("StorageClass", upload.meta.storage_class),
             ("Initiated", iso_time(upload.initiated)),
         ]))
+    children += [("CommonPrefixes", [("Prefix", encode_key(p, encoding))]) for p in prefixes]
     return xml_response(document("ListMultipartUploadsResult", children))

@@ -78,6 +78,9 @@ async def complete_upload(req: S3Request) -> Response:
         if number is None or not number.strip().isdigit() or etag is None:
             raise MalformedXML()
         requested.append((int(number), etag))
+    if not requested:
+        # The schema requires at least one <Part>: AWS answers MalformedXML, not InvalidPart.
+        raise MalformedXML()
     record = await req.store.complete_upload(
         upload, requested, if_match=req.header("if-match"), if_none_match=req.header("if-none-match")
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
+from server import errors as s3
 from server.context import S3Request
 from server.errors import EntityTooLarge, MissingContentLength
 from server.handlers.common import MAX_PUT_SIZE, receive_body
@@ -16,7 +17,8 @@ from server.responses import empty_response
 def refuse_encryption(req: S3Request) -> None:
     """We do not encrypt at rest: say so rather than pretend."""
     if req.header("x-amz-server-side-encryption") or req.header("x-amz-server-side-encryption-customer-algorithm"):
-        raise NotImplementedError("Server-side encryption is not supported")
+        # s3.NotImplemented (501), not Python's NotImplementedError (which would be a 500).
+        raise s3.NotImplemented("Server-side encryption is not supported")
 
 
 def declared_size(req: S3Request) -> int | None:
