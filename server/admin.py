@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +44,7 @@ class AdminApi:
             return await self.gateway.handle(request)
         raw_path = request.scope.get("raw_path", b"").decode("latin-1") or request.url.path
         try:
-            authenticate(
+            auth = authenticate(
                 RequestToVerify(
                     method=request.method,
                     raw_path=raw_path,
@@ -54,6 +55,8 @@ class AdminApi:
                 now=datetime.now(UTC),
                 max_skew=self.gateway.max_skew,
             )
+            if not self.gateway.credentials.identity(auth.access_key).is_admin:
+                raise s3.AccessDenied("Only administrators may use the admin API")
             return await self._dispatch(request, request.url.path[len(ADMIN_PREFIX) :].strip("/").split("/"))
         except s3.S3Error as exc:
             return json_response({"error": exc.code, "message": exc.detail}, exc.status)
@@ -92,6 +95,14 @@ class AdminApi:
                 return json_response(self.gateway.lifecycle.daemon.status())
             case "GET", ["lifecycle"]:
                 return json_response(self.gateway.lifecycle.daemon.status())
+            case "GET", ["users"]:
+                return json_response(await asyncio.to_thread(store.catalog.list_users))
+            case "POST", ["users"]:
+                return await self._add_user(request)
+            case "DELETE", ["users", access_key]:
+                if not await asyncio.to_thread(store.catalog.remove_user, access_key):
+                    return json_response({"error": "NoSuchUser", "message": f"no user {access_key!r}"}, 404)
+                return json_response({"removed": access_key})
             case "GET", ["tiers"]:
                 return json_response(await self._tiers())
             case "GET", ["object"]:
@@ -146,3 +157,17 @@ class AdminApi:
             "restore": record.restore.to_json() | {"segments": len(record.restore.segments)} if record.restore else None,
             "moves": [m.__dict__ for m in history],
         })
+
+    async def _add_user(self, request: Request) -> Response:
+        params = request.query_params
+        name = params.get("name", "")
+        if not name:
+            return json_response({"error": "InvalidArgument", "message": "a user needs a name"}, 400)
+        access_key = params.get("access_key") or "TS" + secrets.token_hex(9).upper()
+        secret_key = params.get("secret_key") or secrets.token_urlsafe(30)
+        is_admin = params.get("admin", "").lower() in ("1", "true", "yes")
+        try:
+            await asyncio.to_thread(self.gateway.store.catalog.add_user, access_key, secret_key, name, is_admin)
+        except ValueError as exc:
+            return json_response({"error": "UserAlreadyExists", "message": str(exc)}, 409)
+        return json_response({"name": name, "access_key": access_key, "secret_key": secret_key, "admin": is_admin})

@@ -45,6 +45,12 @@ def add_admin_parser(commands: argparse._SubParsersAction) -> None:  # type: ign
     lifecycle = verbs.add_parser("lifecycle", parents=[common], help="the lifecycle daemon")
     lifecycle.add_argument("action", choices=["run", "status"])
     lifecycle.add_argument("--wait", action="store_true", help="return when the pass and its moves are done")
+    user = verbs.add_parser("user", parents=[common], help="S3 users: add, list, remove")
+    user.add_argument("action", choices=["add", "list", "remove"])
+    user.add_argument("name", nargs="?", help="add: the user's name; remove: the access key")
+    user.add_argument("--access-key", help="add: choose the access key (default: generated)")
+    user.add_argument("--secret-key", help="add: choose the secret key (default: generated)")
+    user.add_argument("--admin", action="store_true", help="add: may use the admin API and every bucket")
     verbs.add_parser("tiers", parents=[common], help="per tier: objects, bytes, capacity, heat, pending moves")
     obj = verbs.add_parser("object", parents=[common], help="one object's tier, heat, last access and moves")
     obj.add_argument("bucket")
@@ -157,6 +163,8 @@ def run_admin(args: argparse.Namespace) -> int:
             for move in result["mover"]["moves"]:
                 print(f"  moved {move['count']} objects ({_fmt(move['bytes'])}) {move['from']} -> {move['to']}")
         return 0
+    if args.verb == "user":
+        return _user(args)
     if args.verb == "tiers":
         rows = _call(args, "GET", "tiers")
         if args.json:
@@ -168,7 +176,9 @@ def run_admin(args: argparse.Namespace) -> int:
                             "heat (le:count)"]))
         return 0
     if args.verb == "object":
-        result = _call(args, "GET", "object", urllib.parse.urlencode({"bucket": args.bucket, "key": args.key}))
+        result = _call(args, "GET", "object", urllib.parse.urlencode(
+            {"bucket": args.bucket, "key": args.key}, quote_via=urllib.parse.quote  # SigV4 wants %20, not "+"
+        ))
         if args.json:
             print(json.dumps(result, indent=2))
             return 0
@@ -179,3 +189,28 @@ def run_admin(args: argparse.Namespace) -> int:
         return 0
     print(f"unknown admin command {args.verb}", file=sys.stderr)
     return 2
+
+
+def _user(args: argparse.Namespace) -> int:
+    if args.action == "list":
+        rows = _call(args, "GET", "users")
+        print(json.dumps(rows, indent=2) if args.json else _table(rows, ["name", "access_key", "admin"]))
+        return 0
+    if not args.name:
+        print("tierstore admin user: name the user (add) or the access key (remove)", file=sys.stderr)
+        return 2
+    if args.action == "add":
+        query = {"name": args.name, "admin": "true" if args.admin else ""}
+        if args.access_key:
+            query["access_key"] = args.access_key
+        if args.secret_key:
+            query["secret_key"] = args.secret_key
+        result = _call(args, "POST", "users", urllib.parse.urlencode(query))
+        if args.json:
+            print(json.dumps(result, indent=2))
+        else:
+            print(f"user {result['name']}: access key {result['access_key']}  secret key {result['secret_key']}")
+        return 0
+    result = _call(args, "DELETE", f"users/{urllib.parse.quote(args.name, safe='')}")
+    print(json.dumps(result, indent=2) if args.json else f"removed {result['removed']}")
+    return 0

@@ -18,9 +18,10 @@ from starlette.routing import Route as StarletteRoute
 from lifecycle.runtime import Lifecycle
 from server import errors as s3
 from server.admin import ADMIN_PREFIX, AdminApi
+from server.authorization import Authorizer
 from server.config import ServerConfig
 from server.context import S3Request
-from server.credentials import StaticCredentials
+from server.credentials import UserCredentials
 from server.error_map import to_s3_error
 from server.handlers import HANDLERS
 from server.metrics import Metrics, RequestObserver
@@ -73,7 +74,8 @@ class Gateway:
         self.config = config
         self.store = store
         self.lifecycle = lifecycle
-        self.credentials = StaticCredentials({config.access_key: config.secret_key})
+        self.credentials = UserCredentials({config.access_key: config.secret_key}, store.catalog)
+        self.authorizer = Authorizer(store)
         self.max_skew = timedelta(seconds=config.max_clock_skew_seconds)
         self.metrics = Metrics(store, lifecycle)
 
@@ -132,6 +134,8 @@ class Gateway:
         )
         request.state.operation = routed.operation.value
         request.state.bucket = routed.bucket
+        identity = self.credentials.identity(auth.access_key)
+        await self.authorizer.check(identity, routed.operation, routed.bucket)
         handler = HANDLERS.get(routed.operation)
         if handler is None:
             raise s3.NotImplemented(f"{routed.operation.value} is not implemented")
@@ -146,6 +150,8 @@ class Gateway:
             store=self.store,
             config=self.config,
             lifecycle=self.lifecycle,
+            identity=identity,
+            authorizer=self.authorizer,
             request_id=request_id,
         )
         return await handler(req)

@@ -16,7 +16,9 @@ from server.xml_io import MAX_XML_BODY
 
 if TYPE_CHECKING:
     from lifecycle.runtime import Lifecycle
+    from server.authorization import Authorizer
     from server.config import ServerConfig
+    from server.credentials import Identity
     from tiering.store import ObjectStore
 
 
@@ -33,6 +35,8 @@ class S3Request:
     config: ServerConfig
     request_id: str
     lifecycle: Lifecycle | None = None
+    identity: Identity | None = None
+    authorizer: Authorizer | None = None
     _payload: PayloadReader | None = field(default=None, repr=False)
 
     @property

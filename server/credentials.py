@@ -1,13 +1,77 @@
-"""Who may sign requests: access key → secret key."""
+"""Who may sign requests, and who is an administrator.
+
+The root credentials come from the config (or TIERSTORE_ACCESS_KEY / TIERSTORE_SECRET_KEY) and are
+always an administrator; further users live in the catalog (`tierstore admin user add`). Lookups
+are cached briefly, so a SigV4 check costs no catalog read on the hot path, and a user added or
+removed through one worker is seen by the others within `ttl` seconds.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import time
+from dataclasses import dataclass
+
+from tiering.catalog import Catalog
+
+
+@dataclass(frozen=True)
+class Identity:
+    access_key: str
+    name: str
+    is_admin: bool
+
+    @property
+    def owner_id(self) -> str:
+        """The canonical user id S3 shows as Owner/ID: stable, and not the key itself."""
+        return owner_id(self.access_key)
+
+
+def owner_id(access_key: str) -> str:
+    return hashlib.sha256(access_key.encode()).hexdigest()
+
 
 class StaticCredentials:
-    """A fixed set of keys (the root credentials from the config)."""
+    """A fixed set of keys, all administrators (for tools and tests that need no catalog)."""
 
     def __init__(self, keys: dict[str, str]) -> None:
         self._keys = dict(keys)
 
     def secret_for(self, access_key: str) -> str | None:
         return self._keys.get(access_key)
+
+    def identity(self, access_key: str) -> Identity:
+        return Identity(access_key, access_key, True)
+
+
+class UserCredentials:
+    """Root keys from the config plus the catalog's users."""
+
+    def __init__(self, root: dict[str, str], catalog: Catalog, *, ttl: float = 1.0) -> None:
+        self._root = dict(root)
+        self._catalog = catalog
+        self._ttl = ttl
+        self._cache: dict[str, tuple[float, tuple[str, str, bool] | None]] = {}
+
+    def _user(self, access_key: str) -> tuple[str, str, bool] | None:
+        now = time.monotonic()
+        cached = self._cache.get(access_key)
+        if cached is not None and now - cached[0] < self._ttl:
+            return cached[1]
+        user = self._catalog.get_user(access_key)
+        if len(self._cache) > 10_000:
+            self._cache.clear()  # bounded: unknown keys from a scanner must not grow it forever
+        self._cache[access_key] = (now, user)
+        return user
+
+    def secret_for(self, access_key: str) -> str | None:
+        if access_key in self._root:
+            return self._root[access_key]
+        user = self._user(access_key)
+        return user[0] if user else None
+
+    def identity(self, access_key: str) -> Identity:
+        if access_key in self._root:
+            return Identity(access_key, "root", True)
+        user = self._user(access_key)
+        return Identity(access_key, user[1] if user else access_key, bool(user and user[2]))

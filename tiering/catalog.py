@@ -85,6 +85,14 @@ SCHEMA = [
         reason TEXT NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS moves_by_key ON moves (bucket, key, at)",
+    # S3 users besides the root credentials of the config (`tierstore admin user ...`).
+    """CREATE TABLE IF NOT EXISTS users (
+        access_key TEXT PRIMARY KEY,
+        secret_key TEXT NOT NULL,
+        name TEXT NOT NULL,
+        created REAL NOT NULL,
+        is_admin INTEGER NOT NULL DEFAULT 0
+    )""",
     # Small named values shared by every process on this catalog (e.g. the test clock's offset).
     """CREATE TABLE IF NOT EXISTS settings (
         name TEXT PRIMARY KEY,
@@ -989,6 +997,38 @@ class Catalog:
                 (name, value),
             )
 
+    def settings_with_prefix(self, prefix: str) -> dict[str, str]:
+        """Every setting whose name starts with `prefix` (an index range scan)."""
+        upper = key_successor(prefix)
+        sql = "SELECT name, value FROM settings WHERE name >= ?" + (" AND name < ?" if upper else "")
+        return dict(self._reader().execute(sql, (prefix, upper) if upper else (prefix,)).fetchall())
+
     def tier_heats(self, tier: str) -> list[tuple[float, float]]:
         """(heat, heat_at) of every object on a tier: for the heat histogram of `admin tiers`."""
         return [(h, at) for h, at in self._reader().execute("SELECT heat, heat_at FROM objects WHERE tier = ?", (tier,))]
+
+    # --- users -------------------------------------------------------------------------------
+
+    def add_user(self, access_key: str, secret_key: str, name: str, is_admin: bool) -> None:
+        with self._write() as db:
+            if db.execute("SELECT 1 FROM users WHERE access_key = ?", (access_key,)).fetchone():
+                raise ValueError(f"access key {access_key!r} exists")
+            db.execute(
+                "INSERT INTO users (access_key, secret_key, name, created, is_admin) VALUES (?, ?, ?, ?, ?)",
+                (access_key, secret_key, name, time.time(), int(is_admin)),
+            )
+
+    def remove_user(self, access_key: str) -> bool:
+        with self._write() as db:
+            return db.execute("DELETE FROM users WHERE access_key = ?", (access_key,)).rowcount > 0
+
+    def get_user(self, access_key: str) -> tuple[str, str, bool] | None:
+        """(secret key, name, is admin) of a user."""
+        row = self._reader().execute(
+            "SELECT secret_key, name, is_admin FROM users WHERE access_key = ?", (access_key,)
+        ).fetchone()
+        return (row[0], row[1], bool(row[2])) if row else None
+
+    def list_users(self) -> list[dict[str, Any]]:
+        rows = self._reader().execute("SELECT access_key, name, created, is_admin FROM users ORDER BY name")
+        return [{"access_key": a, "name": n, "created": c, "admin": bool(i)} for a, n, c, i in rows]

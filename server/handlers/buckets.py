@@ -20,7 +20,10 @@ _REGION_RE = re.compile(r"^[a-z0-9-]{1,32}$")
 
 @handles(Operation.ListBuckets)
 async def list_buckets(req: S3Request) -> Response:
-    buckets = await req.store.list_buckets()
+    identity = req.identity
+    # Users see their own buckets; administrators see every bucket.
+    owner = None if identity is None or identity.is_admin else identity.owner_id
+    buckets = await req.store.list_buckets(owner)
     entries: list[tuple[str, Value]] = [
         ("Bucket", [("Name", b.name), ("CreationDate", iso_time(b.created)), ("BucketRegion", b.region)])
         for b in buckets

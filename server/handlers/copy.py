@@ -81,6 +81,8 @@ async def copy_object(req: S3Request) -> Response:
     validate_key(req.key)
     refuse_encryption(req)
     src_bucket, src_key = copy_source(req)
+    if req.authorizer is not None and req.identity is not None:
+        await req.authorizer.check_read(req.identity, src_bucket)
     source = await req.store.open_object(src_bucket, src_key)
     if req.lifecycle is not None:
         req.lifecycle.record_access(src_bucket, src_key)  # a copy reads its source: an access
@@ -141,6 +143,8 @@ async def upload_part_copy(req: S3Request) -> Response:
     part_number = part_number_param(req)
     upload = await req.store.get_upload(req.bucket, req.key, req.query.get("uploadId", ""))
     src_bucket, src_key = copy_source(req)
+    if req.authorizer is not None and req.identity is not None:
+        await req.authorizer.check_read(req.identity, src_bucket)
     source = await req.store.open_object(src_bucket, src_key)
     try:
         check_read_conditions(req.headers, source.record, for_copy=True)
