@@ -43,6 +43,31 @@ class StreamedBody(Response):
         self._on_close = on_close
         self._send_body = send_body
 
+    async def prime(self) -> None:
+        """Produce the first chunk before the status line goes out.
+
+        A source that fails at once (an object whose data cannot be read) then raises here, while
+        the caller can still answer with an S3 error instead of a 200 and a dropped connection.
+        """
+        source = self._chunks
+        try:
+            first: bytes | None = await anext(source)
+        except StopAsyncIteration:
+            first = None
+
+        async def primed() -> AsyncIterator[bytes]:
+            try:
+                if first is not None:
+                    yield first
+                async for chunk in source:
+                    yield chunk
+            finally:
+                closing = getattr(source, "aclose", None)
+                if closing is not None:
+                    await closing()
+
+        self._chunks = primed()
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})

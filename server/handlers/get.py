@@ -66,7 +66,10 @@ async def get_object(req: S3Request) -> Response:
     if send_body and req.lifecycle is not None:
         req.lifecycle.record_access(req.bucket, req.key)  # HEAD does not warm an object
     try:
-        return _respond(req, opened, send_body)
+        response = _respond(req, opened, send_body)
+        if send_body and isinstance(response, StreamedBody):
+            await response.prime()  # data that cannot be read fails as an S3 error, not a cut body
+        return response
     except BaseException:
         opened.close()
         raise
