@@ -16,6 +16,8 @@ Example (every key optional):
     tls_key = ""
     max_clock_skew_seconds = 900
     log_level = "info"
+    access_log = true                      # one JSON line per request on logger "tierstore.access"
+    status_page = "loopback"               # /_tierstore/: "loopback" | "authenticated" | "off"
     test_clock = false                     # allow `tierstore admin clock advance` (tests, demos)
 
     [credentials]
@@ -54,6 +56,18 @@ Example (every key optional):
     capacity_bytes = 0     # 0: the disk's size
     # Or declare the domains explicitly instead of nodes/drives_per_node:
     # domains = [{id = "hot-a", path = "/mnt/a", node = "n1", rack = "r1", zone = "z1", weight = 1.0}, ...]
+
+    [tiers.cold]           # or keep a tier's blobs in an external S3 bucket (cloud, another tierstore)
+    backend = "s3"
+    endpoint = "https://s3.example.com"
+    bucket = "archive"
+    access_key = ""        # empty: boto3's default credential chain
+    secret_key = ""
+    region = "us-east-1"
+    prefix = "tierstore/"  # blobs are <prefix><data id>, never object keys
+    addressing_style = "path"
+    part_size = 16777216   # remote multipart part size (>= 5 MiB)
+    verify_tls = true      # or a CA bundle path
 """
 
 from __future__ import annotations
@@ -82,6 +96,8 @@ class ServerConfig:
     tls_key: str = ""
     max_clock_skew_seconds: int = 900
     log_level: str = "info"
+    access_log: bool = True
+    status_page: str = "loopback"
     access_key: str = DEFAULT_ACCESS_KEY
     secret_key: str = DEFAULT_SECRET_KEY
     catalog_path: Path | None = None
@@ -148,6 +164,11 @@ def load_config(
     cfg.tls_key = tls_key or str(pick("server", server, "tls_key", ""))
     cfg.max_clock_skew_seconds = int(pick("server", server, "max_clock_skew_seconds", 900))
     cfg.log_level = str(pick("server", server, "log_level", "info"))
+    access = pick("server", server, "access_log", True)
+    cfg.access_log = _as_bool(access) if isinstance(access, str) else bool(access)
+    cfg.status_page = str(pick("server", server, "status_page", "loopback")).lower()
+    if cfg.status_page not in ("loopback", "authenticated", "off"):
+        raise ValueError(f"server.status_page must be loopback, authenticated or off, got {cfg.status_page!r}")
     cfg.access_key = os.environ.get("TIERSTORE_ACCESS_KEY") or str(
         pick("credentials", creds, "access_key", DEFAULT_ACCESS_KEY)
     )
@@ -216,7 +237,7 @@ DEFAULT_TIERS: dict[str, dict[str, Any]] = {
     "warm": {"backend": "erasure", "k": 8, "m": 3, "nodes": 12, "drives_per_node": 2, "spread_level": "node"},
     "cold": {"backend": "erasure", "k": 10, "m": 4, "nodes": 16, "drives_per_node": 1, "spread_level": "node"},
 }
-_INT_OPTIONS = ("cache_bytes", "capacity_bytes", "k", "m", "nodes", "drives_per_node", "write_quorum", "block_size", "small_object_threshold")
+_INT_OPTIONS = ("cache_bytes", "capacity_bytes", "k", "m", "nodes", "drives_per_node", "write_quorum", "block_size", "small_object_threshold", "part_size")
 
 
 def _tier_configs(tables: dict[str, dict[str, Any]], data_dir: Path) -> list[TierConfig]:

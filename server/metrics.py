@@ -1,29 +1,58 @@
-"""Prometheus metrics at /_tierstore/metrics.
+"""Prometheus metrics (at /metrics and /_tierstore/metrics) and the per-request access log.
 
-Request metrics are counted as requests finish; everything about storage (tiers, domains, heal,
-codec) is read from the live objects at scrape time by one collector, so there is no second copy
-of that state to drift. Label sets are bounded: S3 operation names, tier and domain ids — never
-a bucket or key.
+Request metrics are counted as requests go by (`RequestObserver`, a small ASGI middleware that
+also sees the body bytes in and out and writes the JSON access log). Everything about storage
+(tiers, domains, heal, codec, lifecycle, power) is read from the live objects at scrape time by
+one collector, so there is no second copy of that state to drift. The two catalog queries that
+scan every object (heat per tier, bytes per bucket and tier) are cached for `SLOW_STATS_TTL`.
+
+Label sets are bounded: S3 operation names, HTTP status, tier, domain, node and bucket (at most
+`MAX_BUCKET_SERIES` buckets, the rest summed under `bucket="_other"`) — never an object key.
+Names follow Prometheus conventions: `_total` counters, `_bytes`, `_seconds`, `_watts`, `_joules`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import logging
+import os
+import sys
+import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from erasure.stats import CODEC
+from lifecycle.temperature import heat_histogram
 from tiering.domains import list_domains
+from tiering.heat import decayed
 
 if TYPE_CHECKING:
+    from lifecycle.runtime import Lifecycle
     from tiering.store import ObjectStore
+    from tiering.tiers import Tier
+
+access_log = logging.getLogger("tierstore.access")
 
 # From 100 µs (a gpu-direct hit) to a minute (a cold read or a multi-GiB upload).
 LATENCY_BUCKETS = (
@@ -31,47 +60,228 @@ LATENCY_BUCKETS = (
     10.0, 30.0, 60.0,
 )  # fmt: skip
 
+SLOW_STATS_TTL = 15.0  # seconds: heat and per-bucket usage are full catalog scans
+MAX_BUCKET_SERIES = 200  # the largest buckets get their own series; the rest are summed
+
+# Energy to move one GB through a medium (read or write), in joules: the active power of one
+# device divided by its streaming rate. Sources are typical datasheet values:
+#   hbm/dram      ~ 5 pJ/bit                                   →   0.04 J/GB
+#   nvme-flash    ~ 12 W active at ~3.5 GB/s                   →   3.5  J/GB
+#   hdd           ~ 8 W active at ~0.25 GB/s                   →  32    J/GB
+#   tape/archive  ~ 30 W per drive at ~0.3 GB/s (LTO-9 class)  → 100    J/GB
+# A move costs a read on the source tier plus a write on the target tier.
+JOULES_PER_GB: dict[str, float] = {"hbm/dram": 0.04, "nvme-flash": 3.5, "hdd": 32.0, "tape/archive": 100.0}
+DEFAULT_JOULES_PER_GB = 10.0
+
+
+def joules_per_gb(media: str) -> float:
+    return JOULES_PER_GB.get(media, DEFAULT_JOULES_PER_GB)
+
+
+def expansion(tier: Tier) -> float:
+    """Bytes stored per logical byte: (k+m)/k for an erasure-coded tier, 1 otherwise."""
+    k, m = tier.config.options.get("k"), tier.config.options.get("m")
+    if tier.config.backend == "erasure" and isinstance(k, int) and isinstance(m, int) and k > 0:
+        return (k + m) / k
+    return 1.0
+
+
+def tier_capacity(tier: Tier, stats: dict[str, Any]) -> int | None:
+    """Logical bytes a tier may hold: its configured capacity_bytes, else from its file systems.
+
+    Erasure-coded tiers count each file system under their domains once (simulated domains often
+    share one disk) and scale raw bytes by k/(k+m). None when nothing can tell.
+    """
+    if tier.config.capacity_bytes:
+        return tier.config.capacity_bytes
+    if "domains" in stats:
+        seen: dict[int, int] = {}
+        for d in stats["domains"]:
+            if d.get("total_bytes"):
+                with contextlib.suppress(OSError):
+                    seen.setdefault(os.stat(d["path"]).st_dev, int(d["total_bytes"]))
+        return int(sum(seen.values()) / expansion(tier)) if seen else None
+    total = stats.get("total_bytes")
+    return int(total) if total else None
+
+
+@dataclass
+class HeatSummary:
+    """The decayed heat of a tier's objects, summed up: a Prometheus-style histogram."""
+
+    histogram: dict[str, int]  # cumulative count by `le` bound
+    total: float
+    count: int
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.count if self.count else 0.0
+
+
+@dataclass
+class SlowStats:
+    """What the full-scan queries found, and when."""
+
+    at: float
+    heats: dict[str, HeatSummary]  # by tier
+    buckets: dict[tuple[str, str], tuple[int, int]]  # (bucket, tier) → (objects, bytes)
+
+
+class StorageView:
+    """The numbers both the collector and the status page show, with the slow ones cached."""
+
+    def __init__(self, store: ObjectStore, lifecycle: Lifecycle | None = None, ttl: float = SLOW_STATS_TTL) -> None:
+        self.store = store
+        self.lifecycle = lifecycle
+        self.ttl = ttl
+        self._slow: SlowStats | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def half_life(self) -> float:
+        return self.lifecycle.settings.temperature.half_life_s if self.lifecycle else 86400.0
+
+    def slow(self) -> SlowStats:
+        """Heat per tier and usage per bucket: recomputed at most once per `ttl` (blocking)."""
+        with self._lock:
+            now = time.monotonic()
+            if self._slow is None or now - self._slow.at >= self.ttl:
+                catalog, clock_now = self.store.catalog, self.store.clock()
+                heats = {}
+                for name in self.store.tiers:
+                    values = [decayed(h, at, clock_now, self.half_life) for h, at in catalog.tier_heats(name)]
+                    heats[name] = HeatSummary(heat_histogram(values), sum(values), len(values))
+                self._slow = SlowStats(now, heats, catalog.bucket_tier_usage())
+            return self._slow
+
+    def tiers(self) -> list[dict[str, Any]]:
+        """Per tier: usage, capacity, fill, heat, power and domain counts (blocking)."""
+        usage = self.store.catalog.tier_usage()
+        slow = self.slow()
+        rows = []
+        for name, tier in self.store.tiers.items():
+            objects, size = usage.get(name, (0, 0))
+            stats = tier.backend.stats()
+            capacity = tier_capacity(tier, stats)
+            heat = slow.heats.get(name) or HeatSummary(heat_histogram([]), 0.0, 0)
+            row: dict[str, Any] = {
+                "name": name,
+                "backend": tier.config.backend,
+                "media": tier.media.media,
+                "watts_per_tb": tier.media.watts_per_tb,
+                "objects": objects,
+                "bytes": size,
+                "stored_bytes": int(size * expansion(tier)),
+                "capacity_bytes": capacity,
+                "fill": size / capacity if capacity else None,
+                "heat_mean": heat.mean,
+                "heat_sum": heat.total,
+                "heat_histogram": heat.histogram,
+                "power_watts": size * expansion(tier) / 1e12 * tier.media.watts_per_tb,
+            }
+            if "domains" in stats:
+                row.update(k=stats["k"], m=stats["m"], spread_level=stats["spread_level"],
+                           domains=len(stats["domains"]), domains_online=stats["online"],
+                           heal_queue=stats.get("heal_queue", 0))
+            rows.append(row)
+        return rows
+
+    def buckets(self) -> dict[str, dict[str, Any]]:
+        """Per bucket: objects, bytes and estimated watts, with the bytes split by tier (cached)."""
+        out: dict[str, dict[str, Any]] = {}
+        for (bucket, tier_name), (n, size) in self.slow().buckets.items():
+            entry = out.setdefault(bucket, {"objects": 0, "bytes": 0, "power_watts": 0.0, "tiers": {}})
+            entry["objects"] += n
+            entry["bytes"] += size
+            entry["tiers"][tier_name] = size
+            tier = self.store.tiers.get(tier_name)
+            if tier is not None:
+                entry["power_watts"] += size * expansion(tier) / 1e12 * tier.media.watts_per_tb
+        return out
+
 
 class StorageCollector(Collector):
-    def __init__(self, store: ObjectStore) -> None:
+    def __init__(self, store: ObjectStore, view: StorageView | None = None) -> None:
         self.store = store
+        self.view = view or StorageView(store)
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        store = self.store
-        usage = store.catalog.tier_usage()
-        objects = GaugeMetricFamily("tierstore_tier_objects", "Objects held by a tier", labels=["tier"])
-        size = GaugeMetricFamily("tierstore_tier_bytes", "Logical bytes of the objects a tier holds", labels=["tier"])
-        for tier in store.tiers:
-            n, b = usage.get(tier, (0, 0))
-            objects.add_metric([tier], n)
-            size.add_metric([tier], b)
-        yield objects
-        yield size
+    def collect(self) -> Iterator[Metric]:
+        yield from self._tiers()
+        yield from self._domains()
+        yield from self._heal()
+        yield from self._codec()
+        yield from self._lifecycle()
+        yield from self._buckets()
 
+    def _tiers(self) -> Iterator[Metric]:
+        labels = ["tier"]
+        objects = GaugeMetricFamily("tierstore_tier_objects", "Objects held by a tier", labels=labels)
+        size = GaugeMetricFamily("tierstore_tier_bytes", "Logical bytes of the objects a tier holds", labels=labels)
+        stored = GaugeMetricFamily("tierstore_tier_stored_bytes",
+                                   "Bytes a tier stores for its objects, parity included", labels=labels)
+        capacity = GaugeMetricFamily("tierstore_tier_capacity_bytes",
+                                     "Logical bytes a tier may hold (capacity_bytes, else its file systems)",
+                                     labels=labels)
+        heat_mean = GaugeMetricFamily("tierstore_tier_heat_mean",
+                                      "Mean decayed access heat of a tier's objects (cached 15 s)", labels=labels)
+        heat = HistogramMetricFamily("tierstore_tier_heat",
+                                     "Decayed access heat of a tier's objects (cached 15 s)", labels=labels)
+        watts = GaugeMetricFamily("tierstore_tier_power_watts",
+                                  "Estimated power of a tier's stored bytes: TB stored x media watts_per_tb",
+                                  labels=labels)
+        info = GaugeMetricFamily("tierstore_tier_info", "A tier's backend and media (always 1)",
+                                 labels=["tier", "backend", "media"])
+        for row in self.view.tiers():
+            tier = [row["name"]]
+            objects.add_metric(tier, row["objects"])
+            size.add_metric(tier, row["bytes"])
+            stored.add_metric(tier, row["stored_bytes"])
+            if row["capacity_bytes"]:
+                capacity.add_metric(tier, row["capacity_bytes"])
+            heat_mean.add_metric(tier, row["heat_mean"])
+            heat.add_metric(tier, buckets=list(row["heat_histogram"].items()), sum_value=row["heat_sum"])
+            watts.add_metric(tier, row["power_watts"])
+            info.add_metric([row["name"], row["backend"], row["media"]], 1)
+        yield from (objects, size, stored, capacity, heat_mean, heat, watts, info)
+
+    def _domains(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("tierstore_domain_up", "1 if a failure domain is online", labels=["tier", "domain", "node"])
         shards = GaugeMetricFamily("tierstore_domain_shards", "Shard files on a domain", labels=["tier", "domain"])
         used = GaugeMetricFamily("tierstore_domain_used_bytes", "Shard bytes on a domain", labels=["tier", "domain"])
-        for d in list_domains(store):
+        free = GaugeMetricFamily("tierstore_domain_free_bytes", "Free bytes on a domain's file system",
+                                 labels=["tier", "domain"])
+        for d in list_domains(self.store):
             up.add_metric([d["tier"], d["id"], d["node"]], 1 if d["state"] == "online" else 0)
             shards.add_metric([d["tier"], d["id"]], d["shards"])
             used.add_metric([d["tier"], d["id"]], d["used_bytes"])
-        yield up
-        yield shards
-        yield used
+            if d.get("free_bytes") is not None:
+                free.add_metric([d["tier"], d["id"]], d["free_bytes"])
+        yield from (up, shards, used, free)
 
-        progress = store.maintenance.progress
+    def _heal(self) -> Iterator[Metric]:
+        progress = self.store.maintenance.progress
         yield GaugeMetricFamily("tierstore_degraded_objects", "Blobs known to miss shards", value=len(progress.degraded))
         yield GaugeMetricFamily("tierstore_lost_objects", "Blobs with fewer than k good shards", value=len(progress.lost))
         yield CounterMetricFamily("tierstore_shards_healed", "Shards rebuilt by heal", value=progress.shards_healed)
         yield CounterMetricFamily("tierstore_corrupt_blocks_found", "Corrupt shard blocks found",
                                   value=progress.corrupt_blocks_found)
+        yield CounterMetricFamily("tierstore_scrub_checked_bytes", "Bytes verified by heal/scrub passes",
+                                  value=progress.bytes_checked)
         yield GaugeMetricFamily("tierstore_scrub_running", "1 while a heal/scrub pass runs", value=int(progress.running))
         yield GaugeMetricFamily("tierstore_scrub_checked_blobs", "Blobs verified in the current or last pass",
                                 value=progress.blobs_checked)
         yield GaugeMetricFamily("tierstore_scrub_total_blobs", "Blobs to verify in the current or last pass",
                                 value=progress.blobs_total)
         yield CounterMetricFamily("tierstore_scrub_passes", "Completed heal/scrub passes", value=progress.passes)
+        queue = GaugeMetricFamily("tierstore_heal_queue", "Heal requests waiting, per erasure-coded tier",
+                                  labels=["tier"])
+        for name, tier in self.store.tiers.items():
+            pool = getattr(tier.backend, "pool", None)
+            if pool is not None:
+                queue.add_metric([name], pool.heal_requests.qsize())
+        yield queue
 
+    def _codec(self) -> Iterator[Metric]:
         codec = CounterMetricFamily("tierstore_ec_seconds", "CPU seconds spent in the erasure codec", labels=["op"])
         codec.add_metric(["encode"], CODEC.encode_seconds)
         codec.add_metric(["decode"], CODEC.decode_seconds)
@@ -81,24 +291,213 @@ class StorageCollector(Collector):
         codec_bytes.add_metric(["decode"], CODEC.decode_bytes)
         yield codec_bytes
 
+    def _lifecycle(self) -> Iterator[Metric]:
+        pair = ["from_tier", "to_tier"]
+        moves = CounterMetricFamily("tierstore_lifecycle_transitions", "Objects moved between tiers (catalog)",
+                                    labels=pair)
+        moved = CounterMetricFamily("tierstore_lifecycle_transition_bytes", "Bytes moved between tiers (catalog)",
+                                    labels=pair)
+        energy = CounterMetricFamily(
+            "tierstore_lifecycle_transition_energy_joules",
+            "Estimated energy of moves: GB x (source + target media joules per GB)", labels=pair,
+        )
+        tiers = self.store.tiers
+        for (src, dst), (n, size) in sorted(self.store.catalog.count_moves().items()):
+            moves.add_metric([src, dst], n)
+            moved.add_metric([src, dst], size)
+            per_gb = sum(joules_per_gb(tiers[t].media.media) if t in tiers else DEFAULT_JOULES_PER_GB
+                         for t in (src, dst))
+            energy.add_metric([src, dst], size / 1e9 * per_gb)
+        yield from (moves, moved, energy)
+        lifecycle = self.view.lifecycle
+        if lifecycle is None:
+            return
+        daemon = lifecycle.daemon
+        stats = daemon.mover.stats
+        yield CounterMetricFamily("tierstore_lifecycle_passes", "Lifecycle daemon passes in this process",
+                                  value=daemon.passes)
+        yield GaugeMetricFamily("tierstore_mover_active", "Moves copying now", value=stats.active)
+        yield CounterMetricFamily("tierstore_mover_queued", "Moves handed to the mover", value=stats.queued)
+        yield CounterMetricFamily("tierstore_mover_skipped", "Moves dropped: the object changed while copying",
+                                  value=stats.skipped)
+        yield CounterMetricFamily("tierstore_mover_failed", "Moves that failed", value=stats.failed)
+        yield CounterMetricFamily("tierstore_mover_restores", "Archive restores completed", value=stats.restores)
+        done = CounterMetricFamily("tierstore_mover_moves", "Moves completed by this process's mover", labels=pair)
+        done_bytes = CounterMetricFamily("tierstore_mover_bytes", "Bytes moved by this process's mover", labels=pair)
+        for (src, dst), n in sorted(stats.moves.items()):
+            done.add_metric([src, dst], n)
+            done_bytes.add_metric([src, dst], stats.bytes[(src, dst)])
+        yield from (done, done_bytes)
+        pending = GaugeMetricFamily("tierstore_mover_pending", "Moves queued or running, by target tier",
+                                    labels=["tier"])
+        for tier in tiers:
+            pending.add_metric([tier], daemon.pending_by_tier().get(tier, 0))
+        yield pending
+
+    def _buckets(self) -> Iterator[Metric]:
+        objects = GaugeMetricFamily("tierstore_bucket_objects", "Objects in a bucket, by tier (cached 15 s)",
+                                    labels=["bucket", "tier"])
+        size = GaugeMetricFamily("tierstore_bucket_bytes", "Logical bytes in a bucket, by tier (cached 15 s)",
+                                 labels=["bucket", "tier"])
+        watts = GaugeMetricFamily(
+            "tierstore_bucket_power_watts",
+            "Estimated power of a bucket: its stored bytes x watts_per_tb of the tiers holding them", labels=["bucket"],
+        )
+        buckets = self.view.buckets()
+        ranked = sorted(buckets, key=lambda b: buckets[b]["bytes"], reverse=True)
+        shown, rest = ranked[:MAX_BUCKET_SERIES], ranked[MAX_BUCKET_SERIES:]
+        per_tier: dict[tuple[str, str], list[int]] = {}
+        for (bucket, tier), (n, b) in self.view.slow().buckets.items():
+            label = bucket if bucket in shown or not rest else "_other"
+            totals = per_tier.setdefault((label, tier), [0, 0])
+            totals[0] += n
+            totals[1] += b
+        for (bucket, tier), (n, b) in sorted(per_tier.items()):
+            objects.add_metric([bucket, tier], n)
+            size.add_metric([bucket, tier], b)
+        for bucket in shown:
+            watts.add_metric([bucket], buckets[bucket]["power_watts"])
+        if rest:
+            watts.add_metric(["_other"], sum(buckets[b]["power_watts"] for b in rest))
+        yield from (objects, size, watts)
+
+
+def _version() -> str:
+    try:
+        return version("tierstore")
+    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "unknown"
+
 
 class Metrics:
-    def __init__(self, store: ObjectStore) -> None:
+    def __init__(self, store: ObjectStore, lifecycle: Lifecycle | None = None) -> None:
         self.registry = CollectorRegistry()
+        self.view = StorageView(store, lifecycle)
+        op = ["operation"]
         self.requests = Counter(
             "tierstore_s3_requests", "S3 requests by operation and HTTP status", ["operation", "status"],
             registry=self.registry,
         )
         self.latency = Histogram(
-            "tierstore_s3_request_duration_seconds", "Time to the response head, by S3 operation", ["operation"],
+            "tierstore_s3_request_duration_seconds", "Time to the response head, by S3 operation", op,
             buckets=LATENCY_BUCKETS, registry=self.registry,
         )
-        self.registry.register(StorageCollector(store))
+        self.received = Counter("tierstore_s3_received_bytes", "Request body bytes received, by operation", op,
+                                registry=self.registry)
+        self.sent = Counter("tierstore_s3_sent_bytes", "Response body bytes sent, by operation", op,
+                            registry=self.registry)
+        self.first_byte = Histogram(
+            "tierstore_s3_time_to_first_byte_seconds", "Time to the first body byte of a successful GET", op,
+            buckets=LATENCY_BUCKETS, registry=self.registry,
+        )
+        self.in_flight = Gauge("tierstore_http_requests_in_flight", "HTTP requests being served",
+                               registry=self.registry)
+        Gauge("tierstore_build_info", "The running version (always 1)", ["version"],
+              registry=self.registry).labels(_version()).set(1)
+        self.started = time.time()
+        Gauge("tierstore_start_time_seconds", "When this server started (Unix time)",
+              registry=self.registry).set(self.started)
+        with contextlib.suppress(Exception):  # /proc may be absent (macOS): no process metrics then
+            ProcessCollector(registry=self.registry)
+        self.registry.register(StorageCollector(store, self.view))
 
     def observe(self, operation: str, status: int, started: float) -> None:
         self.requests.labels(operation, str(status)).inc()
         self.latency.labels(operation).observe(time.perf_counter() - started)
 
     async def endpoint(self, request: Request) -> Response:
+        request.state.operation = "Metrics"
         body = await asyncio.to_thread(generate_latest, self.registry)  # the collector reads SQLite
         return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
+def _setup_access_log() -> None:
+    """Access lines go to stderr as bare JSON, whatever format the rest of the log uses."""
+    if not access_log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        access_log.addHandler(handler)
+    access_log.setLevel(logging.INFO)
+    access_log.propagate = False
+
+
+class RequestObserver:
+    """ASGI middleware: body bytes in and out, time to first byte, in-flight count, access log.
+
+    It reads what the gateway records in the request state (`operation`, `bucket`, `error_code`)
+    and the `x-amz-request-id` header it sets; routes outside the S3 gateway are named by path.
+    """
+
+    def __init__(self, app: ASGIApp, metrics: Metrics, access_log_enabled: bool = True) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.log = access_log_enabled
+        if access_log_enabled:
+            _setup_access_log()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        state: dict[str, Any] = scope.setdefault("state", {})
+        seen = {"in": 0, "out": 0, "status": 0, "first": 0.0}
+        request_id = ""
+
+        async def counting_receive() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                seen["in"] += len(message.get("body", b""))
+            return message
+
+        async def counting_send(message: Message) -> None:
+            nonlocal request_id
+            if message["type"] == "http.response.start":
+                seen["status"] = message["status"]
+                for name, value in message.get("headers", ()):
+                    if name.lower() == b"x-amz-request-id":
+                        request_id = value.decode("latin-1")
+            elif message["type"] == "http.response.body":
+                body = message.get("body", b"")
+                if body and not seen["first"]:
+                    seen["first"] = time.perf_counter()
+                seen["out"] += len(body)
+            await send(message)
+
+        self.metrics.in_flight.inc()
+        try:
+            await self.app(scope, counting_receive, counting_send)
+        finally:
+            self.metrics.in_flight.dec()
+            operation = str(state.get("operation") or _path_operation(scope["path"]))
+            metrics = self.metrics
+            if seen["in"]:
+                metrics.received.labels(operation).inc(seen["in"])
+            if seen["out"]:
+                metrics.sent.labels(operation).inc(seen["out"])
+            if seen["first"] and scope["method"] == "GET" and seen["status"] in (200, 206) and \
+                    operation == "GetObject":
+                metrics.first_byte.labels(operation).observe(seen["first"] - started)
+            if self.log:
+                client = scope.get("client")
+                access_log.info(json.dumps({
+                    "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+                    "request_id": request_id or None,
+                    "remote_addr": client[0] if client else None,
+                    "method": scope["method"],
+                    "operation": operation,
+                    "bucket": state.get("bucket"),
+                    "status": seen["status"] or None,
+                    "bytes_in": seen["in"],
+                    "bytes_out": seen["out"],
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                    "error_code": state.get("error_code"),
+                }, separators=(",", ":")))
+
+
+def _path_operation(path: str) -> str:
+    if path.startswith("/_tierstore/admin/"):
+        return "Admin"
+    if path.startswith("/_tierstore/"):
+        return "Tierstore"
+    return "Unrouted"

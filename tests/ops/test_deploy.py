@@ -1,0 +1,84 @@
+"""deploy/: the compose file validates, its volumes match the tier layout, the image is sane."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from server.config import load_config
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+
+def compose_command() -> list[str]:
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    docker = shutil.which("docker")
+    if docker and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0:
+        return [docker, "compose"]
+    pytest.skip("neither docker-compose nor the docker compose plugin is installed (Debian: apt-get install docker-compose)")
+
+
+def test_docker_compose_config_validates() -> None:
+    out = subprocess.run([*compose_command(), "-f", str(DEPLOY / "docker-compose.yml"), "config"],
+                         capture_output=True, text=True, timeout=60, cwd=DEPLOY)
+    assert out.returncode == 0, out.stderr
+    resolved = yaml.safe_load(out.stdout)
+    assert set(resolved["services"]) == {"tierstore", "prometheus", "grafana"}
+
+
+def test_every_simulated_node_has_its_own_volume(tmp_path: Path) -> None:
+    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+    config = load_config(DEPLOY / "tierstore.toml", data_dir=tmp_path)
+    mounts = {}
+    for spec in compose["services"]["tierstore"]["volumes"]:
+        source, target = spec.split(":")[:2]
+        mounts[target] = source
+    expected = {f"/data/domains/{t.name}/n{i}" for t in config.tiers if t.backend == "erasure"
+                for i in range(1, int(t.options["nodes"]) + 1)}
+    assert expected and expected <= set(mounts), sorted(expected - set(mounts))
+    node_volumes = [mounts[target] for target in expected]
+    assert len(set(node_volumes)) == len(node_volumes), "one named volume per node"
+    assert set(node_volumes) <= set(compose["volumes"])
+    assert mounts["/data/catalog"] in compose["volumes"]
+    for tier in config.tiers:
+        if tier.backend == "erasure":
+            assert int(tier.options["nodes"]) > int(tier.options["k"]) + int(tier.options["m"]) - 1
+
+
+def test_compose_store_starts_with_the_compose_layout(tmp_path: Path) -> None:
+    """The tier config the container runs builds a working store (same code path as `serve`)."""
+    import asyncio
+
+    from server.app import build_store
+
+    config = load_config(DEPLOY / "tierstore.toml", data_dir=tmp_path)  # --data wins over /data
+    assert config.catalog_path == tmp_path / "catalog" / "catalog.db"
+
+    async def roundtrip() -> list[str]:
+        store = build_store(config)
+        await store.start()
+        try:
+            return [t["name"] for t in (await store.status())["tiers"]]  # type: ignore[index]
+        finally:
+            await store.close()
+
+    assert asyncio.run(roundtrip()) == ["gpu-direct", "hot", "warm", "cold"]
+
+
+def test_prometheus_scrapes_the_unauthenticated_metrics_path() -> None:
+    prometheus = yaml.safe_load((DEPLOY / "prometheus.yml").read_text())
+    job = prometheus["scrape_configs"][0]
+    assert job["metrics_path"] == "/metrics" and job["static_configs"][0]["targets"] == ["tierstore:9000"]
+
+
+def test_dockerfile_runs_as_non_root_with_a_health_check() -> None:
+    text = (DEPLOY / "Dockerfile").read_text()
+    assert "FROM python:3.11-slim" in text
+    assert "pip install ." in text and "USER tierstore" in text
+    assert "HEALTHCHECK" in text and "/_tierstore/health" in text
+    assert 'VOLUME ["/data"]' in text
