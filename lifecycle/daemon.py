@@ -43,7 +43,14 @@ from lifecycle.rules import (
     parse_lifecycle,
     upload_should_abort,
 )
-from lifecycle.temperature import TemperaturePolicy, Watermarks, bytes_to_free, coldest_first, desired_tier
+from lifecycle.temperature import (
+    TemperaturePolicy,
+    Watermarks,
+    bytes_to_free,
+    coldest_first,
+    desired_tier,
+    over_high_watermark,
+)
 from lifecycle.tracker import AccessTracker
 from tiering.clock import Clock
 from tiering.errors import TieringError
@@ -113,6 +120,7 @@ class LifecycleDaemon:
         self.passes = 0
         self._task: asyncio.Task[None] | None = None
         self._running: asyncio.Task[PassReport] | None = None
+        self._queued = False  # `_running` is waiting for the pass before it to finish
         self._wakeup = asyncio.Event()
 
     # --- running ------------------------------------------------------------------------------
@@ -150,9 +158,26 @@ class LifecycleDaemon:
         return await asyncio.to_thread(self.store.catalog.acquire_lease, LEASE, self.holder, ttl, time.time())
 
     def run_pass(self) -> asyncio.Task[PassReport]:
-        """Start a pass, or join the one already running."""
+        """A pass that starts no earlier than this call: started now, or queued behind a running one.
+
+        Joining a pass already under way is not enough: it may have scanned past an object the
+        caller just changed (a restore requested, a rule put), and `lifecycle run --wait` promises
+        a pass that sees the caller's changes. Callers that arrive while one is queued share it.
+        """
         if self._running is None or self._running.done():
             self._running = asyncio.create_task(self._pass())
+            self._queued = False
+        elif not self._queued:
+            previous = self._running
+
+            async def after_previous() -> PassReport:
+                with contextlib.suppress(Exception):
+                    await previous
+                self._queued = False  # from here on it scans: a later caller needs a later pass
+                return await self._pass()
+
+            self._running = asyncio.create_task(after_previous())
+            self._queued = True
         return self._running
 
     # --- one pass -----------------------------------------------------------------------------
@@ -209,7 +234,9 @@ class LifecycleDaemon:
                 return "expire"
             if action is not None and action.storage_class:
                 tier = tier_for_storage_class(action.storage_class)
-                if tier != record.tier and tier in self.store.tiers:
+                # Data that temperature already put on the target tier still takes the rule's class.
+                changed = tier != record.tier or action.storage_class != record.meta.storage_class
+                if changed and tier in self.store.tiers:
                     return ("move", tier, action.storage_class, f"lifecycle:{action.rule_id}")
         if record.tier == COLD:
             return None  # only a restore reads archived data; temperature never touches it
@@ -326,9 +353,9 @@ class LifecycleDaemon:
             if not capacity or lower is None or lower not in self.store.tiers:
                 continue
             used = usage.get(tier, (0, 0))[1] + incoming[tier] - outgoing[tier]
+            if not over_high_watermark(used, capacity, self.settings.watermarks):
+                continue  # between the watermarks nothing moves: that gap is what keeps tiers from flapping
             need = bytes_to_free(used, capacity, self.settings.watermarks)
-            if need <= 0:
-                continue
             by_key = {(r.bucket, r.key): r for r in candidates.get(tier, [])}
             facts = {id(f): (r, f) for r in by_key.values() for f in [self.facts(r)]}
             ordered = coldest_first([f for _, f in facts.values()], now, self.settings.temperature.half_life_s)

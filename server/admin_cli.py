@@ -17,6 +17,7 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
+from server import admin_topology_cli as topology_cli
 from server.config import DEFAULT_ACCESS_KEY, DEFAULT_SECRET_KEY
 
 
@@ -33,9 +34,11 @@ def add_admin_parser(commands: argparse._SubParsersAction) -> None:  # type: ign
     verbs.add_parser("status", parents=[common], help="tiers, domains, degraded/lost objects, heal progress")
     verbs.add_parser("domains", parents=[common], help="every failure domain with state and usage")
     domain = verbs.add_parser("domain", parents=[common],
-                              help="take a domain (drive, node, rack, zone) offline or online")
-    domain.add_argument("action", choices=["offline", "online"])
-    domain.add_argument("target", help="a drive id (hot-n1-d2) or tier-node/rack/zone (hot-n1)")
+                              help="take a domain (drive, node, rack, zone) offline or online; add, drain, remove")
+    domain.add_argument("action", choices=["offline", "online", "add", "drain", "remove"])
+    domain.add_argument("target", nargs="?", help="a drive id (hot-n1-d2) or tier-node/rack/zone (hot-n1)")
+    topology_cli.add_domain_options(domain)
+    topology_cli.add_parsers(verbs, common)
     heal = verbs.add_parser("heal", parents=[common],
                             help="verify every shard now and rebuild what is missing or corrupt")
     heal.add_argument("--wait", action="store_true", help="return only when the pass is complete")
@@ -126,6 +129,8 @@ def run_admin(args: argparse.Namespace) -> int:
         else:
             print(_table(rows, ["id", "tier", "node", "rack", "state", "shards", "used_bytes", "free_bytes", "path"]))
         return 0
+    if topology_cli.handles(args):
+        return topology_cli.run(args, _call, _fmt)
     if args.verb == "domain":
         result = _call(args, "POST", f"domains/{args.target}/{args.action}")
         print(json.dumps(result, indent=2) if args.json else f"{args.action}: {', '.join(result['domains'])}")

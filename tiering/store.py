@@ -12,13 +12,16 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import os
 import secrets
+import socket
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from tiering import domains
 from tiering.backend import (
     BackendError,
     CapacityExceeded,
@@ -49,6 +52,8 @@ from tiering.errors import (
 )
 from tiering.heat import decayed
 from tiering.maintenance import Maintenance
+from tiering.peers import CHECKPOINT_INTERVAL, Checkpoint, ProcessRegistry
+from tiering.rebalance import Rebalancer
 from tiering.records import (
     BucketRecord,
     ListPage,
@@ -69,9 +74,13 @@ HASH_BATCH = 1 << 20  # hash and write in 1 MiB pieces: few thread hops, bounded
 MIN_PART_SIZE = 5 * 1024 * 1024
 MAX_PARTS = 10_000
 COLLECT_INTERVAL = 2.0
-CHECKPOINT_INTERVAL = 30.0
 # Blobs written this long before the last checkpoint are surely committed or already collected.
 ORPHAN_SLACK = 600.0
+# With other processes alive, a blob they wrote may be in flight (not yet committed) for a while:
+# orphans of a dead process are swept only once everything in its window is this old.
+PEER_ORPHAN_AGE = 3600.0
+COLLECTOR_LEASE = "garbage-collector"
+COLLECTOR_LEASE_TTL = 30.0
 
 
 def new_data_id() -> str:
@@ -265,21 +274,36 @@ class ObjectStore:
         self._started_at = time.time()
         self._tasks: list[asyncio.Task[None]] = []
         self.maintenance = Maintenance(self)
+        self.rebalancer = Rebalancer(self)  # runtime topology (domains table), rebalance and recode
+        self.registry = ProcessRegistry(state_dir, self._started_at) if state_dir else None
+        self.live_peers: list[Checkpoint] = []  # other processes on this data directory at start
+        self._holder = f"{socket.gethostname()}:{os.getpid()}:{id(self)}"
 
     # --- lifecycle of the store itself -------------------------------------------------------
 
     async def start(self) -> None:
+        await self.rebalancer.load()  # domains added/drained/removed and codes changed at runtime
         for tier in self.tiers.values():
             await tier.backend.start()
-        unclean_since = self._read_checkpoint()
-        self._write_checkpoint("running")
-        if unclean_since is not None:
-            self._tasks.append(asyncio.create_task(self._sweep_orphans(unclean_since - ORPHAN_SLACK)))
+        if self.registry is not None:
+            now = time.time()
+            others = [c for c in await asyncio.to_thread(self.registry.scan) if c.running]
+            self.live_peers = [c for c in others if c.alive(now)]
+            await asyncio.to_thread(self.registry.heartbeat)
+            for dead in others:
+                if not dead.alive(now):
+                    self._tasks.append(asyncio.create_task(self._sweep_after_crash(dead)))
+        # Domain states (offline/online) are shared through the catalog with the other processes.
+        await domains.load_domain_state(self, reset=not self.live_peers)
+        self._tasks.append(asyncio.create_task(domains.follow_domain_state(self)))
         self._tasks.append(asyncio.create_task(self._collect_forever()))
-        self._tasks.append(asyncio.create_task(self._checkpoint_forever()))
+        if self.registry is not None:
+            self._tasks.append(asyncio.create_task(self._checkpoint_forever()))
         await self.maintenance.start()
+        await self.rebalancer.start()
 
     async def close(self) -> None:
+        await self.rebalancer.close()
         await self.maintenance.close()
         for task in self._tasks:
             task.cancel()
@@ -289,46 +313,42 @@ class ObjectStore:
         self._tasks.clear()
         for tier in self.tiers.values():
             await tier.backend.close()
-        self._write_checkpoint("clean")
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(self.catalog.release_lease, COLLECTOR_LEASE, self._holder)
+        if self.registry is not None:
+            self.registry.remove()
         self.catalog.close()
 
-    # Crash detection: a "running" marker with a timestamp, rewritten every CHECKPOINT_INTERVAL;
-    # "clean" on an orderly shutdown. Finding "running" at start means the last process died.
-    def _checkpoint_path(self) -> Path | None:
-        return self.state_dir / "checkpoint" if self.state_dir else None
-
-    def _read_checkpoint(self) -> float | None:
-        path = self._checkpoint_path()
-        if path is None or not path.exists():
-            return None
-        state, _, stamp = path.read_text().partition(" ")
-        if state == "clean":
-            return None
-        try:
-            return float(stamp)
-        except ValueError:
-            return 0.0
-
-    def _write_checkpoint(self, state: str) -> None:
-        path = self._checkpoint_path()
-        if path is None:
-            return
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(f"{state} {time.time()}")
-        tmp.replace(path)
-
+    # Crash detection (tiering.peers): each process keeps its own "running" checkpoint file with
+    # a heartbeat, removed on an orderly close. Finding one whose process is gone means it died.
     async def _checkpoint_forever(self) -> None:
+        assert self.registry is not None
         while True:
             await asyncio.sleep(CHECKPOINT_INTERVAL)
-            await asyncio.to_thread(self._write_checkpoint, "running")
+            await asyncio.to_thread(self.registry.heartbeat)
 
-    async def _sweep_orphans(self, since: float) -> None:
-        """After a crash: delete blobs written around the crash that no catalog row names."""
+    async def _sweep_after_crash(self, dead: Checkpoint) -> None:
+        """Sweep what a dead process may have left, then forget its checkpoint."""
+        assert self.registry is not None
+        since = dead.heartbeat - ORPHAN_SLACK
+        # It wrote nothing after its next heartbeat was due; nor can it be younger than us.
+        until = min(dead.heartbeat + 2 * CHECKPOINT_INTERVAL, self._started_at)
+        if any(p.started is None or p.started < until for p in self.live_peers):
+            # A live process wrote at that time too, and a blob of its may still be in flight
+            # (durable, not yet committed): wait until all of that window is an hour old.
+            delay = until + PEER_ORPHAN_AGE - time.time()
+            if delay > 0:
+                log.info("process %s died while others run: orphan sweep in %.0fs", dead.pid, delay)
+                await asyncio.sleep(delay)
+        await self._sweep_orphans(since, until)
+        await asyncio.to_thread(self.registry.forget, dead)
+
+    async def _sweep_orphans(self, since: float, until: float) -> None:
+        """After a crash: delete blobs written in [since, until) that no catalog row names."""
         started = time.time()
         candidates: list[tuple[str, StoredData]] = []
         for name, tier in self.tiers.items():
-            # Only blobs older than this process: what it writes itself may still be in flight.
-            candidates += [(name, s) for s in await tier.backend.recent_data(since, self._started_at)]
+            candidates += [(name, s) for s in await tier.backend.recent_data(since, until)]
         if not candidates:
             return
         removed = 0
@@ -341,10 +361,18 @@ class ObjectStore:
     async def _collect_forever(self) -> None:
         while True:
             try:
-                await self.collect_garbage()
+                # One collector per catalog at a time (several workers may share it): a lease.
+                if await asyncio.to_thread(self._hold_collector_lease):
+                    await self.collect_garbage()
             except Exception:  # keep collecting: one bad blob must not stop the collector
                 log.exception("garbage collection pass failed")
             await asyncio.sleep(COLLECT_INTERVAL)
+
+    def _hold_collector_lease(self) -> bool:
+        now = time.time()
+        if self.catalog.lease_holder(COLLECTOR_LEASE, now) not in (None, self._holder):
+            return False  # a cheap read first: only the holder (or a taker) writes
+        return self.catalog.acquire_lease(COLLECTOR_LEASE, self._holder, COLLECTOR_LEASE_TTL, now)
 
     async def collect_garbage(self, now: float | None = None) -> int:
         """Delete retired blobs whose grace has passed and that no reader here holds."""
@@ -615,6 +643,34 @@ class ObjectStore:
         except (PreconditionFailed, ObjectNotFound):
             if copied is not record.segments:
                 await self._discard(tier, copied)  # the object changed while we copied: keep its new state
+            return None
+
+    async def restripe_object(
+        self,
+        bucket: str,
+        key: str,
+        tier: str,
+        *,
+        needs: Callable[[StoredData], bool],
+        on_chunk: Throttle | None = None,
+    ) -> ObjectRecord | None:
+        """Rewrite an object's data on its own tier with the tier's current code (after a recode),
+        if `needs` says a segment wants it: copy → verify → compare-and-swap on the generation, like
+        a move. None if there was nothing to do or the object changed meanwhile (copy discarded)."""
+        source = await self.open_object(bucket, key, allow_archived=True)
+        try:
+            record = source.record
+            if record.tier != tier or not any(needs(s.stored) for s in record.segments):
+                return None
+            copied = await self._copy_segments(source, tier, on_chunk, verify=True)
+        finally:
+            source.close()
+        try:
+            return await self._in_writer(
+                self.catalog.commit_restripe, bucket, key, expected_generation=record.generation, segments=copied
+            )
+        except (PreconditionFailed, ObjectNotFound):
+            await self._discard(tier, copied)
             return None
 
     async def record_accesses(self, accesses: dict[tuple[str, str], tuple[int, float]], half_life: float) -> None:
