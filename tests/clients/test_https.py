@@ -150,7 +150,10 @@ def test_wrong_trailer_checksum_via_botocore_hook(tls_s3, tls_bucket: str) -> No
     body = os.urandom(100_000)
 
     def corrupt_trailer(request, **_: object) -> None:
-        raw = request.body.read() if hasattr(request.body, "read") else request.body
+        source = request.body
+        if hasattr(source, "seek"):
+            source.seek(0)  # a retry or an earlier hook may have read the stream already
+        raw = source.read() if hasattr(source, "read") else source
         good = crc32_b64(body).encode()
         assert good in raw
         request.body = raw.replace(good, crc32_b64(body + b"!").encode())
