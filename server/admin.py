@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -16,13 +17,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from lifecycle.temperature import heat_histogram
+from server import admin_topology
 from server import errors as s3
 from server.router import bucket_from_host
 from server.signature import RequestToVerify, authenticate
 from tiering.clock import ClockLocked
 from tiering.domains import UnknownDomain, list_domains, set_domain_state
-from tiering.errors import TieringError
+from tiering.errors import RestoreInProgress, TieringError
 from tiering.heat import decayed
+from tiering.records import ObjectRecord
 
 if TYPE_CHECKING:
     from server.app import Gateway
@@ -95,6 +98,10 @@ class AdminApi:
                 return json_response(self.gateway.lifecycle.daemon.status())
             case "GET", ["lifecycle"]:
                 return json_response(self.gateway.lifecycle.daemon.status())
+            case "POST", ["restore"]:
+                return json_response(await self._bulk_restore(request))
+            case "GET", ["restore"]:
+                return json_response(await self._restore_state(request))
             case "GET", ["users"]:
                 return json_response(await asyncio.to_thread(store.catalog.list_users))
             case "POST", ["users"]:
@@ -103,6 +110,11 @@ class AdminApi:
                 if not await asyncio.to_thread(store.catalog.remove_user, access_key):
                     return json_response({"error": "NoSuchUser", "message": f"no user {access_key!r}"}, 404)
                 return json_response({"removed": access_key})
+            case ("POST", ["domains", "add"] | ["domains", _, "drain" | "remove"] | ["tiers", _, "recode"]
+                  | ["rebalance"]) | ("GET", ["rebalance"]):
+                return await admin_topology.handle(store, request, parts)
+            case "DELETE", ["domains", target]:
+                return await admin_topology.handle(store, request, ["domains", target, "remove"])
             case "GET", ["tiers"]:
                 return json_response(await self._tiers())
             case "GET", ["object"]:
@@ -171,3 +183,49 @@ class AdminApi:
         except ValueError as exc:
             return json_response({"error": "UserAlreadyExists", "message": str(exc)}, 409)
         return json_response({"name": name, "access_key": access_key, "secret_key": secret_key, "admin": is_admin})
+
+    async def _archived(self, request: Request) -> AsyncIterator[ObjectRecord]:
+        """Every object under bucket/prefix, page by page (an index scan, never the whole bucket)."""
+        store = self.gateway.store
+        bucket = request.query_params.get("bucket", "")
+        prefix = request.query_params.get("prefix", "")
+        marker = ""
+        while True:
+            page = await store.list_objects(bucket, prefix=prefix, start_after=marker, max_keys=1000)
+            for record in page.objects:
+                yield record
+            if not page.is_truncated or not page.next_marker:
+                return
+            marker = page.next_marker
+
+    async def _bulk_restore(self, request: Request) -> dict[str, int]:
+        days = int(request.query_params.get("days", "1") or 1)
+        counts = {"requested": 0, "already": 0, "skipped": 0}
+        try:
+            async for record in self._archived(request):
+                if record.tier != "cold":
+                    counts["skipped"] += 1
+                    continue
+                try:
+                    already = await self.gateway.store.request_restore(record.bucket, record.key, days)
+                except RestoreInProgress:
+                    already = True
+                counts["already" if already else "requested"] += 1
+        except TieringError as exc:
+            raise s3.NoSuchBucket(str(exc)) from exc
+        if counts["requested"]:
+            self.gateway.lifecycle.daemon.wake()
+        return counts
+
+    async def _restore_state(self, request: Request) -> dict[str, int]:
+        state = {"archived": 0, "restored": 0, "ongoing": 0}
+        now = self.gateway.store.clock()
+        async for record in self._archived(request):
+            if record.tier != "cold":
+                continue
+            state["archived"] += 1
+            if record.restore is not None and record.restore.ongoing:
+                state["ongoing"] += 1
+            elif record.restore is not None and record.restore.expiry > now:
+                state["restored"] += 1
+        return state

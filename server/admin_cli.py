@@ -7,6 +7,7 @@ import json
 import os
 import ssl
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -48,6 +49,12 @@ def add_admin_parser(commands: argparse._SubParsersAction) -> None:  # type: ign
     lifecycle = verbs.add_parser("lifecycle", parents=[common], help="the lifecycle daemon")
     lifecycle.add_argument("action", choices=["run", "status"])
     lifecycle.add_argument("--wait", action="store_true", help="return when the pass and its moves are done")
+    restore = verbs.add_parser("restore", parents=[common],
+                               help="restore every archived object under a prefix (bulk RestoreObject)")
+    restore.add_argument("bucket")
+    restore.add_argument("--prefix", default="")
+    restore.add_argument("--days", type=int, default=1, help="how long the restored copies stay")
+    restore.add_argument("--wait", action="store_true", help="return when every copy is readable")
     user = verbs.add_parser("user", parents=[common], help="S3 users: add, list, remove")
     user.add_argument("action", choices=["add", "list", "remove"])
     user.add_argument("name", nargs="?", help="add: the user's name; remove: the access key")
@@ -136,7 +143,10 @@ def run_admin(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2) if args.json else f"{args.action}: {', '.join(result['domains'])}")
         return 0
     if args.verb == "heal":
-        result = _call(args, "POST", "heal", "wait=true" if args.wait else "")
+        if args.wait and not args.json and sys.stderr.isatty():
+            result = _heal_with_progress(args)
+        else:
+            result = _call(args, "POST", "heal", "wait=true" if args.wait else "")
         if args.json:
             print(json.dumps(result, indent=2))
         else:
@@ -170,6 +180,8 @@ def run_admin(args: argparse.Namespace) -> int:
         return 0
     if args.verb == "user":
         return _user(args)
+    if args.verb == "restore":
+        return _bulk_restore(args)
     if args.verb == "tiers":
         rows = _call(args, "GET", "tiers")
         if args.json:
@@ -218,4 +230,51 @@ def _user(args: argparse.Namespace) -> int:
         return 0
     result = _call(args, "DELETE", f"users/{urllib.parse.quote(args.name, safe='')}")
     print(json.dumps(result, indent=2) if args.json else f"removed {result['removed']}")
+    return 0
+
+
+def progress_bar(label: str, done: int, total: int, *, final: bool = False) -> None:
+    """One self-overwriting line on a terminal: [#######.....]  58%  label  (n/total)."""
+    if not sys.stderr.isatty():
+        return
+    width = 30
+    fraction = min(1.0, done / total) if total else 1.0
+    filled = int(width * fraction)
+    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {fraction:4.0%}  {label}  ({done}/{total})")
+    if final:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def _heal_with_progress(args: argparse.Namespace) -> dict[str, Any]:
+    before = _call(args, "GET", "heal")["passes"]
+    _call(args, "POST", "heal")
+    while True:
+        state = _call(args, "GET", "heal")
+        done = not state["running"] and state["passes"] > before
+        progress_bar("heal: blobs verified", state["blobs_checked"], state["blobs_total"], final=done)
+        if done:
+            return state
+        time.sleep(0.5)
+
+
+def _bulk_restore(args: argparse.Namespace) -> int:
+    query = urllib.parse.urlencode({"bucket": args.bucket, "prefix": args.prefix, "days": args.days})
+    started = _call(args, "POST", "restore", query)
+    state = started
+    where = urllib.parse.urlencode({"bucket": args.bucket, "prefix": args.prefix})
+    while args.wait:
+        state = _call(args, "GET", "restore", where)
+        finished = state["ongoing"] == 0
+        if not args.json:
+            progress_bar("restore: copies readable", state["restored"], state["archived"], final=finished)
+        if finished:
+            break
+        time.sleep(0.5)
+    if args.json:
+        print(json.dumps({"requested": started, "state": state}, indent=2))
+    else:
+        print(f"restore of {args.bucket}/{args.prefix}: {started['requested']} requested, "
+              f"{started['already']} already restored, {started['skipped']} not archived; "
+              f"{state['restored']}/{state['archived']} readable now")
     return 0
