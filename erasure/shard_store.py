@@ -26,6 +26,36 @@ from erasure.topology import Domain
 
 TMP_DIR = ".tmp"
 _DATA_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
+# Several processes may write to one domain (`tierstore serve --workers N`, a lifecycle process):
+# a temporary file's name ends in ".p<pid>.tmp", so that a sweep removes only what a dead writer
+# left (or what no one touched for `max_age`), never a live writer's file.
+_STARTED = time.time()
+_TMP_OWNER = re.compile(r".*\.p([0-9]+)\.tmp")
+
+
+def tmp_owner_tag() -> str:
+    """The writer tag for this process's temporary files (`<name>.p<pid>.tmp`)."""
+    return f"p{os.getpid()}"
+
+
+def tmp_owner_dead(name: str, mtime: float) -> bool:
+    """True when the temporary file `name` was written by a process that no longer exists.
+
+    A pid reused by another process reads as alive: the file then waits for the age limit.
+    """
+    match = _TMP_OWNER.fullmatch(name)
+    if match is None:
+        return False  # no owner recorded (an older version): only the age limit applies
+    pid = int(match.group(1))
+    if pid == os.getpid():
+        return mtime < _STARTED  # an earlier process with this pid (a container's restarted pid 1)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # exists (EPERM: another user's process)
+    return False
 
 
 def check_data_id(data_id: str) -> str:
@@ -88,7 +118,7 @@ class ShardStore:
         return True
 
     def sweep_tmp(self, max_age: float = 3600.0) -> int:
-        """Remove temporary files older than `max_age` seconds left by crashed or abandoned writes."""
+        """Remove temporary files of dead writers, or untouched for `max_age` seconds (abandoned)."""
         self.check_online()
         tmp = self.domain.path / TMP_DIR
         removed = 0
@@ -102,7 +132,8 @@ class ShardStore:
                 if entry.name in self._active_tmp:
                     continue
             try:
-                if entry.stat().st_mtime <= cutoff:
+                mtime = entry.stat().st_mtime
+                if mtime <= cutoff or tmp_owner_dead(entry.name, mtime):
                     os.unlink(entry.path)
                     removed += 1
             except FileNotFoundError:
@@ -130,7 +161,7 @@ class ShardStore:
             self.shard_bytes += size
 
     def _tmp_path(self, header: ShardHeader) -> Path:
-        name = f"{header.data_id}.{header.index}.{secrets.token_hex(6)}.tmp"
+        name = f"{header.data_id}.{header.index}.{secrets.token_hex(6)}.{tmp_owner_tag()}.tmp"
         with self._lock:
             self._active_tmp.add(name)
         return self.domain.path / TMP_DIR / name

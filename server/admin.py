@@ -37,6 +37,10 @@ def json_response(value: Any, status: int = 200) -> Response:
     return Response(json.dumps(value, indent=2, default=str), status_code=status, media_type="application/json")
 
 
+# Classes whose objects may sit in the archive tier (bulk restore looks only at these).
+ARCHIVE_CLASSES = {"GLACIER", "DEEP_ARCHIVE", "COLD"}
+
+
 class AdminApi:
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
@@ -192,8 +196,9 @@ class AdminApi:
         marker = ""
         while True:
             page = await store.list_objects(bucket, prefix=prefix, start_after=marker, max_keys=1000)
-            for record in page.objects:
-                yield record
+            for entry in page.objects:
+                if entry.storage_class in ARCHIVE_CLASSES or entry.storage_class == "INTELLIGENT_TIERING":
+                    yield await store.head_object(bucket, entry.key)
             if not page.is_truncated or not page.next_marker:
                 return
             marker = page.next_marker

@@ -6,11 +6,14 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
+import select
 import signal
+import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +23,7 @@ import uvicorn
 from server.admin_cli import add_admin_parser, run_admin
 from server.app import build_lifecycle, build_store, create_app
 from server.config import ServerConfig, load_config
+from server.workers import Supervisor, bind_sockets, inherited_sockets, signal_ready, worker_setup
 
 # Blocking work (disk, hashing, SQLite) runs in threads; many concurrent streams need many.
 IO_THREADS = 64
@@ -27,10 +31,94 @@ IO_THREADS = 64
 # gets this long to finish closing before it is dropped: a TLS close waits for the client's
 # close_notify, which an idle keep-alive client never sends.
 CLOSING_GRACE = 1.0
+# Draining (SIGTERM): an idle keep-alive connection is closed only after this long, so that a
+# client that sends its next request meanwhile gets it answered (with `Connection: close`)
+# instead of racing the close — the classic failed request of a restart.
+DRAIN_IDLE_GRACE = 2.0
+# How long a stopping server keeps taking connections the kernel already queued for it.
+ACCEPT_DRAIN_LIMIT = 1.0
+
+Scope = MutableMapping[str, object]
+Message = MutableMapping[str, object]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class _DrainGate:
+    """The app, plus `Connection: close` on every response that starts once draining began."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.draining = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.draining and scope["type"] == "http":
+            send = _closing(send)
+        await self.app(scope, receive, send)
+
+
+def _closing(send: Send) -> Send:
+    async def closing_send(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"connection"]  # type: ignore[attr-defined]
+            message = {**message, "headers": [*headers, (b"connection", b"close")]}
+        await send(message)
+
+    return closing_send
+
+
+def _readable(sock: object) -> bool:
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return False
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server with two shutdown fixes: exit status 0 and no wait on idle TLS clients."""
+    """uvicorn's server with a draining shutdown, exit status 0 and no wait on idle TLS clients.
+
+    Shutdown (SIGTERM): take what the kernel already queued for our listening sockets, then stop
+    listening; answer every further request with `Connection: close`; close idle keep-alive
+    connections only after DRAIN_IDLE_GRACE; wait (up to 30 s) for requests in flight.
+    """
+
+    def __init__(self, config: uvicorn.Config, gate: _DrainGate) -> None:
+        super().__init__(config)
+        self.gate = gate
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        logging.getLogger("tierstore.server").info("draining: %d connection(s) open",
+                                                   len(self.server_state.connections))
+        await self._stop_accepting()
+        for sock in sockets or []:
+            sock.close()
+        self.gate.draining = True
+        for connection in list(self.server_state.connections):
+            cycle = getattr(connection, "cycle", None)
+            if cycle is not None and not cycle.response_complete:
+                cycle.keep_alive = False  # its response says `Connection: close`
+        try:
+            await asyncio.wait_for(self._wait_tasks_to_complete(), timeout=self.config.timeout_graceful_shutdown)
+        except TimeoutError:
+            logging.getLogger("tierstore.server").error(
+                "cancelling %d request(s) still running after the graceful shutdown timeout",
+                len(self.server_state.tasks))
+            for task in self.server_state.tasks:
+                task.cancel(msg="graceful shutdown timeout exceeded")
+        if not self.force_exit:
+            await self.lifespan.shutdown()
+
+    async def _stop_accepting(self) -> None:
+        # Connections the kernel queued on our sockets are lost when they close (a shared
+        # socket's queue is not, but taking them is harmless): accept them first.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ACCEPT_DRAIN_LIMIT
+        for server in self.servers:
+            listeners = list(server.sockets or [])
+            while loop.time() < deadline and any(_readable(s) for s in listeners):
+                await asyncio.sleep(0.002)
+            server.close()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -53,16 +141,20 @@ class _Server(uvicorn.Server):
         # closed with a TLS shutdown that waits for the peer (up to 30 s); requests still in
         # flight are what a graceful stop must wait for, not those idle sockets.
         closing_since: dict[int, float] = {}
+        drain_started = time.monotonic()
         while self.server_state.connections and not self.force_exit:
             now = time.monotonic()
             for connection in list(self.server_state.connections):
+                cycle = getattr(connection, "cycle", None)
+                if now - drain_started >= DRAIN_IDLE_GRACE and (cycle is None or cycle.response_complete):
+                    connection.shutdown()  # idle all through the grace: close it
                 transport = getattr(connection, "transport", None)
                 if transport is None or not transport.is_closing() or transport.get_write_buffer_size():
                     continue
                 since = closing_since.setdefault(id(connection), now)
                 if now - since >= CLOSING_GRACE:
                     transport.abort()
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.05)
         await super()._wait_tasks_to_complete()
 
 
@@ -79,6 +171,14 @@ def _parser() -> argparse.ArgumentParser:
                        help="allow `tierstore admin clock advance` (tests and demos only)")
     serve.add_argument("--no-lifecycle", action="store_true",
                        help="do not run the lifecycle daemon here (run `tierstore lifecycle` instead)")
+    serve.add_argument("--workers", type=int, metavar="N",
+                       help="run N worker processes on one port under a supervisor "
+                            "(SIGHUP: rolling restart; SIGTERM: drain and stop)")
+    serve.add_argument("--reuse-port", action="store_true",
+                       help="bind with SO_REUSEPORT, so that another `tierstore serve --reuse-port` "
+                            "(a new version) can take over the port without downtime")
+    serve.add_argument("--listen-fds", help=argparse.SUPPRESS)  # a worker: the supervisor's sockets
+    serve.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)  # a worker: say "ready" here
     daemon = commands.add_parser("lifecycle", help="run only the lifecycle daemon, beside a server")
     daemon.add_argument("--config", type=Path, help="TOML configuration file (the server's)")
     daemon.add_argument("--data", type=Path, help="data directory (the server's)")
@@ -101,11 +201,21 @@ def _banner(config: ServerConfig) -> str:
     return "\n".join(lines)
 
 
-async def serve(config: ServerConfig) -> None:
+async def serve(
+    config: ServerConfig,
+    *,
+    sockets: list[socket.socket] | None = None,
+    reuse_port: bool = False,
+    ready_fd: int | None = None,
+) -> None:
+    """Serve until SIGTERM/SIGINT, then drain. `sockets`: inherited from a supervisor (a worker)."""
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(IO_THREADS, thread_name_prefix="io"))
-    app = create_app(config)
+    if sockets is None:
+        # Bound now (a port in use fails fast), listening only once the store has started.
+        sockets = bind_sockets(config.listen_host, config.listen_port, reuse_port=reuse_port, listen=False)
+    gate = _DrainGate(create_app(config))
     uv_config = uvicorn.Config(
-        app,
+        gate,
         host=config.listen_host,
         port=config.listen_port,
         http="httptools",
@@ -119,14 +229,44 @@ async def serve(config: ServerConfig) -> None:
         timeout_graceful_shutdown=30,
         timeout_keep_alive=30,
     )
-    server = _Server(uv_config)
-    task = asyncio.create_task(server.serve())
+    server = _Server(uv_config, gate)
+    task = asyncio.create_task(server.serve(sockets=sockets))
     while not server.started and not task.done():
         await asyncio.sleep(0.02)
     if server.started:
-        # Tests and scripts wait for this line: it is printed only once requests are accepted.
-        print(_banner(config), flush=True)
+        if ready_fd is not None:
+            print(f"tierstore: worker {os.getpid()} accepting on {config.listen}", flush=True)
+            signal_ready(ready_fd)
+        else:
+            # Tests and scripts wait for this line: it is printed only once requests are accepted.
+            print(_banner(config), flush=True)
     await task
+    if threading.current_thread() is threading.main_thread():
+        # Drained and closed: a further SIGTERM (a supervisor, an impatient script) must not turn
+        # the clean exit that follows into "killed by SIGTERM".
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _ignore_sighup() -> None:
+    def note(_sig: int, _frame: object) -> None:
+        logging.getLogger("tierstore.server").warning(
+            "SIGHUP ignored: a rolling restart needs `tierstore serve --workers N`")
+
+    signal.signal(signal.SIGHUP, note)
+
+
+def _supervise(config: ServerConfig, argv: list[str], workers: int, reuse_port: bool) -> int:
+    if workers < 1:
+        print("tierstore: --workers must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        sockets = bind_sockets(config.listen_host, config.listen_port, reuse_port=reuse_port, listen=True)
+    except OSError as exc:
+        print(f"tierstore: cannot listen on {config.listen}: {exc}", file=sys.stderr)
+        return 1
+    # Workers re-read the command line (and so the configuration and the code) when started.
+    command = [sys.executable, "-m", "server.cli", *argv]
+    return Supervisor(command, sockets, workers, _banner(config)).run()
 
 
 async def run_lifecycle_only(config: ServerConfig) -> None:
@@ -157,6 +297,7 @@ def _run(coro_factory: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     if args.command == "admin":
         return run_admin(args)
@@ -174,7 +315,25 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        _run(serve(config) if args.command == "serve" else run_lifecycle_only(config))
+        if args.command == "lifecycle":
+            _run(run_lifecycle_only(config))
+            return 0
+        if args.listen_fds:  # a worker under a supervisor
+            worker_setup()
+            _run(serve(config, sockets=inherited_sockets(args.listen_fds), ready_fd=args.ready_fd))
+            return 0
+        if args.workers is not None:
+            return _supervise(config, argv, args.workers, args.reuse_port)
+        _ignore_sighup()
+        try:
+            _run(serve(config, reuse_port=args.reuse_port))
+        except OSError as exc:
+            if exc.errno not in (98, 48):  # EADDRINUSE (Linux, BSD)
+                raise
+            print(f"tierstore: cannot listen on {config.listen}: {exc}"
+                  + ("" if args.reuse_port else " (another server may take over a port only with "
+                     "--reuse-port on both)"), file=sys.stderr)
+            return 1
         return 0
     return 2
 

@@ -9,6 +9,7 @@ every malformed document becomes MalformedXML.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Iterable
 from typing import Union
 from xml.etree.ElementTree import Element
@@ -50,9 +51,13 @@ def document(root: str, children: Iterable[tuple[str, Value]], *, namespace: str
 
 
 def iso_time(timestamp: float) -> str:
-    """S3's XML timestamp form: 2024-01-02T03:04:05.000Z."""
-    moment = dt.datetime.fromtimestamp(timestamp, dt.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    """S3's XML timestamp form: 2024-01-02T03:04:05.000Z (one per listed key: kept cheap)."""
+    seconds = int(timestamp)
+    t = time.gmtime(seconds)
+    millis = int((timestamp - seconds) * 1000)
+    return (
+        f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}.{millis:03d}Z"
+    )
 
 
 def http_date(timestamp: float) -> str:

@@ -35,6 +35,7 @@ from tiering.errors import (
 from tiering.heat import DEFAULT_HALF_LIFE, bump, decayed
 from tiering.records import (
     BucketRecord,
+    ListEntry,
     ListPage,
     MoveRecord,
     ObjectMeta,
@@ -72,6 +73,7 @@ SCHEMA = [
         last_access REAL NOT NULL DEFAULT 0,
         tier_since REAL NOT NULL DEFAULT 0,
         restore TEXT,
+        storage_class TEXT NOT NULL DEFAULT 'STANDARD',  -- copied out of meta: listings read no JSON
         PRIMARY KEY (bucket, key)
     )""",
     # History of tier moves per object, for `tierstore admin object` (append-only, small rows).
@@ -182,6 +184,8 @@ OBJECT_COLUMNS = (
     "checksum_algorithm, checksum, segments, heat, heat_at, last_access, tier_since, restore"
 )
 OBJECT_PLACEHOLDERS = ",".join("?" * 17)
+# What a listing shows of each key: plain columns, no JSON to decode (listing is a hot path).
+LIST_COLUMNS = "key, size, etag, last_modified, storage_class, checksum_algorithm"
 
 ARCHIVE_STATUS = "x-amz-archive-status"
 
@@ -239,6 +243,7 @@ class Catalog:
         self._writer = self._connect()
         for statement in SCHEMA:
             self._writer.execute(statement)
+        self._migrate()
         self._writer.commit()
         # Group commit: transactions are written to the WAL without an fsync each; a committer
         # then waits until the WAL is fsync'd past its commit, and one fsync serves every
@@ -250,6 +255,17 @@ class Catalog:
         self._syncing = False
         self.fsyncs = 0
         self._wal_fd = os.open(f"{path}-wal", os.O_RDONLY) if durable else -1
+
+    def _migrate(self) -> None:
+        """Bring a catalog made by an older version up to this schema (additive changes only)."""
+        columns = {row[1] for row in self._writer.execute("PRAGMA table_info(objects)")}
+        if "storage_class" not in columns:
+            self._writer.execute("ALTER TABLE objects ADD COLUMN storage_class TEXT NOT NULL DEFAULT 'STANDARD'")
+            for bucket, key, meta in self._writer.execute("SELECT bucket, key, meta FROM objects").fetchall():
+                self._writer.execute(
+                    "UPDATE objects SET storage_class = ? WHERE bucket = ? AND key = ?",
+                    (json.loads(meta).get("sc", "STANDARD"), bucket, key),
+                )
 
     # --- connections ------------------------------------------------------------------------
 
@@ -491,7 +507,7 @@ class Catalog:
             [(s.stored.data_id, record.tier, record.bucket, record.key) for s in record.segments],
         )
         db.execute(
-            f"INSERT OR REPLACE INTO objects ({OBJECT_COLUMNS}) VALUES ({OBJECT_PLACEHOLDERS})",
+            f"INSERT OR REPLACE INTO objects ({OBJECT_COLUMNS}, storage_class) VALUES ({OBJECT_PLACEHOLDERS}, ?)",
             (
                 record.bucket,
                 record.key,
@@ -510,6 +526,7 @@ class Catalog:
                 now,
                 now,
                 None,
+                record.meta.storage_class,
             ),
         )
         return ObjectRecord(
@@ -532,9 +549,9 @@ class Catalog:
                 raise PreconditionFailed("etag")
             now = time.time()
             db.execute(
-                "UPDATE objects SET meta = ?, tags = ?, last_modified = ?, generation = generation + 1 "
-                "WHERE bucket = ? AND key = ?",
-                (_dumps(meta.to_json()), _dumps(meta.tags), now, bucket, key),
+                "UPDATE objects SET meta = ?, tags = ?, storage_class = ?, last_modified = ?, "
+                "generation = generation + 1 WHERE bucket = ? AND key = ?",
+                (_dumps(meta.to_json()), _dumps(meta.tags), meta.storage_class, now, bucket, key),
             )
         return ObjectRecord(
             **{**current.__dict__, "meta": meta, "last_modified": now, "generation": current.generation + 1}
@@ -602,7 +619,7 @@ class Catalog:
             return ListPage([], [], False, None)
         batch = min(max_keys + 1, 1001)
         while True:
-            sql = f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key {'>=' if inclusive else '>'} ?"
+            sql = f"SELECT {LIST_COLUMNS} FROM objects WHERE bucket = ? AND key {'>=' if inclusive else '>'} ?"
             args: list[Any] = [bucket, lower]
             if upper is not None:
                 sql += " AND key < ?"
@@ -638,7 +655,7 @@ class Catalog:
                 if len(objects) + len(prefixes) >= max_keys:
                     cursor.close()
                     return ListPage(objects, prefixes, True, last)
-                objects.append(self._object_from_row(row))
+                objects.append(ListEntry(*row))
                 last = key
             if not sought:
                 if seen < batch:
@@ -954,9 +971,9 @@ class Catalog:
                 [(s.stored.data_id, tier, bucket, key) for s in segments],
             )
             db.execute(
-                "UPDATE objects SET tier = ?, segments = ?, meta = ?, tier_since = ?, restore = ?, "
-                "generation = generation + 1 WHERE bucket = ? AND key = ?",
-                (tier, _dumps([s.to_json() for s in segments]), _dumps(meta.to_json()), now,
+                "UPDATE objects SET tier = ?, segments = ?, meta = ?, storage_class = ?, tier_since = ?, "
+                "restore = ?, generation = generation + 1 WHERE bucket = ? AND key = ?",
+                (tier, _dumps([s.to_json() for s in segments]), _dumps(meta.to_json()), meta.storage_class, now,
                  _dumps(restore.to_json()) if restore else None, bucket, key),
             )
             db.execute(

@@ -7,6 +7,7 @@ the catalog, so a separate `tierstore lifecycle` process sees the same time as t
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,9 @@ if TYPE_CHECKING:
     from tiering.catalog import Catalog
 
 OFFSET_SETTING = "clock_offset_seconds"
+# An adjustable clock re-reads the shared offset at most this often when read (another worker, or
+# the lifecycle process, may have advanced it): one indexed read a second, test clocks only.
+RELOAD_INTERVAL = 1.0
 
 
 class ClockLocked(Exception):
@@ -25,9 +29,15 @@ class Clock:
         self.adjustable = adjustable
         self.catalog = catalog
         self.offset = 0.0
+        self._fresh_until = 0.0
         self.reload()
 
     def now(self) -> float:
+        if self.adjustable and self.catalog is not None and time.monotonic() >= self._fresh_until:
+            try:
+                self.reload()
+            except sqlite3.Error:
+                self._fresh_until = time.monotonic() + RELOAD_INTERVAL  # keep the last offset
         return time.time() + self.offset
 
     def __call__(self) -> float:
@@ -38,6 +48,7 @@ class Clock:
         if self.catalog is not None and self.adjustable:
             stored = self.catalog.get_setting(OFFSET_SETTING)
             self.offset = float(stored) if stored else 0.0
+            self._fresh_until = time.monotonic() + RELOAD_INTERVAL
 
     def advance(self, seconds: float) -> float:
         if not self.adjustable:

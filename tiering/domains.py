@@ -3,14 +3,28 @@
 The domains themselves belong to each erasure-coded tier's pool (`erasure.Topology`); this module
 gives them one namespace across tiers. A target names a drive (`hot-n1-d2`), or everything under a
 node, rack or zone of one tier (`hot-n1`, `hot-rack1`, `hot-zone1`).
+
+The state set here is also kept in the catalog (settings `domain_state:<drive>` and a version):
+every process on the same data directory (workers, a lifecycle process) follows it within a
+second. A start with no other process alive clears it: a fresh start finds every domain online.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import secrets
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tiering.store import ObjectStore
+
+
+log = logging.getLogger("tierstore.domains")
+
+STATE_PREFIX = "domain_state:"
+VERSION_SETTING = "domain_state_version"
+FOLLOW_INTERVAL = 0.5
 
 
 class UnknownDomain(KeyError):
@@ -47,5 +61,53 @@ def set_domain_state(store: ObjectStore, target: str, online: bool) -> list[str]
             continue
         ids = [d.id for d in changed]
         store.maintenance.domains_changed(ids, online)
+        _persist(store, {i: "online" if online else "offline" for i in ids})
         return ids
     raise UnknownDomain(target)
+
+
+def _persist(store: ObjectStore, states: dict[str, str]) -> None:
+    for drive, state in states.items():
+        store.catalog.put_setting(STATE_PREFIX + drive, state)
+    store.catalog.put_setting(VERSION_SETTING, secrets.token_hex(8))  # written last: readers see all
+
+
+def _apply(store: ObjectStore, states: dict[str, str]) -> None:
+    """Make this process's domains match the shared state (drives it has no row for are left as they are)."""
+    changed: dict[bool, list[str]] = {True: [], False: []}
+    for name, state in states.items():
+        drive = name[len(STATE_PREFIX) :]
+        for pool in _pools(store).values():
+            domain = pool.topology.get(drive)
+            if domain is not None and domain.state != state:
+                pool.topology.set_state(drive, state, "drive")
+                changed[state == "online"].append(drive)
+    for online, ids in changed.items():
+        if ids:
+            log.info("domains %s: %s (set by another process)", "online" if online else "offline", ids)
+            store.maintenance.domains_changed(ids, online)
+
+
+async def load_domain_state(store: ObjectStore, *, reset: bool) -> None:
+    """At start: take up the shared state, or (`reset`: no other process alive) clear it."""
+    states = await asyncio.to_thread(store.catalog.settings_with_prefix, STATE_PREFIX)
+    if reset:
+        stale = {name[len(STATE_PREFIX) :]: "online" for name, state in states.items() if state != "online"}
+        if stale:
+            await asyncio.to_thread(_persist, store, stale)
+        return
+    _apply(store, states)
+
+
+async def follow_domain_state(store: ObjectStore) -> None:
+    """Pick up domain states other processes set (polls one setting every FOLLOW_INTERVAL)."""
+    seen: str | None = None
+    while True:
+        await asyncio.sleep(FOLLOW_INTERVAL)
+        try:
+            version = await asyncio.to_thread(store.catalog.get_setting, VERSION_SETTING)
+            if version != seen:
+                _apply(store, await asyncio.to_thread(store.catalog.settings_with_prefix, STATE_PREFIX))
+                seen = version
+        except Exception:  # keep following: a busy catalog must not end it
+            log.exception("reading the shared domain state failed")

@@ -168,8 +168,20 @@ class PartRecord:
 
 
 @dataclass(frozen=True)
+class ListEntry:
+    """What a listing shows of one object (no metadata, no locations: cheap to read)."""
+
+    key: str
+    size: int
+    etag: str
+    last_modified: float
+    storage_class: str
+    checksum_algorithm: str | None
+
+
+@dataclass(frozen=True)
 class ListPage:
-    objects: list[ObjectRecord]
+    objects: list[ListEntry]
     common_prefixes: list[str]
     is_truncated: bool
     # Where the next page starts: the last key or common prefix returned.

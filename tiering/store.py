@@ -657,7 +657,10 @@ class ObjectStore:
         """Rewrite an object's data on its own tier with the tier's current code (after a recode),
         if `needs` says a segment wants it: copy → verify → compare-and-swap on the generation, like
         a move. None if there was nothing to do or the object changed meanwhile (copy discarded)."""
-        source = await self.open_object(bucket, key, allow_archived=True)
+        try:
+            source = await self.open_object(bucket, key, allow_archived=True)
+        except (ObjectNotFound, BucketNotFound):
+            return None  # deleted since the rebalancer planned it
         try:
             record = source.record
             if record.tier != tier or not any(needs(s.stored) for s in record.segments):

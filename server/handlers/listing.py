@@ -15,7 +15,7 @@ from server.http_semantics import encode_key
 from server.operations import Operation
 from server.responses import xml_response
 from server.xml_io import Value, document, iso_time
-from tiering.records import ListPage, ObjectRecord, UploadRecord
+from tiering.records import ListEntry, ListPage, UploadRecord
 
 MAX_KEYS = 1000
 
@@ -28,13 +28,13 @@ def _encoding(req: S3Request) -> str | None:
     return value
 
 
-def _content(req: S3Request, record: ObjectRecord, encoding: str | None, with_owner: bool) -> Value:
+def _content(req: S3Request, record: ListEntry, encoding: str | None, with_owner: bool) -> Value:
     entry: list[tuple[str, Value]] = [
         ("Key", encode_key(record.key, encoding)),
         ("LastModified", iso_time(record.last_modified)),
         ("ETag", f'"{record.etag}"'),
         ("Size", record.size),
-        ("StorageClass", record.meta.storage_class),
+        ("StorageClass", record.storage_class),
     ]
     if record.checksum_algorithm:
         entry.append(("ChecksumAlgorithm", record.checksum_algorithm))
@@ -158,7 +158,7 @@ async def list_object_versions(req: S3Request) -> Response:
             ("LastModified", iso_time(record.last_modified)),
             ("ETag", f'"{record.etag}"'),
             ("Size", record.size),
-            ("StorageClass", record.meta.storage_class),
+            ("StorageClass", record.storage_class),
             ("Owner", owner_xml(req)),  # type: ignore[list-item]
         ]))
     children += _prefixes(page, encoding)

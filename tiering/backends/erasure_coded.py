@@ -142,9 +142,9 @@ class ErasureCodedBackend(TierBackend):
         return result, StoredData(stored.data_id, stored.size, result.location)
 
     async def start(self) -> None:
-        # One gateway owns these domains: any temporary shard found at start-up was being written
-        # by a process that died (a SIGKILL mid-upload), so it is garbage whatever its age.
-        await self.pool.start(tmp_max_age=0.0)
+        # Several processes may share these domains (workers, a lifecycle process): sweep only the
+        # temporary shards whose writer died (a SIGKILL mid-upload), or untouched for an hour.
+        await self.pool.start(tmp_max_age=3600.0)
 
     async def close(self) -> None:
         await self.pool.close()

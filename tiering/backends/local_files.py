@@ -9,12 +9,14 @@ tiers and as the reference the erasure-coded backend is benchmarked against.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from erasure.shard_store import tmp_owner_dead, tmp_owner_tag
 from tiering.backend import (
     DataNotFound,
     DataReader,
@@ -40,7 +42,7 @@ class _FileWriter(DataWriter):
     def __init__(self, backend: LocalFilesBackend, data_id: str) -> None:
         self._backend = backend
         self._data_id = data_id
-        self._tmp = backend.tmp_dir / data_id
+        self._tmp = backend.tmp_dir / f"{data_id}.{tmp_owner_tag()}.tmp"  # the writer's pid: see sweep
         self._file: BinaryIO | None = None
         self._size = 0
         self._buffer = bytearray()
@@ -145,10 +147,15 @@ class LocalFilesBackend(TierBackend):
         return await asyncio.to_thread(self.path_for(stored.data_id).exists)
 
     async def start(self) -> None:
-        # Whatever sits in tmp/ at start-up was being written by a process that died.
+        # Other processes may be writing here (workers): remove only what a dead writer left,
+        # or what nobody touched for an hour.
         def sweep() -> None:
+            cutoff = time.time() - 3600.0
             for leftover in self.tmp_dir.iterdir():
-                leftover.unlink(missing_ok=True)
+                with contextlib.suppress(FileNotFoundError):
+                    mtime = leftover.stat().st_mtime
+                    if mtime <= cutoff or tmp_owner_dead(leftover.name, mtime):
+                        leftover.unlink(missing_ok=True)
 
         await asyncio.to_thread(sweep)
 
