@@ -633,7 +633,7 @@ class Catalog:
             sought = False
             for row in cursor:
                 seen += 1
-                key: str = row[1]
+                key: str = row[0]
                 if delimiter:
                     cut = key.find(delimiter, len(prefix))
                     if cut >= 0:
