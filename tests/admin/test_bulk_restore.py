@@ -28,7 +28,8 @@ def test_bulk_restore_makes_every_archived_object_readable(server: ServerProcess
         capture_output=True, text=True, env=env, timeout=240, check=True,
     )
     result = json.loads(out.stdout)
-    assert result["requested"] == {"requested": 12, "already": 0, "skipped": 1}
+    # Only objects of an archive class are looked at: "archive/plain" (STANDARD) is not counted.
+    assert result["requested"] == {"requested": 12, "already": 0, "skipped": 0}
     assert result["state"] == {"archived": 12, "restored": 12, "ongoing": 0}
     for key, body in bodies.items():
         assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == body
