@@ -48,14 +48,16 @@ def place(
     """Up to `count` drives in distinct `level` groups for `data_id`, best first.
 
     Group scores use the group's full capacity weight (offline members included), so a drive
-    failing does not reshuffle which groups the other blobs prefer.
+    failing does not reshuffle which groups the other blobs prefer. Draining drives count for
+    nothing and receive nothing (erasure.rebalance computes the same ranking).
     """
     groups = topology.groups(level)
     chosen: list[Domain] = []
-    for group_id in rank(data_id, [(g, sum(d.weight for d in ds)) for g, ds in groups.items()]):
+    weights = [(g, sum(d.weight for d in ds if not d.draining)) for g, ds in groups.items()]
+    for group_id in rank(data_id, weights):
         if group_id in exclude_groups:
             continue
-        members = {d.id: d for d in groups[group_id] if d.online or not online_only}
+        members = {d.id: d for d in groups[group_id] if (d.online or not online_only) and not d.draining}
         if not members:
             continue
         best = rank(f"{data_id}\0{group_id}", [(d.id, d.weight) for d in members.values()])

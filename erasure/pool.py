@@ -24,6 +24,7 @@ from erasure.errors import DataLost, DataNotFound, DomainOffline
 from erasure.heal import HealResult, heal
 from erasure.location import Location
 from erasure.reader import PoolReader
+from erasure.rebalance import Throttle, move_shard, plan_moves
 from erasure.shard_store import ShardStore
 from erasure.topology import LEVELS, Topology
 from erasure.writer import PoolWriter
@@ -160,6 +161,23 @@ class ErasurePool:
         finally:
             await reader.close()
 
+    # -- rebalancing (erasure.rebalance) ----------------------------------------------------
+
+    def desired_domains(self, data_id: str, location: dict[str, Any]) -> dict[int, str]:
+        """Shard index → drive for the shards that should move now (empty: the blob is placed well)."""
+        plan = plan_moves(data_id, Location.from_dict(location), self.topology, self.spread_level)
+        return {i: d.id for i, d in plan.moves.items()}
+
+    async def move_shard(
+        self, data_id: str, location: dict[str, Any], index: int, target_domain: str, size: int,
+        throttle: Throttle | None = None,
+    ) -> dict[str, Any]:
+        """Copy shard `index` to `target_domain`, verify it; returns the new location (old file kept)."""
+        target = self.topology.get(target_domain)
+        if target is None:
+            raise DataNotFound(f"no domain {target_domain!r} in pool {self.name}")
+        return await move_shard(self, data_id, location, index, target, size, throttle)
+
     # -- status -----------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
@@ -169,7 +187,7 @@ class ErasurePool:
             store = self.store(domain.id)
             assert store is not None
             entry: dict[str, Any] = {
-                "id": domain.id, "path": str(domain.path), "state": domain.state.value,
+                "id": domain.id, "path": str(domain.path), "state": domain.state.value, "draining": domain.draining,
                 "node": domain.node, "rack": domain.rack, "zone": domain.zone, "weight": domain.weight,
                 "shards": store.shard_count, "used_bytes": store.shard_bytes,
                 "free_bytes": None, "total_bytes": None,

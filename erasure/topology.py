@@ -43,6 +43,9 @@ class Domain:
     region: str = "region1"
     weight: float = field(default=0.0)
     state: DomainState = DomainState.ONLINE
+    # Draining: still read (and healed in place), but no new shard is placed here; the rebalancer
+    # moves its shards away (erasure.rebalance).
+    draining: bool = False
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)

@@ -44,7 +44,8 @@ class PoolWriter:
         self._check_open()
         self._buf += chunk
         self.size += len(chunk)
-        stripe_bytes = self._pool.k * self._pool.block_size
+        # The pool's code may change meanwhile (a recode): a blob keeps the k it began with.
+        stripe_bytes = (self._loc.k if self._loc is not None else self._pool.k) * self._pool.block_size
         try:
             # The pool keeps small_object_threshold <= one stripe, so a full stripe means erasure coding.
             while len(self._buf) >= stripe_bytes:

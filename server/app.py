@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
 
+from lifecycle.mover import TokenBucket
 from lifecycle.runtime import Lifecycle
 from server import errors as s3
 from server.admin import ADMIN_PREFIX, AdminApi
@@ -59,7 +60,9 @@ def build_store(config: ServerConfig) -> ObjectStore:
     catalog = Catalog(config.catalog_path, durable=config.catalog_durable)
     tiers = {tc.name: Tier.from_config(tc) for tc in config.tiers}
     clock = Clock(adjustable=config.test_clock, catalog=catalog)
-    return ObjectStore(catalog, tiers, state_dir=config.catalog_path.parent, clock=clock)
+    store = ObjectStore(catalog, tiers, state_dir=config.catalog_path.parent, clock=clock)
+    store.rebalancer.configure(config.rebalance, TokenBucket(config.rebalance.bytes_per_second).take)
+    return store
 
 
 def build_lifecycle(config: ServerConfig, store: ObjectStore, *, run_daemon: bool) -> Lifecycle:

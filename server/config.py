@@ -44,6 +44,11 @@ Example (every key optional):
     mover_bytes_per_second = 0     # 0: unlimited
     restore_tier = "warm"          # where RestoreObject puts the temporary copy
 
+    [rebalance]                    # moving shards after `admin domain add/drain`, `admin tier recode`
+    bytes_per_second = 0           # 0: unlimited
+    concurrency = 4                # blobs moved (objects re-striped) at once
+    settle_seconds = 2             # start once the last topology change is this old (batch several)
+
     [tiers.hot]            # one table per tier: gpu-direct, hot, warm, cold
     backend = "erasure"    # a registered backend kind: "erasure" or "files"
     path = ""              # default: <data_dir>/domains (erasure) or <data_dir>/tiers/<name> (files)
@@ -79,6 +84,7 @@ from pathlib import Path
 from typing import Any
 
 from lifecycle.daemon import LifecycleSettings
+from tiering.rebalance import RebalanceSettings
 from tiering.tiers import TIER_ORDER, TierConfig
 
 DEFAULT_ACCESS_KEY = "tierstore"
@@ -105,6 +111,7 @@ class ServerConfig:
     tiers: list[TierConfig] = field(default_factory=list)
     test_clock: bool = False
     lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
+    rebalance: RebalanceSettings = field(default_factory=RebalanceSettings)
 
     @property
     def listen(self) -> str:
@@ -183,6 +190,7 @@ def load_config(
     clock_flag = pick("server", server, "test_clock", False)
     cfg.test_clock = bool(test_clock) or (_as_bool(clock_flag) if isinstance(clock_flag, str) else bool(clock_flag))
     cfg.lifecycle = _lifecycle_settings(raw.get("lifecycle", {}))
+    cfg.rebalance = RebalanceSettings.from_config(raw.get("rebalance", {}))
     return cfg
 
 

@@ -209,6 +209,7 @@ class StorageCollector(Collector):
         yield from self._tiers()
         yield from self._domains()
         yield from self._heal()
+        yield from self._rebalance()
         yield from self._codec()
         yield from self._lifecycle()
         yield from self._buckets()
@@ -280,6 +281,30 @@ class StorageCollector(Collector):
             if pool is not None:
                 queue.add_metric([name], pool.heal_requests.qsize())
         yield queue
+
+    def _rebalance(self) -> Iterator[Metric]:
+        p = self.store.rebalancer.progress
+        pending = p.to_json()
+        yield GaugeMetricFamily("tierstore_rebalance_running", "1 while a rebalance (moves, re-striping) runs",
+                                value=int(p.running))
+        yield GaugeMetricFamily("tierstore_rebalance_shards_pending", "Shards the running rebalance still has to move",
+                                value=pending["shards_pending"])
+        yield GaugeMetricFamily("tierstore_rebalance_bytes_pending", "Bytes the running rebalance still has to copy",
+                                value=pending["bytes_pending"])
+        yield GaugeMetricFamily("tierstore_rebalance_eta_seconds", "Estimated seconds left in the running rebalance",
+                                value=pending["eta_seconds"] or 0.0)
+        yield CounterMetricFamily("tierstore_rebalance_shards_moved", "Shards moved by the rebalancer",
+                                  value=p.total_shards_moved)
+        yield CounterMetricFamily("tierstore_rebalance_bytes_moved", "Shard bytes copied by the rebalancer",
+                                  value=p.total_bytes_moved)
+        yield CounterMetricFamily("tierstore_rebalance_objects_restriped", "Objects re-striped with a new code",
+                                  value=p.total_objects_restriped)
+        yield CounterMetricFamily("tierstore_rebalance_conflicts", "Moves dropped: the blob changed while copying",
+                                  value=p.total_conflicts)
+        yield CounterMetricFamily("tierstore_rebalance_failures", "Shard moves or re-stripes that failed",
+                                  value=p.total_failures)
+        yield CounterMetricFamily("tierstore_rebalance_passes", "Rebalance passes run by this process",
+                                  value=p.total_passes)
 
     def _codec(self) -> Iterator[Metric]:
         codec = CounterMetricFamily("tierstore_ec_seconds", "CPU seconds spent in the erasure codec", labels=["op"])

@@ -1,0 +1,71 @@
+"""Admin endpoints for changing a running cluster's shape (dispatched from `server.admin`):
+
+    POST   domains/add?tier=&path=&node=&rack=[&zone=&weight=&id=&wait=]
+    POST   domains/<drive|tier-node>/drain[?wait=]
+    POST   domains/<drive|tier-node>/remove        (also DELETE domains/<target>)
+    POST   tiers/<tier>/recode?k=&m=[&wait=]
+    POST   rebalance[?wait=]
+    GET    rebalance
+
+`wait=true` answers only when the rebalance the change asked for has finished. The work itself is
+`tiering.rebalance`; this module only translates HTTP to it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from tiering import rebalance
+from tiering.domains import UnknownDomain
+
+if TYPE_CHECKING:
+    from tiering.store import ObjectStore
+
+
+def _json(value: Any, status: int = 200) -> Response:
+    return Response(json.dumps(value, indent=2, default=str), status_code=status, media_type="application/json")
+
+
+def _error(code: str, message: str, status: int) -> Response:
+    return _json({"error": code, "message": message}, status)
+
+
+async def handle(store: ObjectStore, request: Request, parts: list[str]) -> Response:
+    params = request.query_params
+    wait = params.get("wait", "").lower() in ("1", "true", "yes")
+    try:
+        match parts:
+            case ["domains", "add"]:
+                result = await rebalance.add_domain(
+                    store, params.get("tier", ""), params.get("path", ""), params.get("node", ""),
+                    params.get("rack", ""), zone=params.get("zone") or "zone1",
+                    weight=float(params.get("weight") or 0.0), domain_id=params.get("id") or None,
+                )
+            case ["domains", target, "drain"]:
+                result = await rebalance.drain_domain(store, target)
+            case ["domains", target, "remove"]:
+                return _json(await rebalance.remove_domain(store, target))
+            case ["tiers", tier, "recode"]:
+                result = await rebalance.recode_tier(store, tier, int(params.get("k", "0")), int(params.get("m", "-1")))
+            case ["rebalance"]:
+                if request.method == "GET":
+                    return _json(await store.rebalancer.status())
+                result = {}
+            case _:
+                return _error("NotFound", f"no admin endpoint {request.method} {'/'.join(parts)}", 404)
+    except UnknownDomain as exc:
+        return _error("NoSuchDomain", f"no domain {exc.args[0]!r}", 404)
+    except rebalance.RebalanceRefused as exc:
+        return _error(exc.code, str(exc), exc.status)
+    except ValueError as exc:
+        return _error("InvalidArgument", str(exc), 400)
+    token = await store.rebalancer.request()
+    if wait:
+        result["rebalance"] = await store.rebalancer.wait(token)
+    else:
+        result["rebalance"] = await store.rebalancer.status()
+    return _json(result)

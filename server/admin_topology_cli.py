@@ -1,0 +1,115 @@
+"""`tierstore admin domain add|drain|remove`, `admin rebalance [status]`, `admin tier recode`.
+
+Parsers are declared in `server.admin_cli`; this module runs them against `server.admin_topology`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+Call = Callable[[argparse.Namespace, str, str, str], Any]
+
+
+def add_parsers(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
+    rebalance = verbs.add_parser(
+        "rebalance", parents=[common],
+        help="move shards to where placement wants them (after domain add/drain, tier recode); or show progress",
+    )
+    rebalance.add_argument("action", nargs="?", choices=["run", "status"], default="run")
+    rebalance.add_argument("--wait", action="store_true", help="return only when the data is in place")
+    tier = verbs.add_parser("tier", parents=[common], help="change an erasure-coded tier: recode T --k K --m M")
+    tier.add_argument("action", choices=["recode"])
+    tier.add_argument("tier")
+    tier.add_argument("--k", type=int, required=True, help="data shards per stripe for new writes")
+    tier.add_argument("--m", type=int, required=True, help="parity shards per stripe for new writes")
+    tier.add_argument("--wait", action="store_true", help="return when every object is re-striped")
+
+
+def add_domain_options(domain: argparse.ArgumentParser) -> None:
+    domain.add_argument("--tier", help="add: the erasure-coded tier (hot, warm, cold)")
+    domain.add_argument("--path", help="add: the drive's directory")
+    domain.add_argument("--node", help="add: the node it belongs to (a new name: a new node)")
+    domain.add_argument("--rack", help="add: its rack")
+    domain.add_argument("--zone", help="add: its zone (default zone1)")
+    domain.add_argument("--weight", type=float, help="add: capacity weight (default: the file system's TiB)")
+    domain.add_argument("--id", help="add: the drive id (default <tier>-<node>-d<n>)")
+    domain.add_argument("--wait", action="store_true", help="add/drain: return when the rebalance is done")
+
+
+def handles(args: argparse.Namespace) -> bool:
+    return args.verb in ("rebalance", "tier") or (
+        args.verb == "domain" and args.action in ("add", "drain", "remove")
+    )
+
+
+def run(args: argparse.Namespace, call: Call, fmt: Callable[[Any], str]) -> int:
+    wait = "wait=true" if getattr(args, "wait", False) else ""
+    if args.verb == "rebalance":
+        if args.action == "status":
+            result = call(args, "GET", "rebalance", "")
+        else:
+            result = call(args, "POST", "rebalance", wait)
+            result = result.get("rebalance", result)
+        print(json.dumps(result, indent=2) if args.json else _progress(result, fmt))
+        return 0
+    if args.verb == "tier":
+        result = call(args, "POST", f"tiers/{urllib.parse.quote(args.tier, safe='')}/recode",
+                      "&".join(filter(None, [f"k={args.k}", f"m={args.m}", wait])))
+        if args.json:
+            print(json.dumps(result, indent=2))
+        else:
+            prev = result["previous"]
+            print(f"tier {result['tier']}: {prev['k']}+{prev['m']} -> {result['k']}+{result['m']} for new writes")
+            print(_progress(result["rebalance"], fmt))
+        return 0
+    if args.action == "add":
+        query = {"tier": args.tier, "path": args.path, "node": args.node, "rack": args.rack,
+                 "zone": args.zone, "weight": args.weight, "id": args.id}
+        missing = [k for k in ("tier", "path", "node", "rack") if not query[k]]
+        if missing:
+            raise SystemExit(f"tierstore admin domain add: needs {', '.join('--' + k for k in missing)}")
+        encoded = urllib.parse.urlencode({k: v for k, v in query.items() if v is not None},
+                                         quote_via=urllib.parse.quote)  # SigV4 wants %20, not "+"
+        result = call(args, "POST", "domains/add", "&".join(filter(None, [encoded, wait])))
+        what = f"added {result['id']} to {result['tier']} (node {result['node']}, rack {result['rack']})"
+    elif not args.target:
+        raise SystemExit(f"tierstore admin domain {args.action}: name the drive or node (hot-n3)")
+    elif args.action == "drain":
+        result = call(args, "POST", f"domains/{urllib.parse.quote(args.target, safe='')}/drain", wait)
+        what = f"draining {', '.join(result['domains'])}"
+    else:
+        result = call(args, "POST", f"domains/{urllib.parse.quote(args.target, safe='')}/remove", "")
+        what = f"removed {', '.join(result['domains'])}"
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(what)
+        if "rebalance" in result:
+            print(_progress(result["rebalance"], fmt))
+    return 0
+
+
+def _progress(p: dict[str, Any], fmt: Callable[[Any], str]) -> str:
+    state = "pending" if p.get("pending") and not p.get("running") else p.get("state", "idle")
+    lines = [
+        f"rebalance: {state}, passes {p.get('passes', 0)}, "
+        f"shards moved {p.get('shards_moved', 0)}/{p.get('shards_planned', 0)} "
+        f"({fmt(p.get('bytes_moved', 0))} of {fmt(p.get('bytes_planned', 0))}), "
+        f"objects re-striped {p.get('objects_restriped', 0)}/{p.get('objects_planned', 0)}",
+    ]
+    if p.get("running"):
+        eta = p.get("eta_seconds")
+        lines.append(f"  rate {fmt(int(p.get('rate_bytes_per_second') or 0))}/s, "
+                     f"ETA {'unknown' if eta is None else f'{eta:.0f}s'}")
+    extra = {k: p.get(k, 0) for k in ("conflicts", "failures", "blocked", "unplaceable") if p.get(k)}
+    if extra:
+        lines.append("  " + ", ".join(f"{k} {v}" for k, v in extra.items()))
+    for tier in p.get("tiers", []):
+        drain = f", draining {', '.join(tier['draining'])}" if tier["draining"] else ""
+        lines.append(f"  {tier['tier']}: {tier['k']}+{tier['m']} over {tier['active_groups']} active "
+                     f"{tier['spread_level']}s ({tier['domains']} domains){drain}")
+    return "\n".join(lines)
