@@ -145,7 +145,10 @@ class Maintenance:
         self.progress.shards_healed += len(result.rebuilt)
         self.progress.corrupt_blocks_found += result.corrupt_blocks
         if result.changed:
-            if await asyncio.to_thread(self.store.catalog.relocate_blob, data_id, healed.location):
+            # Compare-and-swap: a rebalance or overwrite that moved the blob meanwhile wins.
+            if await asyncio.to_thread(
+                self.store.catalog.relocate_blob_if, data_id, stored.location, healed.location
+            ):
                 self.progress.relocated += 1
         if result.lost:
             where = await asyncio.to_thread(self._owner, data_id)
