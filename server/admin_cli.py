@@ -20,6 +20,7 @@ from botocore.credentials import Credentials
 
 from server import admin_topology_cli as topology_cli
 from server.config import DEFAULT_ACCESS_KEY, DEFAULT_SECRET_KEY
+from server.progress import progress_bar
 
 
 def add_admin_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -231,19 +232,6 @@ def _user(args: argparse.Namespace) -> int:
     result = _call(args, "DELETE", f"users/{urllib.parse.quote(args.name, safe='')}")
     print(json.dumps(result, indent=2) if args.json else f"removed {result['removed']}")
     return 0
-
-
-def progress_bar(label: str, done: int, total: int, *, final: bool = False) -> None:
-    """One self-overwriting line on a terminal: [#######.....]  58%  label  (n/total)."""
-    if not sys.stderr.isatty():
-        return
-    width = 30
-    fraction = min(1.0, done / total) if total else 1.0
-    filled = int(width * fraction)
-    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {fraction:4.0%}  {label}  ({done}/{total})")
-    if final:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
 
 
 def _heal_with_progress(args: argparse.Namespace) -> dict[str, Any]:

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import time
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
+
+from server.progress import progress_bar
 
 Call = Callable[[argparse.Namespace, str, str, str], Any]
 
@@ -46,8 +50,28 @@ def handles(args: argparse.Namespace) -> bool:
     )
 
 
+def _follow(args: argparse.Namespace, call: Call) -> dict[str, Any]:
+    """Wait for the rebalance with a progress bar (a terminal, no --json) instead of one long call."""
+    while True:
+        state = call(args, "GET", "rebalance", "")
+        done = not state.get("running") and not state.get("pending")
+        progress_bar("rebalance: shards moved", state.get("shards_moved", 0), state.get("shards_planned", 0),
+                     final=done)
+        if done:
+            return state
+        time.sleep(0.5)
+
+
 def run(args: argparse.Namespace, call: Call, fmt: Callable[[Any], str]) -> int:
-    wait = "wait=true" if getattr(args, "wait", False) else ""
+    follow = getattr(args, "wait", False) and not args.json and sys.stderr.isatty()
+    wait = "wait=true" if getattr(args, "wait", False) and not follow else ""
+    result = _run(args, call, fmt, wait)
+    if follow:
+        print(_progress(_follow(args, call), fmt))
+    return result
+
+
+def _run(args: argparse.Namespace, call: Call, fmt: Callable[[Any], str], wait: str) -> int:
     if args.verb == "rebalance":
         if args.action == "status":
             result = call(args, "GET", "rebalance", "")
