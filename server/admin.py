@@ -10,7 +10,6 @@ import asyncio
 import json
 import secrets
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -20,7 +19,6 @@ from lifecycle.temperature import heat_histogram
 from server import admin_topology
 from server import errors as s3
 from server.router import bucket_from_host
-from server.signature import RequestToVerify, authenticate
 from tiering.clock import ClockLocked
 from tiering.domains import UnknownDomain, list_domains, set_domain_state
 from tiering.errors import RestoreInProgress, TieringError
@@ -49,19 +47,8 @@ class AdminApi:
         if bucket_from_host(request.headers.get("host", ""), self.gateway.config.virtual_host_domains):
             # bucket.localhost/_tierstore/admin/... is an object key in that bucket, not admin.
             return await self.gateway.handle(request)
-        raw_path = request.scope.get("raw_path", b"").decode("latin-1") or request.url.path
         try:
-            auth = authenticate(
-                RequestToVerify(
-                    method=request.method,
-                    raw_path=raw_path,
-                    query_string=request.scope.get("query_string", b"").decode("latin-1"),
-                    headers=request.headers,
-                ),
-                self.gateway.credentials,
-                now=datetime.now(UTC),
-                max_skew=self.gateway.max_skew,
-            )
+            auth = self.gateway.authenticate_request(request)
             if not self.gateway.credentials.identity(auth.access_key).is_admin:
                 raise s3.AccessDenied("Only administrators may use the admin API")
             return await self._dispatch(request, request.url.path[len(ADMIN_PREFIX) :].strip("/").split("/"))

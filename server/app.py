@@ -27,7 +27,7 @@ from server.error_map import to_s3_error
 from server.handlers import HANDLERS
 from server.metrics import Metrics, RequestObserver
 from server.router import decode_path, parse_query, route
-from server.signature import RequestToVerify, authenticate
+from server.signature import AuthContext, RequestToVerify, authenticate
 from server.status import OpsEndpoints
 from tiering.catalog import Catalog
 from tiering.clock import Clock
@@ -81,6 +81,20 @@ class Gateway:
         self.authorizer = Authorizer(store)
         self.max_skew = timedelta(seconds=config.max_clock_skew_seconds)
         self.metrics = Metrics(store, lifecycle)
+
+    def authenticate_request(self, request: Request) -> AuthContext:
+        """Check the signature of a non-S3 request (admin API, status page): same keys, same rules."""
+        return authenticate(
+            RequestToVerify(
+                method=request.method,
+                raw_path=request.scope.get("raw_path", b"").decode("latin-1") or request.url.path,
+                query_string=request.scope.get("query_string", b"").decode("latin-1"),
+                headers=request.headers,
+            ),
+            self.credentials,
+            now=datetime.now(UTC),
+            max_skew=self.max_skew,
+        )
 
     async def handle(self, request: Request) -> Response:
         request_id = secrets.token_hex(8).upper()

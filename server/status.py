@@ -20,7 +20,6 @@ import asyncio
 import ipaddress
 import json
 import time
-from datetime import UTC, datetime
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +29,6 @@ from starlette.routing import Route
 
 from server import errors as s3
 from server.router import bucket_from_host
-from server.signature import RequestToVerify, authenticate
 from tiering.domains import list_domains
 
 if TYPE_CHECKING:
@@ -108,19 +106,8 @@ class OpsEndpoints:
                 return None
             return PlainTextResponse("the status page answers loopback clients only (server.status_page)\n",
                                      status_code=403)
-        raw_path = request.scope.get("raw_path", b"").decode("latin-1") or request.url.path
         try:
-            authenticate(
-                RequestToVerify(
-                    method=request.method,
-                    raw_path=raw_path,
-                    query_string=request.scope.get("query_string", b"").decode("latin-1"),
-                    headers=request.headers,
-                ),
-                self.gateway.credentials,
-                now=datetime.now(UTC),
-                max_skew=self.gateway.max_skew,
-            )
+            self.gateway.authenticate_request(request)
         except s3.S3Error as exc:
             return PlainTextResponse(f"{exc.code}: the status page needs a signed request\n", status_code=exc.status)
         return None
