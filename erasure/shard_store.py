@@ -20,6 +20,7 @@ from pathlib import Path
 import xxhash
 
 from erasure.checksum import CHECKSUM_SIZE, block_checksum
+from erasure.durability import FlushBarrier, barrier_for
 from erasure.errors import CorruptShard, DomainOffline, ErasureError
 from erasure.shard_format import HEADER_SIZE, ShardHeader, file_size, frame_offset
 from erasure.topology import Domain
@@ -80,6 +81,16 @@ class ShardStore:
         self._active_tmp: set[str] = set()
         self.shard_count = 0
         self.shard_bytes = 0
+        self._barrier: FlushBarrier | None = None
+        self._barrier_known = False
+
+    @property
+    def barrier(self) -> FlushBarrier | None:
+        """The group-flush barrier of this domain's filesystem (None: fsync each file)."""
+        if not self._barrier_known:
+            self._barrier = barrier_for(self.domain.path)
+            self._barrier_known = True
+        return self._barrier
 
     # -- addressing -------------------------------------------------------------------------
 
@@ -202,17 +213,24 @@ class ShardFileWriter:
             if header is not None:
                 self.header = header
                 os.pwrite(self._fd, header.pack(), 0)
-            os.fsync(self._fd)
+            barrier = self.store.barrier
+            if barrier is None:
+                os.fsync(self._fd)
             os.close(self._fd)
             self._fd = -1
             final = self.store.path_for(self.header.data_id, self.header.index)
             if not final.parent.is_dir():
                 final.parent.mkdir(parents=True, exist_ok=True)
-                _fsync_dir(final.parent.parent)
+                if barrier is None:
+                    _fsync_dir(final.parent.parent)
             os.replace(self._tmp, final)
-            _fsync_dir(final.parent)
             self.store._release_tmp(self._tmp)
-            self.store._account(1, file_size(self.header))
+        # Outside the lock: many writers wait on one filesystem flush (see erasure/durability.py).
+        if barrier is not None:
+            barrier.wait()
+        else:
+            _fsync_dir(final.parent)
+        self.store._account(1, file_size(self.header))
 
     def discard(self) -> None:
         """Close and remove the temporary file; never raises (used on failure paths)."""

@@ -340,3 +340,25 @@ def test_topology_shared_helpers(tmp_path: Path) -> None:
     topology: Topology = default_layout(tmp_path, "cold", nodes=2, drives_per_node=3)
     assert sorted(topology.groups("node")) == ["region1/zone1/rack1/n1", "region1/zone1/rack1/n2"]
     assert (tmp_path / "cold" / "n2" / "d3").is_dir()
+
+
+def test_flush_barrier_groups_concurrent_waiters(tmp_path) -> None:
+    """Many writers waiting at once share filesystem flushes; each returns only after a flush."""
+    import threading
+
+    from erasure.durability import HAVE_SYNCFS, FlushBarrier
+
+    if not HAVE_SYNCFS:
+        import pytest
+
+        pytest.skip("syncfs is Linux-only")
+    barrier = FlushBarrier(tmp_path)
+    threads = [threading.Thread(target=barrier.wait) for _ in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert 1 <= barrier.flushes < 32
+    before = barrier.flushes
+    barrier.wait()
+    assert barrier.flushes == before + 1  # alone: a flush of its own
