@@ -1,7 +1,9 @@
 """Ranged, streaming reads with on-the-fly reconstruction.
 
-Opening a blob opens every reachable shard file at once, which pins it: a delete or heal that
-races with the read unlinks or replaces names, never the open files. A range reads only the data
+Opening a blob opens its k data shards (all of them when one is unavailable), which pins them: a
+delete or heal that races with the read unlinks or replaces names, never the open files. Parity
+shards are opened only on the degraded path; the catalog's retire grace keeps a replaced blob's
+files on disk long enough for that. A range reads only the data
 blocks that cover it (no decoding on the healthy path). When a domain is down, a file is gone or a
 block fails its checksum, the reader fetches further blocks until it holds k, decodes in a worker
 thread, keeps streaming, and asks the pool to heal the blob. With fewer than k good blocks in a
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING
 
 from erasure.codec import Codec, codec_for, rebuild_blocks
@@ -29,12 +31,18 @@ OFFLINE, MISSING, CORRUPT, UNPLACED = "offline", "missing", "corrupt", "unplaced
 
 
 async def open_shards(
-    pool: ErasurePool, data_id: str, loc: Location, size: int
+    pool: ErasurePool, data_id: str, loc: Location, size: int, wanted: Iterable[int] | None = None
 ) -> tuple[dict[int, ShardFileReader], dict[int, str]]:
-    """Open every shard of a blob that can be opened: (index → open file, index → why not)."""
+    """Open the shards of a blob that can be opened (all, or `wanted`): (index → file, index → why not).
+
+    One worker-thread trip opens them all: on a small-object GET the thread hand-offs, not the
+    opens, were the cost.
+    """
+    indexes = range(loc.width) if wanted is None else sorted(set(wanted))
     problems: dict[int, str] = {}
     tries: list[tuple[int, str]] = []
-    for i, domain_id in enumerate(loc.shards):
+    for i in indexes:
+        domain_id = loc.shards[i]
         store = pool.store(domain_id) if domain_id else None
         if i in loc.missing or domain_id is None:
             problems[i] = UNPLACED
@@ -42,10 +50,17 @@ async def open_shards(
             problems[i] = OFFLINE
         else:
             tries.append((i, domain_id))
-    results = await asyncio.gather(
-        *(asyncio.to_thread(pool.store(d).open, data_id, i) for i, d in tries),  # type: ignore[union-attr]
-        return_exceptions=True,
-    )
+
+    def open_all() -> list[ShardFileReader | BaseException]:
+        out: list[ShardFileReader | BaseException] = []
+        for i, domain_id in tries:
+            try:
+                out.append(pool.store(domain_id).open(data_id, i))  # type: ignore[union-attr]
+            except Exception as exc:  # sorted out below, per shard
+                out.append(exc)
+        return out
+
+    results = await asyncio.to_thread(open_all) if tries else []
     files: dict[int, ShardFileReader] = {}
     for (i, _), result in zip(tries, results, strict=True):
         if isinstance(result, ShardFileReader):
@@ -66,6 +81,24 @@ async def open_shards(
     return files, problems
 
 
+def _unreachable(pool: ErasurePool, loc: Location, indexes: Iterable[int]) -> dict[int, str]:
+    """Shards that cannot be read for placement reasons alone (no I/O)."""
+    out: dict[int, str] = {}
+    for i in indexes:
+        domain_id = loc.shards[i]
+        store = pool.store(domain_id) if domain_id else None
+        if i in loc.missing or domain_id is None:
+            out[i] = UNPLACED
+        elif store is None or not store.domain.online:
+            out[i] = OFFLINE
+    return out
+
+
+def _close_all(files: Iterable[ShardFileReader]) -> None:
+    for f in files:
+        f.close()
+
+
 class PoolReader:
     """An opened blob. `stream(start, end)` yields its bytes; `close()` releases the files."""
 
@@ -78,14 +111,25 @@ class PoolReader:
         self._geo = StripeLayout(size, loc.k, loc.block_size)
         self._codec: Codec = codec_for(loc.k, loc.m)
         self._heal_requested = False
+        self._spares_opened = len(files) + len(problems) >= loc.width
         if problems:
             self._request_heal(f"shards unavailable at open: {sorted(problems)}")
 
     @classmethod
     async def open(cls, pool: ErasurePool, data_id: str, loc: Location, size: int) -> PoolReader:
-        files, problems = await open_shards(pool, data_id, loc, size)
+        # The healthy path needs only the k data shards (a systematic code: no decoding); the
+        # others are opened only when one of those is missing, offline or corrupt.
+        files, problems = await open_shards(pool, data_id, loc, size, range(loc.k))
+        if problems:
+            more, more_problems = await open_shards(pool, data_id, loc, size, range(loc.k, loc.width))
+            files.update(more)
+            problems.update(more_problems)
+        else:
+            # Parity on a down domain is noticed without touching a file, so the read still
+            # queues the blob for heal (a missing parity *file* is the scrubber's to find).
+            problems.update(_unreachable(pool, loc, range(loc.k, loc.width)))
         if len(files) < loc.k:
-            await asyncio.gather(*(asyncio.to_thread(f.close) for f in files.values()))
+            await asyncio.to_thread(_close_all, list(files.values()))
             if not files and all(p == MISSING for i, p in problems.items() if i not in loc.missing):
                 raise DataNotFound(f"no shard of {data_id} exists")
             raise DataLost(data_id, f"only {len(files)} of {loc.width} shards reachable, need {loc.k}")
@@ -112,7 +156,8 @@ class PoolReader:
 
     async def close(self) -> None:
         files, self._files = list(self._files.values()), {}
-        await asyncio.gather(*(asyncio.to_thread(f.close) for f in files))
+        if files:
+            await asyncio.to_thread(_close_all, files)
 
     # -- one stripe -------------------------------------------------------------------------
 
@@ -124,6 +169,7 @@ class PoolReader:
         if all(i in good for i in needed):
             return good
         self._request_heal(f"degraded read of stripe {piece.stripe}")
+        await self._open_spares()
         spare = [i for i in range(self._loc.width) if i not in needed]
         while len(good) < self._loc.k:
             batch = [i for i in spare if i in self._files][: self._loc.k - len(good)]
@@ -133,11 +179,30 @@ class PoolReader:
             await self._read_into(good, batch, piece.stripe)
         return await asyncio.to_thread(rebuild_blocks, self._codec, good, needed)
 
+    async def _open_spares(self) -> None:
+        """Open the shards not opened yet (parity, on the degraded path), once."""
+        if self._spares_opened:
+            return
+        self._spares_opened = True
+        missing = [i for i in range(self._loc.width) if i not in self._files]
+        more, _ = await open_shards(self._pool, self.data_id, self._loc, self.size, missing)
+        self._files.update(more)
+
     async def _read_into(self, good: dict[int, bytes], shards: list[int], stripe: int) -> None:
         opened = [(i, self._files[i]) for i in shards if i in self._files]
-        results = await asyncio.gather(
-            *(asyncio.to_thread(f.read_block, stripe) for _, f in opened), return_exceptions=True
-        )
+
+        def read_all() -> list[bytes | BaseException]:
+            # One thread trip per stripe: small blocks come from the page cache faster than a
+            # trip per block could hand them over.
+            out: list[bytes | BaseException] = []
+            for _, f in opened:
+                try:
+                    out.append(f.read_block(stripe))
+                except Exception as exc:
+                    out.append(exc)
+            return out
+
+        results = await asyncio.to_thread(read_all) if opened else []
         for (i, f), result in zip(opened, results, strict=True):
             if isinstance(result, bytes):
                 good[i] = result
