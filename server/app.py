@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import secrets
 import time
@@ -36,6 +37,14 @@ from tiering.store import ObjectStore
 from tiering.tiers import Tier
 
 log = logging.getLogger("tierstore.server")
+
+# Newer FastAPI wraps every request in OpenTelemetry spans and metrics; we keep our own
+# Prometheus metrics and access log, and that wrapper costs time on every S3 request.
+_NO_FRAMEWORK_TELEMETRY: dict[str, object] = (
+    {"telemetry": {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}}
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters
+    else {}
+)
 
 ALL_METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS", "PATCH"]
 
@@ -202,7 +211,7 @@ def create_app(config: ServerConfig, store: ObjectStore | None = None) -> FastAP
             await lifecycle.close()
             await store.close()
 
-    app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None, **_NO_FRAMEWORK_TELEMETRY)
     app.state.gateway = gateway
     # One catch-all route: S3 routing depends on query sub-resources and the Host header,
     # which path templates cannot express; `server.router` does it instead.
