@@ -111,7 +111,7 @@ class PoolReader:
         self._geo = StripeLayout(size, loc.k, loc.block_size)
         self._codec: Codec = codec_for(loc.k, loc.m)
         self._heal_requested = False
-        self._spares_opened = len(files) + len(problems) >= loc.width
+        self._spares: asyncio.Future[None] | None = None
         if problems:
             self._request_heal(f"shards unavailable at open: {sorted(problems)}")
 
@@ -155,6 +155,10 @@ class PoolReader:
                     await ahead
 
     async def close(self) -> None:
+        if self._spares is not None:
+            # Let an opening in flight finish, so the files it opens are closed here too.
+            with contextlib.suppress(BaseException):
+                await self._spares
         files, self._files = list(self._files.values()), {}
         if files:
             await asyncio.to_thread(_close_all, files)
@@ -180,13 +184,19 @@ class PoolReader:
         return await asyncio.to_thread(rebuild_blocks, self._codec, good, needed)
 
     async def _open_spares(self) -> None:
-        """Open the shards not opened yet (parity, on the degraded path), once."""
-        if self._spares_opened:
-            return
-        self._spares_opened = True
+        """Open the shards not opened yet (parity, on the degraded path), once.
+
+        Stripes are read one ahead, so two may ask at once: both await the same opening.
+        """
+        if self._spares is None:
+            self._spares = asyncio.ensure_future(self._do_open_spares())
+        await asyncio.shield(self._spares)
+
+    async def _do_open_spares(self) -> None:
         missing = [i for i in range(self._loc.width) if i not in self._files]
-        more, _ = await open_shards(self._pool, self.data_id, self._loc, self.size, missing)
-        self._files.update(more)
+        if missing:
+            more, _ = await open_shards(self._pool, self.data_id, self._loc, self.size, missing)
+            self._files.update(more)
 
     async def _read_into(self, good: dict[int, bytes], shards: list[int], stripe: int) -> None:
         opened = [(i, self._files[i]) for i in shards if i in self._files]

@@ -83,6 +83,7 @@ class ShardStore:
         self.shard_bytes = 0
         self._barrier: FlushBarrier | None = None
         self._barrier_known = False
+        self._tmp_dir_made = False
 
     @property
     def barrier(self) -> FlushBarrier | None:
@@ -189,7 +190,9 @@ class ShardFileWriter:
         self.store, self.header = store, header
         self._lock = threading.Lock()
         self._tmp = store._tmp_path(header)
-        self._tmp.parent.mkdir(exist_ok=True)
+        if not store._tmp_dir_made:  # one mkdir per domain and process, not one per shard
+            self._tmp.parent.mkdir(exist_ok=True)
+            store._tmp_dir_made = True
         self._fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         self._next_stripe = 0
         try:
