@@ -61,6 +61,8 @@ def desired_tier(obj: ObjectFacts, policy: TemperaturePolicy, now: float) -> str
     heat = current_heat(obj, now, policy.half_life_s)
     idle = obj.idle_s(now)
     if obj.tier == GPU_DIRECT:
+        if idle >= policy.demote_after_idle_s:
+            return WARM  # idle long enough for warm: one move, not two passes via hot
         return HOT if idle >= policy.gpu_idle_s or heat < policy.promote_to_hot else None
     if obj.tier not in (HOT, WARM):
         return None  # cold, or a tier we do not know: not ours to move
