@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from erasure.errors import DataLost, DataNotFound, DomainOffline
+from erasure.errors import DataLost, DataNotFound, DomainOffline, ErasureError
 from erasure.heal import HealResult, heal
 from erasure.location import Location
 from erasure.reader import PoolReader
@@ -136,6 +138,48 @@ class ErasurePool:
             return_exceptions=True,
         )
 
+    def recent_shards(self, since: float, until: float) -> dict[str, dict[str, Any]]:
+        """Blobs with a committed shard file written in [since, until), as locations to delete.
+
+        For the orphan sweep after a crash: the catalog decides which of these are referenced.
+        Blocking (walks the domains' fan-out directories): call it from a worker thread.
+        """
+        found: dict[str, dict[str, Any]] = {}
+        for domain in self.topology:
+            if not domain.online:
+                continue
+            for top in _subdirs(domain.path):
+                for sub in _subdirs(top):
+                    for entry in os.scandir(sub):
+                        data_id, _, index = entry.name.rpartition(".")
+                        if not data_id or not index.isdigit():
+                            continue
+                        try:
+                            mtime = entry.stat().st_mtime
+                        except FileNotFoundError:
+                            continue
+                        if not since <= mtime < until:
+                            continue
+                        blob = found.setdefault(data_id, {"shards": {}})
+                        blob["shards"][int(index)] = domain.id
+        locations: dict[str, dict[str, Any]] = {}
+        for data_id, blob in found.items():
+            index, domain_id = next(iter(blob["shards"].items()))
+            try:
+                reader = self.store(domain_id).open(data_id, index)  # type: ignore[union-attr]
+            except (OSError, ErasureError):
+                continue
+            header = reader.header
+            reader.close()
+            width = header.k + header.m
+            shards = [blob["shards"].get(i) for i in range(width)]
+            locations[data_id] = {
+                "v": 1, "layout": header.layout, "k": header.k, "m": header.m, "block_size": header.block_size,
+                "shards": shards, "missing": [i for i, d in enumerate(shards) if d is None],
+                "size": header.size,
+            }
+        return locations
+
     async def exists(self, data_id: str, location: dict[str, Any]) -> bool:
         """True while at least k shard files are reachable (the blob can be opened)."""
         loc = Location.from_dict(location)
@@ -204,6 +248,14 @@ class ErasurePool:
             "online": sum(1 for d in self.topology if d.online), "domains": domains,
             "heal_queue": self.heal_requests.qsize(),
         }
+
+
+def _subdirs(path: Path) -> list[Path]:
+    """Fan-out directories (two hex characters) under a domain or a fan-out directory."""
+    try:
+        return [Path(e.path) for e in os.scandir(path) if e.is_dir() and len(e.name) == 2]
+    except FileNotFoundError:
+        return []
 
 
 __all__ = ["DataLost", "DataNotFound", "ErasurePool", "HealRequest", "HealResult"]

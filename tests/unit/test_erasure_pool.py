@@ -365,3 +365,28 @@ def test_flush_barrier_groups_concurrent_waiters(tmp_path) -> None:
     before = barrier.flushes
     barrier.wait()
     assert barrier.flushes == before + 1  # alone: a flush of its own
+
+
+def test_recent_shards_find_blobs_for_the_orphan_sweep(tmp_path: Path) -> None:
+    """A crash between the shard writes and the catalog commit leaves shards no row names:
+    `recent_shards` finds them by time, with a location that deletes every one of them."""
+    import time
+
+    pool = make_pool(tmp_path)
+    big, small = blob(3 * K * BLOCK + 5, 8), blob(100, 9)
+
+    async def scenario() -> None:
+        before = time.time() - 1
+        loc_big = await put(pool, "orphan-big", big)
+        loc_small = await put(pool, "orphan-small", small)
+        found = await asyncio.to_thread(pool.recent_shards, before, time.time() + 1)
+        assert set(found) == {"orphan-big", "orphan-small"}
+        for data_id, loc in (("orphan-big", loc_big), ("orphan-small", loc_small)):
+            size = found[data_id].pop("size")
+            assert size == (len(big) if data_id == "orphan-big" else len(small))
+            assert found[data_id]["shards"] == loc["shards"]
+            await pool.delete(data_id, found[data_id])
+        assert await asyncio.to_thread(pool.recent_shards, before, time.time() + 1) == {}
+        assert await asyncio.to_thread(pool.recent_shards, 0, before) == {}
+
+    run(scenario())

@@ -10,6 +10,7 @@ Config (`TierConfig.options` for kind "erasure"): either `pool=` an ErasurePool,
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -140,6 +141,11 @@ class ErasureCodedBackend(TierBackend):
         """Verify and repair a blob; record the returned StoredData when `result.changed`."""
         result = await _call(lambda: self.pool.heal(stored.data_id, stored.location, stored.size))
         return result, StoredData(stored.data_id, stored.size, result.location)
+
+    async def recent_data(self, since: float, until: float) -> list[StoredData]:
+        """Blobs with shard files written in [since, until) (the orphan sweep after a crash)."""
+        found = await asyncio.to_thread(self.pool.recent_shards, since, until)
+        return [StoredData(data_id, loc.pop("size"), loc) for data_id, loc in found.items()]
 
     async def start(self) -> None:
         # Several processes may share these domains (workers, a lifecycle process): sweep only the
