@@ -492,7 +492,7 @@ def test_corrupt_blocks_are_read_around_and_healed(cluster: Cluster) -> None:
         if tier not in ARCHIVE_TIERS and any(index * geo.block_len(s) < geo.stripe_len(s) for s in stripes):
             blocks_read_path += hit
             files_read_path += 1
-    assert blocks_total > len(originals) >= 25  # multi-stripe shards get 2-3 bad blocks
+    assert blocks_total >= len(originals) >= 25  # every damaged shard has at least one bad block
     assert any(p.read_bytes() != b for p, b in originals.items())
     before = cluster.api_status()["heal"]
 
