@@ -827,36 +827,6 @@ class Catalog:
 
     # --- maintenance: heal and scrub -----------------------------------------------------------
 
-    def relocate_blob(self, data_id: str, location: dict[str, Any]) -> bool:
-        """Record where a healed blob's shards live now. False if the blob is no longer in use."""
-        with self._write() as db:
-            row = db.execute("SELECT bucket, key, upload_id FROM blobs WHERE data_id = ?", (data_id,)).fetchone()
-            if row is None:
-                return False
-            bucket, key, upload_id = row
-            if upload_id is not None:
-                raw = db.execute("SELECT stored FROM parts WHERE upload_id = ? AND stored LIKE ?",
-                                 (upload_id, f'%"{data_id}"%')).fetchone()
-                if raw is None:
-                    return False
-                stored = _stored_from_json(raw[0])
-                db.execute(
-                    "UPDATE parts SET stored = ? WHERE upload_id = ? AND stored = ?",
-                    (_stored_to_json(StoredData(data_id, stored.size, location)), upload_id, raw[0]),
-                )
-                return True
-            seg_row = db.execute("SELECT segments FROM objects WHERE bucket = ? AND key = ?", (bucket, key)).fetchone()
-            if seg_row is None:
-                return False
-            segments = json.loads(seg_row[0])
-            for segment in segments:
-                if segment["id"] == data_id:
-                    segment["loc"] = location
-            # The bytes are the same, so the generation (the movers' CAS token) stays as it is.
-            db.execute("UPDATE objects SET segments = ? WHERE bucket = ? AND key = ?",
-                       (_dumps(segments), bucket, key))
-            return True
-
     def blobs_after(self, tier: str, after: str, limit: int) -> list[tuple[str, str | None, str | None]]:
         """(data_id, bucket, key) of a tier's blobs in data id order: the scrubber's cursor."""
         rows = self._reader().execute(
