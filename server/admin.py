@@ -54,6 +54,8 @@ class AdminApi:
             return await self._dispatch(request, request.url.path[len(ADMIN_PREFIX) :].strip("/").split("/"))
         except s3.S3Error as exc:
             return json_response({"error": exc.code, "message": exc.detail}, exc.status)
+        except ValueError as exc:  # a malformed number in the query: the caller's mistake, not a 500
+            return json_response({"error": "InvalidArgument", "message": str(exc)}, 400)
 
     async def _dispatch(self, request: Request, parts: list[str]) -> Response:
         store = self.gateway.store
@@ -100,6 +102,7 @@ class AdminApi:
             case "DELETE", ["users", access_key]:
                 if not await asyncio.to_thread(store.catalog.remove_user, access_key):
                     return json_response({"error": "NoSuchUser", "message": f"no user {access_key!r}"}, 404)
+                await asyncio.to_thread(self.gateway.credentials.reload)
                 return json_response({"removed": access_key})
             case ("POST", ["domains", "add"] | ["domains", _, "drain" | "remove"] | ["tiers", _, "recode"]
                   | ["rebalance"]) | ("GET", ["rebalance"]):
@@ -173,6 +176,7 @@ class AdminApi:
             await asyncio.to_thread(self.gateway.store.catalog.add_user, access_key, secret_key, name, is_admin)
         except ValueError as exc:
             return json_response({"error": "UserAlreadyExists", "message": str(exc)}, 409)
+        await asyncio.to_thread(self.gateway.credentials.reload)
         return json_response({"name": name, "access_key": access_key, "secret_key": secret_key, "admin": is_admin})
 
     async def _archived(self, request: Request) -> AsyncIterator[ObjectRecord]:
@@ -192,6 +196,8 @@ class AdminApi:
 
     async def _bulk_restore(self, request: Request) -> dict[str, int]:
         days = int(request.query_params.get("days", "1") or 1)
+        if days < 1:
+            raise ValueError("days must be a positive integer")
         counts = {"requested": 0, "already": 0, "skipped": 0}
         try:
             async for record in self._archived(request):

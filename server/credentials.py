@@ -8,6 +8,7 @@ removed through one worker is seen by the others within `ttl` seconds.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from dataclasses import dataclass
@@ -45,24 +46,42 @@ class StaticCredentials:
 
 
 class UserCredentials:
-    """Root keys from the config plus the catalog's users."""
+    """Root keys from the config plus the catalog's users, held in memory.
+
+    Signature checks run on the event loop, so they never read SQLite: the user table (small) is
+    loaded whole, and reloaded in a worker thread once it is `ttl` seconds old — a user added or
+    removed through another worker is seen here within about a second. `reload()` (the admin API
+    calls it after a change) makes this process's own changes visible at once.
+    """
 
     def __init__(self, root: dict[str, str], catalog: Catalog, *, ttl: float = 1.0) -> None:
         self._root = dict(root)
         self._catalog = catalog
         self._ttl = ttl
-        self._cache: dict[str, tuple[float, tuple[str, str, bool] | None]] = {}
+        self._users: dict[str, tuple[str, str, bool]] = catalog.user_keys()
+        self._loaded = time.monotonic()
+        self._reloading = False
+
+    def reload(self) -> None:
+        """Blocking: read the user table (call from a worker thread on a running server)."""
+        self._users = self._catalog.user_keys()
+        self._loaded = time.monotonic()
+
+    def _background_reload(self) -> None:
+        if self._reloading or time.monotonic() - self._loaded < self._ttl:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.reload()  # no event loop (a tool or a test): reading directly blocks nobody
+            return
+        self._reloading = True
+        future = loop.run_in_executor(None, self.reload)
+        future.add_done_callback(lambda _: setattr(self, "_reloading", False))
 
     def _user(self, access_key: str) -> tuple[str, str, bool] | None:
-        now = time.monotonic()
-        cached = self._cache.get(access_key)
-        if cached is not None and now - cached[0] < self._ttl:
-            return cached[1]
-        user = self._catalog.get_user(access_key)
-        if len(self._cache) > 10_000:
-            self._cache.clear()  # bounded: unknown keys from a scanner must not grow it forever
-        self._cache[access_key] = (now, user)
-        return user
+        self._background_reload()
+        return self._users.get(access_key)
 
     def secret_for(self, access_key: str) -> str | None:
         if access_key in self._root:

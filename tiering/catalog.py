@@ -432,6 +432,22 @@ class Catalog:
             raise ObjectNotFound(bucket, key)
         return self._object_from_row(row)
 
+    def _current_if(self, db: sqlite3.Connection, bucket: str, key: str, expected_generation: int) -> ObjectRecord:
+        """The object as it is now, if it is still the version a mover looked at (the CAS check)."""
+        row = db.execute(f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?", (bucket, key)).fetchone()
+        current = self._object_from_row(row) if row else None
+        if current is None or current.generation != expected_generation:
+            raise PreconditionFailed("generation")
+        return current
+
+    @staticmethod
+    def _claim_blobs(db: sqlite3.Connection, tier: str, bucket: str, key: str, segments: tuple[Segment, ...]) -> None:
+        """Record that these blobs now belong to bucket/key on `tier` (the `blobs` index)."""
+        db.executemany(
+            "INSERT OR REPLACE INTO blobs (data_id, tier, bucket, key, upload_id) VALUES (?, ?, ?, ?, NULL)",
+            [(seg.stored.data_id, tier, bucket, key) for seg in segments],
+        )
+
     def _retire(self, db: sqlite3.Connection, tier: str, stored: list[StoredData]) -> None:
         due = time.time() + RETIRE_GRACE_SECONDS
         db.executemany("DELETE FROM blobs WHERE data_id = ?", [(s.data_id,) for s in stored])
@@ -502,10 +518,7 @@ class Catalog:
             self._retire(db, current.tier, [s.stored for s in current.segments if s.stored.data_id not in keep])
             if current.restore is not None:
                 self._retire(db, current.restore.tier, [s.stored for s in current.restore.segments])
-        db.executemany(
-            "INSERT OR REPLACE INTO blobs (data_id, tier, bucket, key, upload_id) VALUES (?, ?, ?, ?, NULL)",
-            [(s.stored.data_id, record.tier, record.bucket, record.key) for s in record.segments],
-        )
+        self._claim_blobs(db, record.tier, record.bucket, record.key, record.segments)
         db.execute(
             f"INSERT OR REPLACE INTO objects ({OBJECT_COLUMNS}, storage_class) VALUES ({OBJECT_PLACEHOLDERS}, ?)",
             (
@@ -913,12 +926,7 @@ class Catalog:
         the mover then throws its copy away and the object keeps its newer state.
         """
         with self._write() as db:
-            row = db.execute(
-                f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
-            ).fetchone()
-            current = self._object_from_row(row) if row else None
-            if current is None or current.generation != expected_generation:
-                raise PreconditionFailed("generation")
+            current = self._current_if(db, bucket, key, expected_generation)
             keep = {s.stored.data_id for s in segments}  # a class change on the same tier keeps its data
             self._retire(db, current.tier, [s.stored for s in current.segments if s.stored.data_id not in keep])
             meta = current.meta
@@ -936,10 +944,7 @@ class Catalog:
                 # Out of the archive for good: the temporary restored copy has no job left.
                 self._retire(db, restore.tier, [s.stored for s in restore.segments])
                 restore = None
-            db.executemany(
-                "INSERT OR REPLACE INTO blobs (data_id, tier, bucket, key, upload_id) VALUES (?, ?, ?, ?, NULL)",
-                [(s.stored.data_id, tier, bucket, key) for s in segments],
-            )
+            self._claim_blobs(db, tier, bucket, key, segments)
             db.execute(
                 "UPDATE objects SET tier = ?, segments = ?, meta = ?, storage_class = ?, tier_since = ?, "
                 "restore = ?, generation = generation + 1 WHERE bucket = ? AND key = ?",
@@ -960,21 +965,13 @@ class Catalog:
     ) -> ObjectRecord:
         """Record (or clear) the restored copy of an archived object, compare-and-swap like a move."""
         with self._write() as db:
-            row = db.execute(
-                f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
-            ).fetchone()
-            current = self._object_from_row(row) if row else None
-            if current is None or current.generation != expected_generation:
-                raise PreconditionFailed("generation")
+            current = self._current_if(db, bucket, key, expected_generation)
             old = current.restore
             if old is not None:
                 keep = {s.stored.data_id for s in restore.segments} if restore else set()
                 self._retire(db, old.tier, [s.stored for s in old.segments if s.stored.data_id not in keep])
             if restore is not None:
-                db.executemany(
-                    "INSERT OR REPLACE INTO blobs (data_id, tier, bucket, key, upload_id) VALUES (?, ?, ?, ?, NULL)",
-                    [(s.stored.data_id, restore.tier, bucket, key) for s in restore.segments],
-                )
+                self._claim_blobs(db, restore.tier, bucket, key, restore.segments)
                 if restore.segments and (old is None or not old.segments):
                     db.execute(
                         "INSERT INTO moves (bucket, key, at, from_tier, to_tier, size, reason) VALUES (?,?,?,?,?,?,?)",
@@ -1146,18 +1143,10 @@ class Catalog:
         """Point an object at a re-striped copy of its data on the same tier (compare-and-swap on
         the generation, like a move; PreconditionFailed if it changed). Old data is retired."""
         with self._write() as db:
-            row = db.execute(
-                f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
-            ).fetchone()
-            current = self._object_from_row(row) if row else None
-            if current is None or current.generation != expected_generation:
-                raise PreconditionFailed("generation")
+            current = self._current_if(db, bucket, key, expected_generation)
             keep = {s.stored.data_id for s in segments}
             self._retire(db, current.tier, [s.stored for s in current.segments if s.stored.data_id not in keep])
-            db.executemany(
-                "INSERT OR REPLACE INTO blobs (data_id, tier, bucket, key, upload_id) VALUES (?, ?, ?, ?, NULL)",
-                [(s.stored.data_id, current.tier, bucket, key) for s in segments],
-            )
+            self._claim_blobs(db, current.tier, bucket, key, segments)
             db.execute(
                 "UPDATE objects SET segments = ?, generation = generation + 1 WHERE bucket = ? AND key = ?",
                 (_dumps([s.to_json() for s in segments]), bucket, key),
@@ -1241,6 +1230,11 @@ class Catalog:
             "SELECT secret_key, name, is_admin FROM users WHERE access_key = ?", (access_key,)
         ).fetchone()
         return (row[0], row[1], bool(row[2])) if row else None
+
+    def user_keys(self) -> dict[str, tuple[str, str, bool]]:
+        """Every user: access key → (secret key, name, is admin). Small: loaded whole by the gateway."""
+        rows = self._reader().execute("SELECT access_key, secret_key, name, is_admin FROM users")
+        return {a: (sk, n, bool(i)) for a, sk, n, i in rows}
 
     def list_users(self) -> list[dict[str, Any]]:
         rows = self._reader().execute("SELECT access_key, name, created, is_admin FROM users ORDER BY name")

@@ -34,3 +34,14 @@ def test_bulk_restore_makes_every_archived_object_readable(server: ServerProcess
     for key, body in bodies.items():
         assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == body
         assert 'ongoing-request="false"' in s3.head_object(Bucket=bucket, Key=key)["Restore"]
+
+
+def test_malformed_admin_numbers_are_400_not_500(server: ServerProcess, bucket: str) -> None:
+    env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS_KEY, "TIERSTORE_SECRET_KEY": SECRET_KEY}
+    for days in ("0", "-3"):
+        out = subprocess.run(
+            [sys.executable, "-m", "server.cli", "admin", "--endpoint", server.endpoint, "restore", bucket,
+             "--days", days],
+            capture_output=True, text=True, env=env, timeout=120,
+        )
+        assert out.returncode != 0 and "InvalidArgument" in out.stderr, (days, out.stderr)
