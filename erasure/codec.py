@@ -64,8 +64,12 @@ def codec_for(k: int, m: int) -> Codec:
 
 def encode_stripe(codec: Codec, data: Buffer, stripe: int, block_len: int) -> list[tuple[int, Buffer]]:
     """Split one stripe, compute parity and checksum every block: (checksum, block) per shard index."""
-    data_blocks = split_stripe(data, codec.k, block_len)
-    blocks = data_blocks + codec.encode(data_blocks)
+    return encode_blocks(codec, split_stripe(data, codec.k, block_len), stripe)
+
+
+def encode_blocks(codec: Codec, data_blocks: Sequence[Buffer], stripe: int) -> list[tuple[int, Buffer]]:
+    """Like `encode_stripe` for a stripe already cut into k equal blocks (no copy to split it)."""
+    blocks = [*data_blocks, *codec.encode(data_blocks)]
     return [(block_checksum(b, stripe, i), b) for i, b in enumerate(blocks)]
 
 

@@ -2,14 +2,22 @@
 
 A shard used to cost two fsyncs of its own (the file, then its directory after the rename); a
 small object (m+1 replica files) paid for several, one after another. Here a committing writer
-renames its finished file into place and then waits on a barrier: the first waiter calls
-`syncfs()` on the domain's filesystem, and that single flush — file data, the rename, the new
-directory entries — covers every writer that arrived before it began. Writers arriving during a
-flush share the next one. Durable on return, like fsync, but concurrent writes share the cost.
+renames its finished file into place and then waits on a barrier: the filesystem's flusher thread
+calls `syncfs()`, and that single flush — file data, the rename, the new directory entries —
+covers every writer that asked before it began. Writers asking during a flush share the next one.
+Durable on return, like fsync, but concurrent writes share the cost.
+
+One flusher thread per filesystem (not "the first waiter flushes") so that a writer committing
+shards on several drives can ask every drive at once and wait for all: the drives flush in
+parallel instead of one after another.
 
 Nothing reads a shard before the catalog names it, and the catalog commit comes after this
 barrier, so a crash between the rename and the flush only leaves an unreferenced file that the
 orphan sweep removes. Where `syncfs` is unavailable (not Linux), per-file fsync is used.
+
+`start_writeback` is only a hint: it asks the kernel to begin writing a range now (Linux
+`sync_file_range`), so that the flush at commit finds a large shard mostly on disk already
+instead of writing all of it while the client waits. It promises nothing about durability.
 """
 
 from __future__ import annotations
@@ -22,40 +30,66 @@ from pathlib import Path
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 _syncfs = getattr(_libc, "syncfs", None)
+_sync_file_range = getattr(_libc, "sync_file_range", None)
+if _sync_file_range is not None:
+    _sync_file_range.argtypes = (ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint)
 HAVE_SYNCFS = _syncfs is not None
+_SYNC_FILE_RANGE_WRITE = 2
+_KEPT_ERRORS = 64  # failed flushes remembered for waiters that have not woken up yet
 
 
 class FlushBarrier:
-    """Leader/follower flush of one filesystem (one barrier per device)."""
+    """Group flush of one filesystem (one barrier, and one flusher thread, per device)."""
 
     def __init__(self, anchor: Path) -> None:
         self._fd = os.open(anchor, os.O_RDONLY)
         self._cond = threading.Condition()
-        self._requested = 0
-        self._flushed = 0
-        self._flushing = False
+        self._requested = 0  # tickets handed out
+        self._flushed = 0  # every ticket up to this one has been through a flush
+        self._errors: list[tuple[int, int, OSError]] = []  # (first, last ticket, error) of failed flushes
+        self._flusher: threading.Thread | None = None
         self.flushes = 0
 
-    def wait(self) -> None:
-        """Return once everything written to this filesystem before the call is on disk."""
+    def request(self) -> int:
+        """Ask for a flush covering everything written before this call; returns the ticket to wait on."""
         with self._cond:
             self._requested += 1
-            ticket = self._requested
+            if self._flusher is None:
+                self._flusher = threading.Thread(target=self._run, name="syncfs", daemon=True)
+                self._flusher.start()
+            self._cond.notify_all()
+            return self._requested
+
+    def wait(self, ticket: int | None = None) -> None:
+        """Return once the flush covering `ticket` (default: a new one) is done; OSError if it failed."""
+        if ticket is None:
+            ticket = self.request()
+        with self._cond:
             while self._flushed < ticket:
-                if self._flushing:
+                self._cond.wait()
+            for first, last, error in self._errors:
+                if first <= ticket <= last:
+                    raise OSError(error.errno, f"filesystem flush failed: {error.strerror}")
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                while self._flushed >= self._requested:
                     self._cond.wait()
-                    continue
-                self._flushing = True
-                target = self._requested
+                first, target = self._flushed + 1, self._requested
                 self._cond.release()
+                error: OSError | None = None
                 try:
                     _flush(self._fd)
+                except OSError as exc:
+                    error = exc
                 finally:
                     self._cond.acquire()
-                    self._flushing = False
-                    self._cond.notify_all()
+                if error is not None:
+                    self._errors = [*self._errors[-_KEPT_ERRORS + 1 :], (first, target, error)]
+                self._flushed = target
                 self.flushes += 1
-                self._flushed = max(self._flushed, target)
+                self._cond.notify_all()
 
 
 def _flush(fd: int) -> None:
@@ -63,6 +97,12 @@ def _flush(fd: int) -> None:
     if _syncfs(fd) != 0:
         errno = ctypes.get_errno()
         raise OSError(errno, os.strerror(errno))
+
+
+def start_writeback(fd: int, offset: int, length: int) -> None:
+    """Start writing [offset, offset+length) of `fd` to disk without waiting (a hint; errors ignored)."""
+    if _sync_file_range is not None:
+        _sync_file_range(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
 
 
 _barriers: dict[int, FlushBarrier] = {}
@@ -79,3 +119,17 @@ def barrier_for(path: Path) -> FlushBarrier | None:
         if barrier is None:
             barrier = _barriers[device] = FlushBarrier(path)
         return barrier
+
+
+def _reset_after_fork() -> None:
+    # A forked child has none of the parent's threads: each barrier starts its own flusher when
+    # first asked (shard stores keep references to these barriers, so they are reset, not dropped).
+    global _lock
+    _lock = threading.Lock()
+    for barrier in _barriers.values():
+        barrier._cond = threading.Condition()
+        barrier._flusher = None
+        barrier._flushed = barrier._requested
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)

@@ -25,7 +25,7 @@ from typing import Any
 from erasure.errors import DataLost, DataNotFound, DomainOffline, ErasureError
 from erasure.heal import HealResult, heal
 from erasure.location import Location
-from erasure.reader import PoolReader
+from erasure.reader import PoolReader, read_healthy
 from erasure.rebalance import Throttle, move_shard, plan_moves
 from erasure.shard_store import ShardStore
 from erasure.topology import LEVELS, Topology
@@ -126,8 +126,23 @@ class ErasurePool:
     async def create_writer(self, data_id: str, size_hint: int | None = None) -> PoolWriter:
         return PoolWriter(self, data_id, size_hint)
 
+    def write_blob(self, data_id: str, data: bytes | memoryview) -> dict[str, Any]:
+        """Store a whole blob durably and return its location. Blocking: call it from a worker thread.
+
+        Meant for small blobs (held whole): the write and, by the caller, the catalog commit
+        then share one thread trip.
+        """
+        return PoolWriter(self, data_id, len(data)).write_blob(data)
+
     async def open_reader(self, data_id: str, location: dict[str, Any], size: int) -> PoolReader:
         return await PoolReader.open(self, data_id, Location.from_dict(location), size)
+
+    def read_healthy(self, data_id: str, location: dict[str, Any], size: int) -> bytes | None:
+        """The whole blob when all its data shards read cleanly, else None (open a reader then).
+
+        Blocking: call it from a worker thread. Meant for small blobs: the bytes are held whole.
+        """
+        return read_healthy(self, data_id, Location.from_dict(location), size)
 
     async def delete(self, data_id: str, location: dict[str, Any]) -> None:
         """Remove every shard on reachable domains. Shards on offline domains stay behind as orphans."""

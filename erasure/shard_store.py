@@ -9,23 +9,26 @@ Every call first checks the domain state: an offline domain behaves as unreachab
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
 import secrets
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import xxhash
 
 from erasure.checksum import CHECKSUM_SIZE, block_checksum
-from erasure.durability import FlushBarrier, barrier_for
+from erasure.durability import FlushBarrier, barrier_for, start_writeback
 from erasure.errors import CorruptShard, DomainOffline, ErasureError
 from erasure.shard_format import HEADER_SIZE, ShardHeader, file_size, frame_offset
 from erasure.topology import Domain
 
 TMP_DIR = ".tmp"
+WRITEBACK_BYTES = 1 << 20  # start writing a shard to disk every this many bytes
 _DATA_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
 # Several processes may write to one domain (`tierstore serve --workers N`, a lifecycle process):
 # a temporary file's name ends in ".p<pid>.tmp", so that a sweep removes only what a dead writer
@@ -184,7 +187,10 @@ class ShardStore:
 
 
 class ShardFileWriter:
-    """Appends frames to a temporary shard file; `commit` makes it visible atomically."""
+    """Appends frames to a temporary shard file; `commit` makes it visible atomically.
+
+    `header` may already be final (the whole blob is known): `commit()` then rewrites nothing.
+    """
 
     def __init__(self, store: ShardStore, header: ShardHeader) -> None:
         self.store, self.header = store, header
@@ -195,6 +201,9 @@ class ShardFileWriter:
             store._tmp_dir_made = True
         self._fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         self._next_stripe = 0
+        self._written = 0
+        self._unflushed = 0  # bytes written since writeback was last started
+        self._final: Path | None = None
         try:
             self._write_all([header.pack()])
         except BaseException:
@@ -208,9 +217,18 @@ class ShardFileWriter:
                 raise ValueError(f"shard frames must be appended in order: got {stripe}, want {self._next_stripe}")
             self._write_all([checksum.to_bytes(CHECKSUM_SIZE, "little"), block])
             self._next_stripe += 1
+            if self._unflushed >= WRITEBACK_BYTES:
+                # A large shard starts going to disk while the rest arrives: the flush at commit
+                # then waits for the tail only, not for the whole file.
+                start_writeback(self._fd, self._written - self._unflushed, self._unflushed)
+                self._unflushed = 0
 
-    def commit(self, header: ShardHeader | None = None) -> None:
-        """Rewrite the header (the size is final only now), fsync, rename into place, fsync the dir."""
+    def publish(self, header: ShardHeader | None = None) -> FlushBarrier | None:
+        """Rewrite the header if given, rename the file into place; not yet durable.
+
+        Returns the barrier to wait on for durability; None when the file and its directory
+        were fsync'd here already (no syncfs on this platform).
+        """
         with self._lock:
             self.store.check_online()
             if header is not None:
@@ -222,18 +240,40 @@ class ShardFileWriter:
             os.close(self._fd)
             self._fd = -1
             final = self.store.path_for(self.header.data_id, self.header.index)
-            if not final.parent.is_dir():
+            try:
+                os.replace(self._tmp, final)
+            except FileNotFoundError:  # the first shard in this fan-out directory
                 final.parent.mkdir(parents=True, exist_ok=True)
                 if barrier is None:
                     _fsync_dir(final.parent.parent)
-            os.replace(self._tmp, final)
+                os.replace(self._tmp, final)
+            self._final = final
             self.store._release_tmp(self._tmp)
-        # Outside the lock: many writers wait on one filesystem flush (see erasure/durability.py).
-        if barrier is not None:
-            barrier.wait()
-        else:
+        if barrier is None:
             _fsync_dir(final.parent)
+        return barrier
+
+    def committed(self) -> None:
+        """Count the shard once `publish` and its flush are done."""
         self.store._account(1, file_size(self.header))
+
+    def unpublish(self) -> None:
+        """Remove a published shard whose flush failed (never raises: a failure path)."""
+        if self._final is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._final)
+
+    def commit(self, header: ShardHeader | None = None) -> None:
+        """Rewrite the header (the size is final only now), rename into place, wait until durable."""
+        barrier = self.publish(header)
+        if barrier is not None:
+            # Outside the lock: many writers wait on one filesystem flush (see erasure/durability.py).
+            try:
+                barrier.wait()
+            except OSError:
+                self.unpublish()
+                raise
+        self.committed()
 
     def discard(self) -> None:
         """Close and remove the temporary file; never raises (used on failure paths)."""
@@ -248,13 +288,60 @@ class ShardFileWriter:
             self.store._release_tmp(self._tmp)
 
     def _write_all(self, parts: list[bytes | memoryview]) -> None:
+        total = sum(len(p) for p in parts)
+        written = os.writev(self._fd, parts)  # one system call for a frame (checksum + block)
+        if written != total:
+            self._write_rest(parts, written)
+        self._written += total
+        self._unflushed += total
+
+    def _write_rest(self, parts: list[bytes | memoryview], skip: int) -> None:
+        """Finish a short writev one part at a time."""
         for part in parts:
             view = memoryview(part)
+            if skip >= len(view):
+                skip -= len(view)
+                continue
+            view, skip = view[skip:], 0
             while view:
                 written = os.write(self._fd, view)
                 if written <= 0:
                     raise OSError(errno.EIO, "short write")
                 view = view[written:]
+
+
+def commit_shards(writers: Sequence[tuple[ShardFileWriter, ShardHeader | None]]) -> list[BaseException | None]:
+    """Commit several shards from one thread: publish each, then wait for every drive's flush at once.
+
+    Per shard: None when it is durable, or the error that failed it (its file is removed then).
+    Blocking: call it from a worker thread.
+    """
+    results: list[BaseException | None] = [None] * len(writers)
+    waits: dict[int, tuple[FlushBarrier, int, list[int]]] = {}
+    for n, (writer, header) in enumerate(writers):
+        try:
+            barrier = writer.publish(header)
+        except Exception as exc:  # one drive's failure is that shard's, not the blob's
+            writer.discard()
+            writer.unpublish()
+            results[n] = exc
+            continue
+        if barrier is not None:
+            # Ask every drive first, wait afterwards: drives flush in parallel, and shards on
+            # one drive share one flush.
+            entry = waits.setdefault(id(barrier), (barrier, barrier.request(), []))
+            entry[2].append(n)
+    for barrier, ticket, members in waits.values():
+        try:
+            barrier.wait(ticket)
+        except OSError as exc:
+            for n in members:
+                writers[n][0].unpublish()
+                results[n] = exc
+    for n, (writer, _) in enumerate(writers):
+        if results[n] is None:
+            writer.committed()
+    return results
 
 
 class ShardFileReader:

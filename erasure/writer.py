@@ -1,26 +1,41 @@
-"""Streaming writes: buffer one stripe, encode it in a thread, append its k+m blocks concurrently.
+"""Streaming writes: each stripe is encoded and appended in a worker thread while the next arrives.
 
-Memory stays bounded by one stripe (k × block_size) plus the caller's chunk. A shard whose domain
-fails mid-write is dropped and recorded as missing in the location (heal recreates it later);
-the write fails only when fewer than the write quorum of shards are still alive.
+One thread hop per stripe: the thread encodes it and appends its k+m blocks one after another
+(zfec, xxhash and os.write release the GIL, so this overlaps the caller receiving and hashing the
+next bytes). At most one stripe is in flight, so memory stays bounded by two stripes
+(k × block_size each) plus the caller's chunk, and frames reach every shard in order.
+
+A blob still wholly buffered at `finish()` — every small object — is placed, created, written and
+committed in a single hop: a few small files and one shared filesystem flush, not a dozen hops.
+`write_blob` does the same from a thread the caller already runs in (no hop of its own).
+
+A shard whose domain fails mid-write is dropped and recorded as missing in the location (heal
+recreates it later); the write fails only when fewer than the write quorum of shards are still alive.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
-from typing import TYPE_CHECKING, Any
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from erasure.codec import codec_for, encode_stripe
+from erasure.codec import Buffer, Codec, codec_for, encode_blocks
 from erasure.errors import ErasureError, OutOfSpace, WriteQuorumError
 from erasure.location import Location
 from erasure.placement import place
 from erasure.shard_format import ShardHeader
-from erasure.shard_store import ShardFileWriter, check_data_id
-from erasure.stripe import StripeLayout
+from erasure.shard_store import ShardFileWriter, ShardStore, check_data_id, commit_shards
+from erasure.stripe import StripeLayout, split_stripe
 
 if TYPE_CHECKING:
     from erasure.pool import ErasurePool
+    from erasure.topology import Domain
+
+Failures = dict[int, BaseException]  # shard index → why that shard was dropped
+T = TypeVar("T")
 
 
 class PoolWriter:
@@ -31,7 +46,9 @@ class PoolWriter:
         self.data_id = check_data_id(data_id)
         self.size_hint = size_hint
         self.size = 0
-        self._buf = bytearray()
+        self._pending: deque[memoryview] = deque()  # bytes received, not yet part of a stripe
+        self._pending_bytes = 0
+        self._inflight: asyncio.Task[None] | None = None  # the previous stripe, being written
         self._loc: Location | None = None
         self._writers: dict[int, ShardFileWriter] = {}
         self._committed: list[ShardFileWriter] = []
@@ -42,18 +59,26 @@ class PoolWriter:
 
     async def write(self, chunk: bytes | memoryview) -> None:
         self._check_open()
-        self._buf += chunk
+        if not len(chunk):
+            return
+        # Held until its stripe is written: bytes (or a read-only view) as they are; a view of a
+        # mutable buffer is copied, since its owner may reuse it.
+        if not (isinstance(chunk, bytes) or (isinstance(chunk, memoryview) and chunk.readonly)):
+            chunk = bytes(chunk)
+        self._pending.append(memoryview(chunk))
+        self._pending_bytes += len(chunk)
         self.size += len(chunk)
         # The pool's code may change meanwhile (a recode): a blob keeps the k it began with.
         stripe_bytes = (self._loc.k if self._loc is not None else self._pool.k) * self._pool.block_size
         try:
             # The pool keeps small_object_threshold <= one stripe, so a full stripe means erasure coding.
-            while len(self._buf) >= stripe_bytes:
+            while self._pending_bytes >= stripe_bytes:
                 if self._loc is None:
-                    await self._begin("ec")
-                data = bytes(self._buf[:stripe_bytes])
-                del self._buf[:stripe_bytes]
-                await self._flush(data, self._pool.block_size)
+                    await self._begin()
+                assert self._loc is not None
+                blocks = [self._take(self._pool.block_size) for _ in range(self._loc.k)]
+                await self._settle()  # one stripe in flight at a time: bounded memory, frames in order
+                self._inflight = asyncio.ensure_future(self._flush(blocks))
         except BaseException:
             await self.abort()
             raise
@@ -61,21 +86,36 @@ class PoolWriter:
     async def finish(self) -> dict[str, Any]:
         self._check_open()
         try:
+            await self._settle()
             if self._loc is None:
-                await self._begin("replica" if self.size < self._pool.small_object_threshold else "ec")
-            assert self._loc is not None
-            geo = StripeLayout(self.size, self._loc.k, self._loc.block_size)
-            data, pos = bytes(self._buf), 0
-            self._buf = bytearray()
-            for stripe in range(self._stripe, geo.stripe_count):
-                length = geo.stripe_len(stripe)
-                await self._flush(memoryview(data)[pos : pos + length], geo.block_len(stripe))
-                pos += length
-            await self._commit()
+                await _blocking(self._write_whole, self._take(self.size))
+            else:
+                await self._finish_stream()
         except BaseException:
             await self.abort()
             raise
         self._state = "finished"
+        assert self._loc is not None
+        return self._loc.to_dict()
+
+    def write_blob(self, data: Buffer) -> dict[str, Any]:
+        """The whole blob at once, instead of `write`s and `finish`: blocking, for a worker thread.
+
+        Places, creates, writes and commits every shard in the calling thread (small objects: one
+        thread trip does it all). Returns the location; on failure nothing is left behind.
+        """
+        self._check_open()
+        if self.size:
+            raise ErasureError(f"writer for {self.data_id} already has streamed bytes")
+        self.size = len(data)
+        try:
+            self._write_whole(data)
+        except BaseException:
+            self._state = "aborted"
+            _discard(list(self._writers.values()), self._committed)
+            raise
+        self._state = "finished"
+        assert self._loc is not None
         return self._loc.to_dict()
 
     async def abort(self) -> None:
@@ -83,17 +123,19 @@ class PoolWriter:
         if self._state in ("finished", "aborted"):
             return
         self._state = "aborted"
+        task, self._inflight = self._inflight, None
+        if task is not None:
+            await asyncio.wait([task])  # its thread may still be appending: let it end first
+            if not task.cancelled():
+                task.exception()  # retrieved: it is why we abort, or moot now
         writers, self._writers = list(self._writers.values()), {}
         committed, self._committed = self._committed, []
-        await asyncio.gather(*(asyncio.to_thread(w.discard) for w in writers), return_exceptions=True)
-        await asyncio.gather(
-            *(asyncio.to_thread(w.store.remove, w.header.data_id, w.header.index) for w in committed),
-            return_exceptions=True,
-        )
+        await asyncio.to_thread(_discard, writers, committed)
 
     # -- steps ------------------------------------------------------------------------------
 
-    async def _begin(self, layout: str) -> None:
+    def _place(self, layout: str) -> list[Domain]:
+        """Choose the domains and record the location; raises if too few are available."""
         pool = self._pool
         k = pool.k if layout == "ec" else 1
         width = k + pool.m
@@ -102,52 +144,91 @@ class PoolWriter:
         shards: list[str | None] = [d.id for d in domains] + [None] * (width - len(domains))
         self._loc = Location(layout, k, pool.m, pool.block_size, shards, set(range(len(domains), width)))
         self._check_quorum(len(domains))
-        headers = [ShardHeader(self.data_id, layout, k, pool.m, i, pool.block_size, 0) for i in range(width)]
-        results = await asyncio.gather(
-            *(asyncio.to_thread(pool.store(d.id).create, headers[i]) for i, d in enumerate(domains)),
-            return_exceptions=True,
-        )
-        self._writers = {i: r for i, r in enumerate(results) if isinstance(r, ShardFileWriter)}
-        for i, result in enumerate(results):
-            if isinstance(result, BaseException):
-                self._note_failure(i, result)
-        self._check_quorum(len(self._writers))
+        return domains
 
-    async def _flush(self, data: bytes | memoryview, block_len: int) -> None:
+    def _targets(self, domains: list[Domain], size: int) -> list[tuple[int, ShardStore, ShardHeader]]:
+        loc = self._loc
+        assert loc is not None
+        targets = []
+        for i, domain in enumerate(domains):
+            store = self._pool.store(domain.id)
+            assert store is not None  # placement only returns domains of the pool's topology
+            targets.append((i, store, ShardHeader(self.data_id, loc.layout, loc.k, loc.m, i, loc.block_size, size)))
+        return targets
+
+    async def _begin(self) -> None:
+        """Streaming an erasure-coded blob: create its shard files (sizes are rewritten at the end)."""
+        targets = self._targets(self._place("ec"), 0)
+        self._drop(await _blocking(_create, targets, self._writers))
+
+    async def _flush(self, blocks: list[Buffer]) -> None:
         assert self._loc is not None
         codec = codec_for(self._loc.k, self._loc.m)
-        frames = await asyncio.to_thread(encode_stripe, codec, data, self._stripe, block_len)
-        live = list(self._writers.items())
-        results = await asyncio.gather(
-            *(asyncio.to_thread(w.append, self._stripe, *frames[i]) for i, w in live),
-            return_exceptions=True,
-        )
-        await self._drop_failed(live, results)
-        self._stripe += 1
+        stripe, self._stripe = self._stripe, self._stripe + 1
+        # Nothing else touches the writers while a stripe is in flight (see `_settle`).
+        self._drop(await _blocking(_append, codec, blocks, stripe, self._writers))
 
-    async def _commit(self) -> None:
+    async def _settle(self) -> None:
+        """Wait for the stripe in flight; its failure (write quorum lost, a bug) surfaces here."""
+        task = self._inflight
+        if task is None:
+            return
+        try:
+            # Shielded: if our caller is cancelled, the thread still runs; `abort` waits for it.
+            await asyncio.shield(task)
+        finally:
+            if task.done():
+                self._inflight = None
+
+    def _write_whole(self, data: Buffer) -> None:
+        """The whole blob is at hand: place, create, write and commit every shard (blocking)."""
+        pool = self._pool
+        layout = "replica" if self.size < pool.small_object_threshold else "ec"
+        targets = self._targets(self._place(layout), self.size)
         assert self._loc is not None
-        loc = self._loc
-        live = list(self._writers.items())
-        results = await asyncio.gather(
-            *(
-                asyncio.to_thread(
-                    w.commit, ShardHeader(self.data_id, loc.layout, loc.k, loc.m, i, loc.block_size, self.size)
-                )
-                for i, w in live
-            ),
-            return_exceptions=True,
-        )
-        self._writers = {}
-        self._committed = [w for (_, w), r in zip(live, results, strict=True) if not isinstance(r, BaseException)]
-        await self._drop_failed(live, results)
+        codec = codec_for(self._loc.k, self._loc.m)
+        geo = StripeLayout(self.size, self._loc.k, self._loc.block_size)
+        self._drop(_write_blob(targets, codec, data, geo, self._writers, self._committed))
 
-    async def _drop_failed(self, live: list[tuple[int, ShardFileWriter]], results: list[Any]) -> None:
-        failed = [(i, w, r) for (i, w), r in zip(live, results, strict=True) if isinstance(r, BaseException)]
-        for i, _, _ in failed:
+    async def _finish_stream(self) -> None:
+        """Append the last (short) stripe, rewrite the headers with the size, commit: one hop."""
+        loc = self._loc
+        assert loc is not None
+        geo = StripeLayout(self.size, loc.k, loc.block_size)
+        tail = self._take(self._pending_bytes)
+        block_len = geo.block_len(self._stripe) if self._stripe < geo.stripe_count else 0
+        headers = {
+            i: ShardHeader(self.data_id, loc.layout, loc.k, loc.m, i, loc.block_size, self.size) for i in self._writers
+        }
+        failures = await _blocking(
+            _finish, codec_for(loc.k, loc.m), tail, self._stripe, block_len, self._writers, headers, self._committed
+        )
+        self._drop(failures)
+
+    def _take(self, size: int) -> Buffer:
+        """The next `size` buffered bytes: a view when one chunk holds them, else one copy.
+
+        Taken a block at a time: a caller writing block-sized chunks (PendingWrite's batches)
+        costs no copy at all.
+        """
+        parts: list[memoryview] = []
+        need = size
+        while need:
+            piece = self._pending.popleft()
+            if len(piece) > need:
+                self._pending.appendleft(piece[need:])
+                piece = piece[:need]
+            parts.append(piece)
+            need -= len(piece)
+        self._pending_bytes -= size
+        if len(parts) == 1:
+            return parts[0]
+        return b"".join(parts)
+
+    def _drop(self, failures: Failures) -> None:
+        """Record shards that failed (their files are already discarded); check the write quorum."""
+        for i, error in failures.items():
             self._writers.pop(i, None)
-        await asyncio.gather(*(asyncio.to_thread(w.discard) for _, w, _ in failed), return_exceptions=True)
-        for i, _, error in failed:
             self._note_failure(i, error)
         self._check_quorum(len(self._writers) + len(self._committed))
 
@@ -168,3 +249,96 @@ class PoolWriter:
     def _check_open(self) -> None:
         if self._state != "open":
             raise ErasureError(f"writer for {self.data_id} is {self._state}")
+
+
+# -- blocking steps, each run in one worker thread ----------------------------------------------
+# They update the writer's `writers` (open shard files) and `committed` (durable ones) in place,
+# so that `abort` finds every file to remove even when the request was cancelled mid-step. Per
+# shard, a failure is caught and returned (that domain's problem, not the blob's); the event loop
+# then decides about the write quorum.
+
+
+async def _blocking(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` in a worker thread. If we are cancelled meanwhile, the thread still runs on:
+    wait for it before letting the cancellation through, so that nothing touches the shard
+    files after `abort` (which runs next) has cleaned them up."""
+    task = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        raise
+
+
+def _create(targets: list[tuple[int, ShardStore, ShardHeader]], writers: dict[int, ShardFileWriter]) -> Failures:
+    failures: Failures = {}
+    for i, store, header in targets:
+        try:
+            writers[i] = store.create(header)
+        except Exception as exc:
+            failures[i] = exc
+    return failures
+
+
+def _append(codec: Codec, blocks: list[Buffer], stripe: int, writers: dict[int, ShardFileWriter]) -> Failures:
+    """Encode one stripe (its k data blocks) and append its frames; a shard that fails is discarded
+    (and left out of `writers`)."""
+    frames = encode_blocks(codec, blocks, stripe)
+    failures: Failures = {}
+    for i, writer in list(writers.items()):
+        try:
+            writer.append(stripe, *frames[i])
+        except Exception as exc:
+            writer.discard()
+            del writers[i]
+            failures[i] = exc
+    return failures
+
+
+def _commit(
+    writers: dict[int, ShardFileWriter], headers: dict[int, ShardHeader] | None,
+    committed: list[ShardFileWriter], failures: Failures,
+) -> None:
+    """Commit every open shard (moving it from `writers` to `committed` once durable)."""
+    order = list(writers.items())
+    writers.clear()
+    results = commit_shards([(w, headers[i] if headers is not None else None) for i, w in order])
+    for (i, writer), error in zip(order, results, strict=True):
+        if error is None:
+            committed.append(writer)
+        else:
+            failures[i] = error
+
+
+def _write_blob(
+    targets: list[tuple[int, ShardStore, ShardHeader]], codec: Codec, data: Buffer, geo: StripeLayout,
+    writers: dict[int, ShardFileWriter], committed: list[ShardFileWriter],
+) -> Failures:
+    """Create every shard with its final header, append all stripes, commit."""
+    failures = _create(targets, writers)
+    view, pos = memoryview(data), 0
+    for stripe in range(geo.stripe_count):
+        length = geo.stripe_len(stripe)
+        blocks = split_stripe(view[pos : pos + length], codec.k, geo.block_len(stripe))
+        failures.update(_append(codec, blocks, stripe, writers))
+        pos += length
+    _commit(writers, None, committed, failures)
+    return failures
+
+
+def _finish(
+    codec: Codec, tail: Buffer, stripe: int, block_len: int, writers: dict[int, ShardFileWriter],
+    headers: dict[int, ShardHeader], committed: list[ShardFileWriter],
+) -> Failures:
+    """Append the last stripe (if the size left one) and commit every shard with its final header."""
+    failures = _append(codec, split_stripe(tail, codec.k, block_len), stripe, writers) if block_len else {}
+    _commit(writers, headers, committed, failures)
+    return failures
+
+
+def _discard(writers: list[ShardFileWriter], committed: list[ShardFileWriter]) -> None:
+    for writer in writers:
+        writer.discard()
+    for writer in committed:
+        with contextlib.suppress(ErasureError, OSError):
+            writer.store.remove(writer.header.data_id, writer.header.index)

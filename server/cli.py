@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import select
@@ -201,6 +202,19 @@ def _banner(config: ServerConfig) -> str:
     return "\n".join(lines)
 
 
+def _tune_gc() -> None:
+    """Collect cyclic garbage less often, and never re-scan what start-up built.
+
+    A request allocates a few hundred short-lived objects, so CPython's default generation-0
+    threshold (700) runs a collection every request or two, and the older generations re-walk
+    every long-lived object (app, catalog, caches) again and again. Reference counting frees
+    almost all of a request's objects anyway; the cyclic collector still runs, just less often.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 50)
+
+
 async def serve(
     config: ServerConfig,
     *,
@@ -214,6 +228,7 @@ async def serve(
         # Bound now (a port in use fails fast), listening only once the store has started.
         sockets = bind_sockets(config.listen_host, config.listen_port, reuse_port=reuse_port, listen=False)
     gate = _DrainGate(create_app(config))
+    _tune_gc()
     uv_config = uvicorn.Config(
         gate,
         host=config.listen_host,

@@ -9,6 +9,8 @@ every malformed document becomes MalformedXML.
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import math
 import time
 from collections.abc import Iterable
 from typing import Union
@@ -41,29 +43,53 @@ def _render(name: str, value: Value, out: list[str]) -> None:
     out.append(f"<{name}>{text}</{name}>")
 
 
-def document(root: str, children: Iterable[tuple[str, Value]], *, namespace: str | None = S3_NS) -> bytes:
+def document(
+    root: str, children: Iterable[tuple[str, Value]], *, namespace: str | None = S3_NS, trailer: str = ""
+) -> bytes:
+    """The document `<root>children trailer</root>`; `trailer` is XML already serialised (and
+    escaped) by the caller: a listing renders its thousand entries in bulk, not as pairs."""
     ns = f' xmlns="{namespace}"' if namespace else ""
     out = ['<?xml version="1.0" encoding="UTF-8"?>\n', f"<{root}{ns}>"]
     for name, value in children:
         _render(name, value, out)
+    out.append(trailer)
     out.append(f"</{root}>")
     return "".join(out).encode()
 
 
+def escape_text(text: str) -> str:
+    """`escape` for element text, without the call layers: str.replace hands back the same string
+    when there is nothing to replace, so the usual key costs three scans."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# iso_time runs once per listed key. A timestamp is split into hour, minute:second and milliseconds;
+# the two short parts come from tables and the hour from a cache, since a page's keys were mostly
+# written within a few hours of each other.
+_MINUTE_SECOND = [f"{m:02d}:{s:02d}" for m in range(60) for s in range(60)]
+_MILLIS = [f".{ms:03d}Z" for ms in range(1000)]
+
+
+@functools.lru_cache(maxsize=8192)
+def _iso_hour(hours: int) -> str:
+    t = time.gmtime(hours * 3600)
+    return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:"
+
+
 def iso_time(timestamp: float) -> str:
-    """S3's XML timestamp form: 2024-01-02T03:04:05.000Z (one per listed key: kept cheap)."""
+    """S3's XML timestamp form: 2024-01-02T03:04:05.000Z (milliseconds truncated, not rounded)."""
     seconds = int(timestamp)
-    t = time.gmtime(seconds)
-    millis = int((timestamp - seconds) * 1000)
-    return (
-        f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}.{millis:03d}Z"
-    )
+    return _iso_hour(seconds // 3600) + _MINUTE_SECOND[seconds % 3600] + _MILLIS[int((timestamp - seconds) * 1000)]
 
 
 def http_date(timestamp: float) -> str:
-    """RFC 7231 date for Last-Modified and friends."""
-    moment = dt.datetime.fromtimestamp(timestamp, dt.UTC)
-    return moment.strftime("%a, %d %b %Y %H:%M:%S GMT")
+    """RFC 7231 date for Last-Modified and friends (whole seconds: the format has no fraction)."""
+    return _http_date_seconds(math.floor(timestamp))
+
+
+@functools.lru_cache(maxsize=4096)  # every GET and HEAD formats one; hot objects repeat theirs
+def _http_date_seconds(seconds: int) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%a, %d %b %Y %H:%M:%S GMT")
 
 
 def _strip_ns(tag: str) -> str:

@@ -83,9 +83,26 @@ class TierBackend(ABC):
     async def create_writer(self, data_id: str, size_hint: int | None = None) -> DataWriter:
         """Start a new blob. `size_hint` (when the client told us) lets the backend plan."""
 
+    def write_whole(self, data_id: str, data: bytes) -> StoredData | None:
+        """Store a whole blob durably in the calling worker thread — or None: use `create_writer`.
+
+        The small-object fast path: the write and the catalog commit share one thread trip.
+        Raises the same errors as a writer's `finish`. Blocking: never call it on the event loop.
+        """
+        return None
+
     @abstractmethod
     async def open_reader(self, stored: StoredData) -> DataReader:
         """Open a blob for reading; raise `DataNotFound` if it is gone."""
+
+    def read_whole(self, stored: StoredData) -> bytes | None:
+        """The whole blob, read in the calling worker thread — or None: then use `open_reader`.
+
+        The small-object fast path (one thread trip for lookup and read). A backend answers None
+        whenever the read is not plain and healthy (degraded, remote, not at hand), so errors,
+        repair and heal stay on the `open_reader` path. Blocking: never call it on the event loop.
+        """
+        return None
 
     @abstractmethod
     async def delete(self, stored: StoredData) -> None:

@@ -13,12 +13,13 @@ Every method here is synchronous and short; none does I/O on object data.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -186,6 +187,7 @@ OBJECT_COLUMNS = (
 OBJECT_PLACEHOLDERS = ",".join("?" * 17)
 # What a listing shows of each key: plain columns, no JSON to decode (listing is a hot path).
 LIST_COLUMNS = "key, size, etag, last_modified, storage_class, checksum_algorithm"
+EMPTY_ETAG = "d41d8cd98f00b204e9800998ecf8427e"  # MD5 of no bytes: the ETag of every zero-byte object
 
 ARCHIVE_STATUS = "x-amz-archive-status"
 
@@ -229,6 +231,23 @@ def key_successor(prefix: str) -> str | None:
             return "".join(chars)
         chars.pop()
     return None
+
+
+# A row of LIST_COLUMNS as a ListEntry: tuple.__new__ through partial runs in C, where
+# ListEntry._make would run a Python frame per row (a page is a thousand rows).
+_list_entry: Callable[[tuple[Any, ...]], ListEntry] = functools.partial(tuple.__new__, ListEntry)
+
+
+def _listing_rows(
+    db: sqlite3.Connection, bucket: str, lower: str, inclusive: bool, upper: str | None, limit: int
+) -> sqlite3.Cursor:
+    """Up to `limit` listing rows (LIST_COLUMNS) of `bucket` from `lower` on, below `upper`, in key order."""
+    sql = f"SELECT {LIST_COLUMNS} FROM objects WHERE bucket = ? AND key {'>=' if inclusive else '>'} ?"
+    args: list[Any] = [bucket, lower]
+    if upper is not None:
+        sql += " AND key < ?"
+        args.append(upper)
+    return db.execute(sql + " ORDER BY key LIMIT ?", [*args, limit])
 
 
 class Catalog:
@@ -602,6 +621,29 @@ class Catalog:
         count, size = self._reader().execute(sql, args).fetchone()
         return int(count), int(size)
 
+    def create_empty_objects(
+        self, bucket: str, keys: Iterable[str], *, tier: str, meta: ObjectMeta, now: float
+    ) -> int:
+        """Create zero-byte objects at those of `keys` that hold none yet, in one transaction;
+        returns how many were created. Existing objects are left as they are, never replaced.
+
+        A zero-byte object has no data on any tier (no segments), so unlike a PUT there is nothing
+        to make durable before the commit: bulk loads (the listing benchmark's million keys) take
+        this path instead of one commit per key.
+        """
+        meta_json, tags_json = _dumps(meta.to_json()), _dumps(meta.tags)
+        with self._write() as db:
+            if db.execute("SELECT 1 FROM buckets WHERE name = ?", (bucket,)).fetchone() is None:
+                raise BucketNotFound(bucket)
+            # A new object's row as commit_object writes it: generation 1, heat 1 (one write).
+            cursor = db.executemany(
+                f"INSERT INTO objects ({OBJECT_COLUMNS}, storage_class) VALUES ({OBJECT_PLACEHOLDERS}, ?) "
+                "ON CONFLICT (bucket, key) DO NOTHING",
+                ((bucket, key, 1, 0, EMPTY_ETAG, now, tier, meta_json, tags_json, None, None, "[]",
+                  1.0, now, now, now, None, meta.storage_class) for key in keys),
+            )
+            return cursor.rowcount
+
     def list_objects(
         self,
         bucket: str,
@@ -619,56 +661,54 @@ class Catalog:
         db = self._reader()
         if db.execute("SELECT 1 FROM buckets WHERE name = ?", (bucket,)).fetchone() is None:
             raise BucketNotFound(bucket)
-        objects: list[ObjectRecord] = []
-        prefixes: list[str] = []
+        if max_keys <= 0:
+            return ListPage([], [], False, None)
         upper = key_successor(prefix) if prefix else None
         # Lower bound: strictly after start_after, and at or after the prefix.
         if start_after and start_after >= prefix:
             lower, inclusive = start_after, False
         else:
             lower, inclusive = prefix, True
+        if not delimiter:
+            # Nothing rolls up: the page is the next max_keys rows of the index, fetched in one call
+            # (one more tells whether the listing goes on).
+            rows = _listing_rows(db, bucket, lower, inclusive, upper, max_keys + 1).fetchall()
+            entries = list(map(_list_entry, rows[:max_keys]))
+            return ListPage(entries, [], len(rows) > max_keys, entries[-1].key if entries else None)
+        objects: list[ListEntry] = []
+        prefixes: list[str] = []
         last: str | None = None
-        if max_keys <= 0:
-            return ListPage([], [], False, None)
         batch = min(max_keys + 1, 1001)
         while True:
-            sql = f"SELECT {LIST_COLUMNS} FROM objects WHERE bucket = ? AND key {'>=' if inclusive else '>'} ?"
-            args: list[Any] = [bucket, lower]
-            if upper is not None:
-                sql += " AND key < ?"
-                args.append(upper)
-            sql += " ORDER BY key LIMIT ?"
-            args.append(batch)
             # Iterate the cursor lazily: after a seek past a common prefix the rest of the batch
             # is never stepped, so each prefix costs one index seek, not a batch of rows.
-            cursor = db.execute(sql, args)
+            cursor = _listing_rows(db, bucket, lower, inclusive, upper, batch)
             seen = 0
             sought = False
             for row in cursor:
                 seen += 1
                 key: str = row[0]
-                if delimiter:
-                    cut = key.find(delimiter, len(prefix))
-                    if cut >= 0:
-                        common = key[: cut + len(delimiter)]
-                        if len(objects) + len(prefixes) >= max_keys:
-                            cursor.close()
-                            return ListPage(objects, prefixes, True, last)
-                        if not (start_after and common <= start_after):
-                            prefixes.append(common)
-                            last = common
-                        # Skip every other key under this prefix with one seek.
-                        successor = key_successor(common)
+                cut = key.find(delimiter, len(prefix))
+                if cut >= 0:
+                    common = key[: cut + len(delimiter)]
+                    if len(objects) + len(prefixes) >= max_keys:
                         cursor.close()
-                        if successor is None:
-                            return ListPage(objects, prefixes, False, last)
-                        lower, inclusive = successor, True
-                        sought = True
-                        break
+                        return ListPage(objects, prefixes, True, last)
+                    if not (start_after and common <= start_after):
+                        prefixes.append(common)
+                        last = common
+                    # Skip every other key under this prefix with one seek.
+                    successor = key_successor(common)
+                    cursor.close()
+                    if successor is None:
+                        return ListPage(objects, prefixes, False, last)
+                    lower, inclusive = successor, True
+                    sought = True
+                    break
                 if len(objects) + len(prefixes) >= max_keys:
                     cursor.close()
                     return ListPage(objects, prefixes, True, last)
-                objects.append(ListEntry(*row))
+                objects.append(_list_entry(row))
                 last = key
             if not sought:
                 if seen < batch:

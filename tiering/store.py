@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from tiering import domains
 from tiering.backend import (
@@ -69,8 +70,13 @@ from tiering.tiers import COLD, HOT, Tier, tier_for_storage_class
 
 log = logging.getLogger("tierstore.tiering")
 
+_Rendered = TypeVar("_Rendered")  # what a caller of `render_listing` makes of a page
+_Committed = TypeVar("_Committed")  # what a pending write's commit returns (object or part record)
+_Result = TypeVar("_Result")
 Throttle = Callable[[int], Awaitable[None]]  # awaited with each chunk's size: a mover's brake
 HASH_BATCH = 1 << 20  # hash and write in 1 MiB pieces: few thread hops, bounded memory
+# Below this, hashing a small body on the event loop costs less than a trip to a worker thread.
+HASH_OFFLOAD_BYTES = 256 * 1024
 MIN_PART_SIZE = 5 * 1024 * 1024
 MAX_PARTS = 10_000
 COLLECT_INTERVAL = 2.0
@@ -98,60 +104,183 @@ def _write_refused(tier: str, exc: BackendError) -> TieringError:
 
 
 class PendingWrite:
-    """Bytes on their way into a tier: hashed and written in one pass, invisible until committed."""
+    """Bytes on their way into a tier: hashed and written in one pass, invisible until committed.
+
+    A body of at most `HASH_BATCH` bytes is held whole, hashed on the event loop when small, and
+    written by the commit itself: one worker-thread trip stores it durably and then commits the
+    catalog row (`TierBackend.write_whole`), instead of a trip for every step. A larger body goes
+    on in batches: each is hashed in a thread while the backend writes it, and while the next one
+    arrives (one batch in flight, so memory stays bounded and bytes stay in order).
+    """
 
     def __init__(
-        self, store: ObjectStore, tier: str, writer: DataWriter, checksum_algorithm: str | None
+        self, store: ObjectStore, tier: str, data_id: str, size_hint: int | None, checksum_algorithm: str | None
     ) -> None:
         self._store = store
         self.tier = tier
-        self._writer = writer
+        self._backend = store.tiers[tier].backend
+        self._data_id = data_id
+        self._size_hint = size_hint
+        self._writer: DataWriter | None = None  # created once the body outgrows one batch
         self.digests = BodyDigests(checksum_algorithm)
-        self._buffer = bytearray()
+        self._pieces: list[bytes | memoryview] = []
+        self._buffered = 0
+        self._size = 0
+        self._inflight: asyncio.Task[None] | None = None  # the previous batch, being hashed and written
+        self._whole: bytes | None = None  # a small body, hashed, waiting for the commit to store it
+        self._whole_refused = False  # the backend has no `write_whole`: stream the small body too
+        self._body_done = False
         self._stored: StoredData | None = None
         self._done = False
 
     async def write(self, chunk: bytes | memoryview) -> None:
-        self._buffer += chunk
-        if len(self._buffer) >= HASH_BATCH:
-            await self._drain()
-
-    async def _drain(self) -> None:
-        if not self._buffer:
+        if not len(chunk):
             return
-        piece, self._buffer = bytes(self._buffer), bytearray()
+        self._pieces.append(_immutable(chunk))
+        self._buffered += len(chunk)
+        self._size += len(chunk)
+        while self._buffered > HASH_BATCH:  # not >=: a body of exactly one batch stays whole
+            await self._drain(HASH_BATCH)
+
+    def _take(self, size: int) -> bytes | memoryview:
+        """The first `size` buffered bytes, in one piece (copied only when they span several)."""
+        parts: list[bytes | memoryview] = []
+        need = size
+        while need:
+            piece = self._pieces[0]
+            if len(piece) > need:
+                view = memoryview(piece)
+                self._pieces[0] = view[need:]
+                piece = view[:need]
+            else:
+                del self._pieces[0]
+            parts.append(piece)
+            need -= len(piece)
+        self._buffered -= size
+        return parts[0] if len(parts) == 1 else b"".join(parts)  # b"" for size 0
+
+    async def _drain(self, size: int | None = None) -> None:
+        """Hand `size` (default: all) buffered bytes on to the backend writer; returns while they
+        are still in flight. Batches are cut at multiples of `HASH_BATCH`, so that they line up
+        with an erasure-coded tier's blocks, which then need no copy of their own."""
+        if not self._buffered:
+            return
+        piece = self._take(self._buffered if size is None else size)
+        await self._settle()
+        if self._writer is None:
+            self._writer = await self._backend.create_writer(self._data_id, self._size_hint)
+        self._inflight = asyncio.ensure_future(self._pass_on(self._writer, piece))
+
+    async def _pass_on(self, writer: DataWriter, piece: bytes | memoryview) -> None:
         # Hashing (in a thread: hashlib and awscrt release the GIL) overlaps the backend write.
         try:
-            await asyncio.gather(asyncio.to_thread(self.digests.update, piece), self._writer.write(piece))
+            await asyncio.gather(asyncio.to_thread(self.digests.update, piece), writer.write(piece))
         except (WriteQuorumLost, CapacityExceeded) as exc:
             # The tier cannot take bytes now (no room, too few domains, remote bucket down): a 503.
             raise _write_refused(self.tier, exc) from exc
 
-    async def seal(self) -> StoredData:
-        """Flush and make the data durable. After this, `digests` are final."""
-        if self._stored is None:
+    async def _settle(self) -> None:
+        """Wait for the batch in flight; its failure surfaces here."""
+        task = self._inflight
+        if task is None:
+            return
+        try:
+            # Shielded: if our caller is cancelled, the batch still finishes; `abort` waits for it.
+            await asyncio.shield(task)
+        finally:
+            if task.done():
+                self._inflight = None
+
+    async def end_body(self) -> None:
+        """The body is complete: after this, `digests` are final (the data may not be durable yet)."""
+        if self._body_done:
+            return
+        if self._writer is None:
+            body = bytes(self._take(self._buffered))
+            if len(body) >= HASH_OFFLOAD_BYTES:
+                await asyncio.to_thread(self.digests.update, body)
+            else:
+                self.digests.update(body)  # cheaper than a thread trip
+            self._whole = body
+        else:
             await self._drain()
+            await self._settle()
+        self._body_done = True
+
+    async def seal(self) -> StoredData:
+        """Make the data durable. After this, `digests` are final."""
+        if self._stored is None:
+            await self.end_body()
+            if self._whole is None or await _finish_thread(self._store_whole) is None:
+                # Streamed, or a small body that this backend cannot take whole: its writer.
+                if self._writer is None:
+                    assert self._whole is not None
+                    self._writer = await self._backend.create_writer(self._data_id, len(self._whole))
+                    await self._writer.write(self._whole)
+                try:
+                    self._stored = await self._writer.finish()
+                except (WriteQuorumLost, CapacityExceeded) as exc:
+                    raise _write_refused(self.tier, exc) from exc
+        assert self._stored is not None
+        return self._stored
+
+    def _store_whole(self) -> StoredData | None:
+        """Store the small body durably (blocking: in a worker thread); None if the backend cannot."""
+        if self._stored is None and not self._whole_refused:
+            assert self._whole is not None
             try:
-                self._stored = await self._writer.finish()
+                self._stored = self._backend.write_whole(self._data_id, self._whole)
             except (WriteQuorumLost, CapacityExceeded) as exc:
                 raise _write_refused(self.tier, exc) from exc
+            self._whole_refused = self._stored is None
         return self._stored
 
     @property
     def size(self) -> int:
-        return self.digests.size + len(self._buffer)
+        return self._size
 
     async def abort(self) -> None:
         if self._done:
             return
         self._done = True
+        task, self._inflight = self._inflight, None
+        if task is not None:
+            await asyncio.wait([task])  # let the batch in flight end before discarding what it wrote
+            if not task.cancelled():
+                task.exception()  # retrieved: it is why we abort, or moot now
         if self._stored is not None:
             # Already durable: hand it to the collector rather than deleting under a reader.
             with contextlib.suppress(BackendError, OSError):
-                await self._store.tiers[self.tier].backend.delete(self._stored)
-        else:
+                await self._backend.delete(self._stored)
+        elif self._writer is not None:
             with contextlib.suppress(BackendError, OSError):
                 await self._writer.abort()
+
+    async def _commit(self, commit: Callable[[StoredData], _Committed]) -> _Committed:
+        """Durable data, then `commit(stored)` (a catalog write): one thread trip for a small body."""
+        await self.end_body()
+
+        def store_and_commit() -> _Committed | None:
+            stored = self._store_whole() if self._stored is None else self._stored
+            if stored is None:
+                return None  # the backend cannot take the body whole: `seal` streams it first
+            result = commit(stored)
+            self._done = True  # committed: from now on the catalog owns the data, never abort it
+            return result
+
+        try:
+            if self._whole is None:
+                await self.seal()  # streamed: the writer's own trips make it durable
+            result = await _finish_thread(store_and_commit)
+            if result is None:
+                await self.seal()
+                result = await _finish_thread(store_and_commit)
+        except BaseException:
+            await self.abort()
+            raise
+        assert result is not None and self._stored is not None
+        self._store.maintenance.note_write(self.tier, self._stored)
+        return result
 
     async def commit_object(
         self,
@@ -162,48 +291,56 @@ class PendingWrite:
         if_match: str | None = None,
         if_none_match: str | None = None,
     ) -> ObjectRecord:
-        stored = await self.seal()
-        record = ObjectRecord(
-            bucket=bucket,
-            key=key,
-            size=stored.size,
-            etag=self.digests.md5_hex,
-            last_modified=self._store.clock(),
-            tier=self.tier,
-            meta=meta,
-            segments=(Segment(stored),),
-            checksum_algorithm=self.digests.checksum_algorithm,
-            checksum=self.digests.checksum_b64,
-        )
-        try:
-            committed = await self._store._in_writer(
-                self._store.catalog.commit_object, record, if_match=if_match, if_none_match=if_none_match
+        def commit(stored: StoredData) -> ObjectRecord:
+            record = ObjectRecord(
+                bucket=bucket,
+                key=key,
+                size=stored.size,
+                etag=self.digests.md5_hex,
+                last_modified=self._store.clock(),
+                tier=self.tier,
+                meta=meta,
+                segments=(Segment(stored),),
+                checksum_algorithm=self.digests.checksum_algorithm,
+                checksum=self.digests.checksum_b64,
             )
-        except BaseException:
-            await self.abort()
-            raise
-        self._done = True
-        self._store.maintenance.note_write(self.tier, stored)
-        return committed
+            return self._store.catalog.commit_object(record, if_match=if_match, if_none_match=if_none_match)
+
+        return await self._commit(commit)
 
     async def commit_part(self, upload: UploadRecord, part_number: int) -> PartRecord:
-        stored = await self.seal()
-        part = PartRecord(
-            part_number=part_number,
-            size=stored.size,
-            etag=self.digests.md5_hex,
-            last_modified=self._store.clock(),
-            stored=stored,
-            checksum=self.digests.checksum_b64,
-        )
-        try:
-            await self._store._in_writer(self._store.catalog.put_part, upload.upload_id, part)
-        except BaseException:
-            await self.abort()
-            raise
-        self._done = True
-        self._store.maintenance.note_write(self.tier, stored)
-        return part
+        def commit(stored: StoredData) -> PartRecord:
+            part = PartRecord(
+                part_number=part_number,
+                size=stored.size,
+                etag=self.digests.md5_hex,
+                last_modified=self._store.clock(),
+                stored=stored,
+                checksum=self.digests.checksum_b64,
+            )
+            self._store.catalog.put_part(upload.upload_id, part)
+            return part
+
+        return await self._commit(commit)
+
+
+def _immutable(chunk: bytes | memoryview) -> bytes | memoryview:
+    """A chunk safe to hold on to: a view of bytes as it is; of anything mutable, a copy."""
+    if isinstance(chunk, bytes) or (isinstance(chunk, memoryview) and chunk.readonly):
+        return chunk
+    return bytes(chunk)
+
+
+async def _finish_thread(fn: Callable[[], _Result]) -> _Result:
+    """`fn()` in a worker thread. If we are cancelled meanwhile, the thread still runs on: wait for
+    it before letting the cancellation through, so that `abort` (which runs next) sees what it
+    stored or committed — and never deletes data that a committed catalog row names."""
+    task = asyncio.ensure_future(asyncio.to_thread(fn))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        raise
 
 
 @dataclass
@@ -218,6 +355,8 @@ class OpenedObject:
     _store: ObjectStore
     tier: str = ""
     segments: tuple[Segment, ...] = ()
+    data: bytes | None = None  # the whole object, when `open_object(read_up_to=...)` read it
+    _closed: bool = False
 
     def __post_init__(self) -> None:
         if not self.tier:
@@ -226,6 +365,12 @@ class OpenedObject:
 
     async def stream(self, start: int, end: int, on_chunk: Throttle | None = None) -> AsyncIterator[bytes]:
         """Yield bytes [start, end) across the object's segments."""
+        if self.data is not None:
+            if end > start:
+                if on_chunk is not None:
+                    await on_chunk(end - start)
+                yield self.data[start:end]
+            return
         offset = 0
         backend = self._store.tiers[self.tier].backend
         for segment in self.segments:
@@ -252,7 +397,9 @@ class OpenedObject:
                 await reader.close()
 
     def close(self) -> None:
-        self._store._unpin(self.segments)
+        if not self._closed:  # a second close must not release another reader's pin
+            self._closed = True
+            self._store._unpin(self.segments)
 
 
 class ObjectStore:
@@ -461,9 +608,8 @@ class ObjectStore:
     async def begin_write(
         self, tier: str, *, size_hint: int | None = None, checksum_algorithm: str | None = None
     ) -> PendingWrite:
-        backend = self.tiers[tier].backend
-        writer = await backend.create_writer(new_data_id(), size_hint)
-        return PendingWrite(self, tier, writer, checksum_algorithm)
+        # The backend writer is created when bytes arrive: a small body never needs one.
+        return PendingWrite(self, tier, new_data_id(), size_hint, checksum_algorithm)
 
     # --- buckets ----------------------------------------------------------------------------
 
@@ -507,20 +653,32 @@ class ObjectStore:
     async def head_object(self, bucket: str, key: str) -> ObjectRecord:
         return await self._read(self.catalog.get_object, bucket, key)
 
-    async def open_object(self, bucket: str, key: str, *, allow_archived: bool = False) -> OpenedObject:
+    async def open_object(
+        self, bucket: str, key: str, *, allow_archived: bool = False, read_up_to: int = 0
+    ) -> OpenedObject:
         """Look up and pin an object; `close()` the result when the read is done.
 
         An archived (cold-tier) object is readable only through a finished, unexpired restore,
         unless `allow_archived` (the mover reading it to restore or transition it).
+        With `read_up_to`, an object of at most that many bytes whose data reads cleanly comes
+        back already in memory (`OpenedObject.data`), fetched in the same worker-thread trip as
+        the lookup: for small GETs the thread hand-offs, not the reads, were the cost.
         """
-        record = await self._read(self.catalog.get_object, bucket, key)
+        opened = await self._read(self._open, bucket, key, allow_archived, read_up_to)
+        self._pin(opened.segments)
+        return opened
+
+    def _open(self, bucket: str, key: str, allow_archived: bool, read_up_to: int) -> OpenedObject:
+        """`open_object`'s lookup (and small read), in a worker thread."""
+        record = self.catalog.get_object(bucket, key)
         opened = OpenedObject(record, self)
         if record.tier == COLD and not allow_archived:
             restore = record.restore
             if restore is None or restore.ongoing or restore.expiry <= self.clock():
                 raise ObjectArchived(bucket, key)
             opened = OpenedObject(record, self, restore.tier, restore.segments)
-        self._pin(opened.segments)
+        if record.size <= read_up_to and len(opened.segments) == 1:
+            opened.data = self.tiers[opened.tier].backend.read_whole(opened.segments[0].stored)
         return opened
 
     async def delete_object(self, bucket: str, key: str) -> ObjectRecord | None:
@@ -542,6 +700,27 @@ class ObjectStore:
             start_after=start_after,
             max_keys=max_keys,
         )
+
+    async def render_listing(
+        self,
+        render: Callable[[ListPage], _Rendered],
+        bucket: str,
+        *,
+        prefix: str = "",
+        delimiter: str = "",
+        start_after: str = "",
+        max_keys: int = 1000,
+    ) -> _Rendered:
+        """`render(page)` for one listing page, run in the worker thread that read the page: turning
+        a thousand entries into a response is the bulk of a listing's work, and this way it stays
+        off the event loop and costs no second thread hop."""
+
+        def page_then_render() -> _Rendered:
+            return render(self.catalog.list_objects(
+                bucket, prefix=prefix, delimiter=delimiter, start_after=start_after, max_keys=max_keys
+            ))
+
+        return await asyncio.to_thread(page_then_render)
 
     async def replace_metadata(self, bucket: str, key: str, meta: ObjectMeta, *, if_etag: str | None) -> ObjectRecord:
         return await self._in_writer(self.catalog.update_object_meta, bucket, key, meta, if_etag=if_etag)

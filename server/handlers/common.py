@@ -56,7 +56,8 @@ async def receive_body(req: S3Request, pending: PendingWrite) -> None:
         if pending.size + len(chunk) > MAX_PUT_SIZE:
             raise EntityTooLarge(ProposedSize=pending.size + len(chunk), MaxSizeAllowed=MAX_PUT_SIZE)
         await pending.write(chunk)
-    await pending.seal()
+    # Digests are final here; the data is made durable by the commit, after these checks.
+    await pending.end_body()
     digests = pending.digests
     if declared_md5 is not None and declared_md5 != digests.md5_hex:
         raise BadDigest(ExpectedDigest=declared_md5, CalculatedDigest=digests.md5_hex)

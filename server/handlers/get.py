@@ -26,6 +26,10 @@ from server.xml_io import document, http_date
 from tiering.records import ObjectRecord
 from tiering.store import OpenedObject
 
+# Objects up to this size are looked up and read in one worker-thread trip and answered from one
+# buffer. No more memory than a streamed read holds anyway: the erasure reader buffers a stripe.
+SMALL_GET_BYTES = 1 << 20
+
 
 def part_range(record: ObjectRecord, part_number: int) -> ByteRange:
     """Bytes of part N of a multipart object (a single-PUT object is one part)."""
@@ -62,7 +66,9 @@ async def get_object(req: S3Request) -> Response:
     only_null_version(req)
     send_body = req.operation is Operation.GetObject
     # HEAD describes an archived object; only GET needs its bytes (and so a restore).
-    opened = await req.store.open_object(req.bucket, req.key, allow_archived=not send_body)
+    opened = await req.store.open_object(
+        req.bucket, req.key, allow_archived=not send_body, read_up_to=SMALL_GET_BYTES if send_body else 0
+    )
     if send_body and req.lifecycle is not None:
         req.lifecycle.record_access(req.bucket, req.key)  # HEAD does not warm an object
     try:
@@ -97,6 +103,8 @@ def _respond(req: S3Request, opened: OpenedObject, send_body: bool) -> Response:
         except RangeNotSatisfiable:
             raise InvalidRange(ActualObjectSize=record.size, RangeRequested=req.header("range")) from None
     if ranges is None:
+        if opened.data is not None and send_body:
+            return _in_memory(opened, opened.data, 200, headers)
         return StreamedBody(
             opened.stream(0, record.size),
             status_code=200,
@@ -115,6 +123,8 @@ def _respond(req: S3Request, opened: OpenedObject, send_body: bool) -> Response:
         else:
             status = 206
             headers["content-range"] = selected.content_range(record.size)
+        if opened.data is not None and send_body:
+            return _in_memory(opened, opened.data[selected.start : selected.end], status, headers)
         return StreamedBody(
             opened.stream(selected.start, selected.end),
             status_code=status,
@@ -136,6 +146,13 @@ def _respond(req: S3Request, opened: OpenedObject, send_body: bool) -> Response:
         on_close=opened.close,
         send_body=send_body,
     )
+
+
+def _in_memory(opened: OpenedObject, body: bytes, status: int, headers: dict[str, str]) -> Response:
+    """An answer for bytes already read: one body message, and the pin released at once."""
+    opened.close()
+    headers["content-length"] = str(len(body))
+    return Response(body, status_code=status, headers=headers)
 
 
 @handles(Operation.GetObjectAttributes)

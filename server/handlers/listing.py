@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 
 from starlette.responses import Response
 
 from server.context import S3Request
 from server.errors import InvalidArgument
-from server.handlers.common import int_param, owner_xml
+from server.handlers.common import int_param, owner_of, owner_xml
 from server.handlers.registry import handles
 from server.http_semantics import encode_key
 from server.operations import Operation
 from server.responses import xml_response
-from server.xml_io import Value, document, iso_time
+from server.xml_io import Value, document, escape_text, iso_time
 from tiering.records import ListEntry, ListPage, UploadRecord
 
 MAX_KEYS = 1000
@@ -28,33 +29,64 @@ def _encoding(req: S3Request) -> str | None:
     return value
 
 
-def _content(req: S3Request, record: ListEntry, encoding: str | None, with_owner: bool) -> Value:
-    entry: list[tuple[str, Value]] = [
-        ("Key", encode_key(record.key, encoding)),
-        ("LastModified", iso_time(record.last_modified)),
-        ("ETag", f'"{record.etag}"'),
-        ("Size", record.size),
-        ("StorageClass", record.storage_class),
-    ]
-    if record.checksum_algorithm:
-        entry.append(("ChecksumAlgorithm", record.checksum_algorithm))
-    if with_owner:
-        entry.append(("Owner", owner_xml(req)))  # type: ignore[arg-type]
-    return entry
+def _owner_text(req: S3Request) -> str:
+    owner_id, name = owner_of(req)
+    return f"<Owner><ID>{escape_text(owner_id)}</ID><DisplayName>{escape_text(name)}</DisplayName></Owner>"
 
 
-def _prefixes(page: ListPage, encoding: str | None) -> list[tuple[str, Value]]:
-    return [("CommonPrefixes", [("Prefix", encode_key(p, encoding))]) for p in page.common_prefixes]
+# A page's entries are rendered straight to text, one f-string each: building (name, value) pairs
+# for a thousand entries and walking them again cost more than the catalog query. Storage classes
+# and checksum algorithms come from fixed vocabularies (checked on the way in) and ETags are hex,
+# so only keys and prefixes need escaping.
+
+def _key_text(encoding: str | None) -> Callable[[str], str]:
+    """How a key or prefix is written: escaped, and URL-encoded first with encoding-type=url."""
+    if encoding is None:
+        return escape_text
+    return lambda key: escape_text(encode_key(key, encoding))
 
 
-async def _page(req: S3Request, start_after: str, max_keys: int) -> ListPage:
-    return await req.store.list_objects(
+def _contents(entries: list[ListEntry], encoding: str | None, owner: str) -> str:
+    """`<Contents>` per entry; `owner` is the rendered `<Owner>` element, or "" to leave it out."""
+    text = _key_text(encoding)
+    return "".join([
+        f"<Contents><Key>{text(key)}</Key>"
+        f"<LastModified>{iso_time(modified)}</LastModified><ETag>\"{etag}\"</ETag><Size>{size}</Size>"
+        f"<StorageClass>{storage_class}</StorageClass>"
+        f"{f'<ChecksumAlgorithm>{algorithm}</ChecksumAlgorithm>' if algorithm else ''}{owner}</Contents>"
+        for key, size, etag, modified, storage_class, algorithm in entries
+    ])
+
+
+def _versions(entries: list[ListEntry], encoding: str | None, owner: str) -> str:
+    """`<Version>` per entry: unversioned, each object is its one version, `null`, and the latest."""
+    text = _key_text(encoding)
+    return "".join([
+        f"<Version><Key>{text(key)}</Key><VersionId>null</VersionId>"
+        f"<IsLatest>true</IsLatest><LastModified>{iso_time(modified)}</LastModified>"
+        f"<ETag>\"{etag}\"</ETag><Size>{size}</Size><StorageClass>{storage_class}</StorageClass>{owner}</Version>"
+        for key, size, etag, modified, storage_class, _algorithm in entries
+    ])
+
+
+def _prefixes(prefixes: list[str], encoding: str | None) -> str:
+    text = _key_text(encoding)
+    return "".join([f"<CommonPrefixes><Prefix>{text(p)}</Prefix></CommonPrefixes>" for p in prefixes])
+
+
+async def _render_page(
+    req: S3Request, render: Callable[[ListPage], bytes], start_after: str, max_keys: int
+) -> Response:
+    """Query the page and render it in one worker-thread trip (see ObjectStore.render_listing)."""
+    body = await req.store.render_listing(
+        render,
         req.bucket,
         prefix=req.query.get("prefix", ""),
         delimiter=req.query.get("delimiter", ""),
         start_after=start_after,
         max_keys=max_keys,
     )
+    return xml_response(body)
 
 
 @handles(Operation.ListObjects)
@@ -62,24 +94,28 @@ async def list_objects_v1(req: S3Request) -> Response:
     encoding = _encoding(req)
     max_keys = int_param(req, "max-keys", MAX_KEYS, high=MAX_KEYS)
     marker = req.query.get("marker", "")
-    page = await _page(req, marker, max_keys)
+    prefix = req.query.get("prefix", "")
     delimiter = req.query.get("delimiter", "")
-    children: list[tuple[str, Value]] = [
-        ("Name", req.bucket),
-        ("Prefix", encode_key(req.query.get("prefix", ""), encoding)),
-        ("Marker", encode_key(marker, encoding)),
-        ("MaxKeys", max_keys),
-    ]
-    if delimiter:
-        children.append(("Delimiter", encode_key(delimiter, encoding)))
-    children.append(("IsTruncated", page.is_truncated))
-    if page.is_truncated and delimiter and page.next_marker:
-        children.append(("NextMarker", encode_key(page.next_marker, encoding)))
-    if encoding:
-        children.append(("EncodingType", encoding))
-    children += [("Contents", _content(req, r, encoding, True)) for r in page.objects]
-    children += _prefixes(page, encoding)
-    return xml_response(document("ListBucketResult", children))
+    owner = _owner_text(req)
+
+    def render(page: ListPage) -> bytes:
+        children: list[tuple[str, Value]] = [
+            ("Name", req.bucket),
+            ("Prefix", encode_key(prefix, encoding)),
+            ("Marker", encode_key(marker, encoding)),
+            ("MaxKeys", max_keys),
+        ]
+        if delimiter:
+            children.append(("Delimiter", encode_key(delimiter, encoding)))
+        children.append(("IsTruncated", page.is_truncated))
+        if page.is_truncated and delimiter and page.next_marker:
+            children.append(("NextMarker", encode_key(page.next_marker, encoding)))
+        if encoding:
+            children.append(("EncodingType", encoding))
+        entries = _contents(page.objects, encoding, owner) + _prefixes(page.common_prefixes, encoding)
+        return document("ListBucketResult", children, trailer=entries)
+
+    return await _render_page(req, render, marker, max_keys)
 
 
 def _encode_token(marker: str) -> str:
@@ -102,29 +138,32 @@ async def list_objects_v2(req: S3Request) -> Response:
     token = req.query.get("continuation-token")
     start_after = req.query.get("start-after", "")
     position = _decode_token(token) if token else start_after
-    page = await _page(req, position, max_keys)
+    prefix = req.query.get("prefix", "")
     delimiter = req.query.get("delimiter", "")
-    fetch_owner = req.query.get("fetch-owner", "").lower() == "true"
-    children: list[tuple[str, Value]] = [
-        ("Name", req.bucket),
-        ("Prefix", encode_key(req.query.get("prefix", ""), encoding)),
-        ("MaxKeys", max_keys),
-        ("KeyCount", len(page.objects) + len(page.common_prefixes)),
-    ]
-    if delimiter:
-        children.append(("Delimiter", encode_key(delimiter, encoding)))
-    children.append(("IsTruncated", page.is_truncated))
-    if token is not None:
-        children.append(("ContinuationToken", token))
-    if page.is_truncated and page.next_marker is not None:
-        children.append(("NextContinuationToken", _encode_token(page.next_marker)))
-    if start_after:
-        children.append(("StartAfter", encode_key(start_after, encoding)))
-    if encoding:
-        children.append(("EncodingType", encoding))
-    children += [("Contents", _content(req, r, encoding, fetch_owner)) for r in page.objects]
-    children += _prefixes(page, encoding)
-    return xml_response(document("ListBucketResult", children))
+    owner = _owner_text(req) if req.query.get("fetch-owner", "").lower() == "true" else ""
+
+    def render(page: ListPage) -> bytes:
+        children: list[tuple[str, Value]] = [
+            ("Name", req.bucket),
+            ("Prefix", encode_key(prefix, encoding)),
+            ("MaxKeys", max_keys),
+            ("KeyCount", len(page.objects) + len(page.common_prefixes)),
+        ]
+        if delimiter:
+            children.append(("Delimiter", encode_key(delimiter, encoding)))
+        children.append(("IsTruncated", page.is_truncated))
+        if token is not None:
+            children.append(("ContinuationToken", token))
+        if page.is_truncated and page.next_marker is not None:
+            children.append(("NextContinuationToken", _encode_token(page.next_marker)))
+        if start_after:
+            children.append(("StartAfter", encode_key(start_after, encoding)))
+        if encoding:
+            children.append(("EncodingType", encoding))
+        entries = _contents(page.objects, encoding, owner) + _prefixes(page.common_prefixes, encoding)
+        return document("ListBucketResult", children, trailer=entries)
+
+    return await _render_page(req, render, position, max_keys)
 
 
 @handles(Operation.ListObjectVersions)
@@ -133,36 +172,31 @@ async def list_object_versions(req: S3Request) -> Response:
     encoding = _encoding(req)
     max_keys = int_param(req, "max-keys", MAX_KEYS, high=MAX_KEYS)
     key_marker = req.query.get("key-marker", "")
-    page = await _page(req, key_marker, max_keys)
+    version_marker = req.query.get("version-id-marker", "")
+    prefix = req.query.get("prefix", "")
     delimiter = req.query.get("delimiter", "")
-    children: list[tuple[str, Value]] = [
-        ("Name", req.bucket),
-        ("Prefix", encode_key(req.query.get("prefix", ""), encoding)),
-        ("KeyMarker", encode_key(key_marker, encoding)),
-        ("VersionIdMarker", req.query.get("version-id-marker", "")),
-        ("MaxKeys", max_keys),
-    ]
-    if delimiter:
-        children.append(("Delimiter", encode_key(delimiter, encoding)))
-    children.append(("IsTruncated", page.is_truncated))
-    if page.is_truncated and page.next_marker:
-        children.append(("NextKeyMarker", encode_key(page.next_marker, encoding)))
-        children.append(("NextVersionIdMarker", "null"))
-    if encoding:
-        children.append(("EncodingType", encoding))
-    for record in page.objects:
-        children.append(("Version", [
-            ("Key", encode_key(record.key, encoding)),
-            ("VersionId", "null"),
-            ("IsLatest", True),
-            ("LastModified", iso_time(record.last_modified)),
-            ("ETag", f'"{record.etag}"'),
-            ("Size", record.size),
-            ("StorageClass", record.storage_class),
-            ("Owner", owner_xml(req)),  # type: ignore[list-item]
-        ]))
-    children += _prefixes(page, encoding)
-    return xml_response(document("ListVersionsResult", children))
+    owner = _owner_text(req)
+
+    def render(page: ListPage) -> bytes:
+        children: list[tuple[str, Value]] = [
+            ("Name", req.bucket),
+            ("Prefix", encode_key(prefix, encoding)),
+            ("KeyMarker", encode_key(key_marker, encoding)),
+            ("VersionIdMarker", version_marker),
+            ("MaxKeys", max_keys),
+        ]
+        if delimiter:
+            children.append(("Delimiter", encode_key(delimiter, encoding)))
+        children.append(("IsTruncated", page.is_truncated))
+        if page.is_truncated and page.next_marker:
+            children.append(("NextKeyMarker", encode_key(page.next_marker, encoding)))
+            children.append(("NextVersionIdMarker", "null"))
+        if encoding:
+            children.append(("EncodingType", encoding))
+        entries = _versions(page.objects, encoding, owner) + _prefixes(page.common_prefixes, encoding)
+        return document("ListVersionsResult", children, trailer=entries)
+
+    return await _render_page(req, render, key_marker, max_keys)
 
 
 async def _uploads_page(

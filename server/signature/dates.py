@@ -10,10 +10,16 @@ AMZ_DATE_FORMAT = "%Y%m%dT%H%M%SZ"
 
 def parse_amz_date(value: str) -> datetime | None:
     """Parse "20130524T000000Z"; None when it is not exactly that form."""
-    if len(value) != 16:
+    # By hand rather than strptime: this runs on every signed request, and strptime was ~2 % of a
+    # small GET's CPU.
+    digits = value[:8] + value[9:15]
+    if len(value) != 16 or value[8] != "T" or value[15] != "Z" or not (digits.isascii() and digits.isdigit()):
         return None
     try:
-        return datetime.strptime(value, AMZ_DATE_FORMAT).replace(tzinfo=UTC)
+        return datetime(
+            int(value[0:4]), int(value[4:6]), int(value[6:8]),
+            int(value[9:11]), int(value[11:13]), int(value[13:15]), tzinfo=UTC,
+        )
     except ValueError:
         return None
 

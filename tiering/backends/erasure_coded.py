@@ -127,9 +127,19 @@ class ErasureCodedBackend(TierBackend):
     async def create_writer(self, data_id: str, size_hint: int | None = None) -> DataWriter:
         return _Writer(await self.pool.create_writer(data_id, size_hint))
 
+    def write_whole(self, data_id: str, data: bytes) -> StoredData | None:
+        try:
+            location = self.pool.write_blob(data_id, data)
+        except erasure.ErasureError as error:
+            raise translate(error) from error
+        return StoredData(data_id, len(data), location)
+
     async def open_reader(self, stored: StoredData) -> DataReader:
         reader = await _call(lambda: self.pool.open_reader(stored.data_id, stored.location, stored.size))
         return _Reader(reader)
+
+    def read_whole(self, stored: StoredData) -> bytes | None:
+        return self.pool.read_healthy(stored.data_id, stored.location, stored.size)
 
     async def delete(self, stored: StoredData) -> None:
         await _call(lambda: self.pool.delete(stored.data_id, stored.location))

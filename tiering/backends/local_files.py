@@ -38,6 +38,14 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _publish(tmp: Path, final: Path, sync: bool) -> None:
+    """Rename a complete temporary file into place (durably, with `sync`)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    os.rename(tmp, final)
+    if sync:
+        _fsync_dir(final.parent)
+
+
 class _FileWriter(DataWriter):
     def __init__(self, backend: LocalFilesBackend, data_id: str) -> None:
         self._backend = backend
@@ -76,10 +84,7 @@ class _FileWriter(DataWriter):
             if sync:
                 os.fsync(f.fileno())
             f.close()
-            final.parent.mkdir(parents=True, exist_ok=True)
-            os.rename(self._tmp, final)
-            if sync:
-                _fsync_dir(final.parent)
+            _publish(self._tmp, final, sync)
 
         await asyncio.to_thread(seal)
         self._file = None
@@ -133,12 +138,34 @@ class LocalFilesBackend(TierBackend):
     async def create_writer(self, data_id: str, size_hint: int | None = None) -> DataWriter:
         return _FileWriter(self, data_id)
 
+    def write_whole(self, data_id: str, data: bytes) -> StoredData | None:
+        tmp = self.tmp_dir / f"{data_id}.{tmp_owner_tag()}.tmp"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                if self.fsync:
+                    os.fsync(f.fileno())
+            _publish(tmp, self.path_for(data_id), self.fsync)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return StoredData(data_id, len(data), {})
+
     async def open_reader(self, stored: StoredData) -> DataReader:
         try:
             f = await asyncio.to_thread(open, self.path_for(stored.data_id), "rb")
         except FileNotFoundError:
             raise DataNotFound(stored.data_id) from None
         return _FileReader(f)
+
+    def read_whole(self, stored: StoredData) -> bytes | None:
+        try:
+            with open(self.path_for(stored.data_id), "rb") as f:
+                data = f.read(stored.size + 1)
+        except OSError:
+            return None
+        return data if len(data) == stored.size else None
 
     async def delete(self, stored: StoredData) -> None:
         await asyncio.to_thread(self.path_for(stored.data_id).unlink, True)

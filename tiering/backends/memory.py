@@ -97,6 +97,12 @@ class MemoryBackend(TierBackend):
     async def create_writer(self, data_id: str, size_hint: int | None = None) -> DataWriter:
         return _CachingWriter(self, await self.durable.create_writer(data_id, size_hint), data_id)
 
+    def write_whole(self, data_id: str, data: bytes) -> StoredData | None:
+        stored = self.durable.write_whole(data_id, data)
+        if stored is not None:
+            self.cache_put(data_id, data)
+        return stored
+
     async def open_reader(self, stored: StoredData) -> DataReader:
         data = self._cache_get(stored.data_id)
         if data is not None:
@@ -114,6 +120,22 @@ class MemoryBackend(TierBackend):
             self.cache_put(stored.data_id, data)
             return _MemoryReader(data)
         return await self.durable.open_reader(stored)
+
+    def read_whole(self, stored: StoredData) -> bytes | None:
+        # Runs in worker threads: the counters move under the cache lock.
+        data = self._cache_get(stored.data_id)
+        if data is not None:
+            with self._lock:
+                self.hits += 1
+            return data
+        if stored.size > self.max_cached_blob:
+            return None
+        data = self.durable.read_whole(stored)
+        if data is not None:
+            with self._lock:
+                self.misses += 1
+            self.cache_put(stored.data_id, data)
+        return data
 
     async def delete(self, stored: StoredData) -> None:
         with self._lock:

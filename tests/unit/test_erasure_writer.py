@@ -1,0 +1,211 @@
+"""The pool writer's fast paths, on real directories: stripes written while the next arrives,
+small blobs written and committed in one thread trip, and what is left behind when a write
+fails, is cancelled, or its filesystem flush fails (nothing)."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import erasure.durability as durability
+from erasure import ErasurePool, WriteQuorumError, default_layout
+from erasure.shard_store import ShardFileWriter
+
+K, M, BLOCK = 4, 2, 16 << 10
+SMALL = 4096
+
+
+def make_pool(tmp_path: Path) -> ErasurePool:
+    topology = default_layout(tmp_path, "hot", nodes=3, drives_per_node=2, weight=1.0)
+    return ErasurePool("hot", topology, K, M, block_size=BLOCK, small_object_threshold=SMALL)
+
+
+def blob(size: int, seed: int = 0) -> bytes:
+    return random.Random(seed).randbytes(size)
+
+
+async def read(pool: ErasurePool, data_id: str, loc: dict[str, Any], size: int) -> bytes:
+    return await pool.read_all(data_id, loc, size)
+
+
+def shard_files(tmp_path: Path) -> list[Path]:
+    """Every file under the domains, temporary ones included."""
+    return [p for p in tmp_path.rglob("*") if p.is_file()]
+
+
+@pytest.mark.parametrize("chunk", [BLOCK, 3 * BLOCK + 7, 1000])
+def test_streamed_chunks_of_any_size_read_back_exactly(tmp_path: Path, chunk: int) -> None:
+    """Block-sized chunks are taken without a copy, others are joined: both byte-exact."""
+    pool = make_pool(tmp_path)
+    data = blob(5 * K * BLOCK + 12345, chunk)
+
+    async def scenario() -> None:
+        writer = await pool.create_writer("obj", len(data))
+        for i in range(0, len(data), chunk):
+            await writer.write(data[i : i + chunk])
+        loc = await writer.finish()
+        assert loc["layout"] == "ec" and loc["missing"] == []
+        assert await read(pool, "obj", loc, len(data)) == data
+
+    asyncio.run(scenario())
+
+
+def test_a_reused_buffer_is_copied_before_the_writer_keeps_it(tmp_path: Path) -> None:
+    """A caller may refill its buffer after `write` returns: the stripe must hold the old bytes."""
+    pool = make_pool(tmp_path)
+    data = blob(3 * K * BLOCK, 1)
+
+    async def scenario() -> None:
+        writer = await pool.create_writer("obj", len(data))
+        buffer = bytearray(BLOCK)
+        for i in range(0, len(data), BLOCK):
+            buffer[:] = data[i : i + BLOCK]
+            await writer.write(memoryview(buffer))
+        buffer[:] = bytes(BLOCK)
+        loc = await writer.finish()
+        assert await read(pool, "obj", loc, len(data)) == data
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("size", [0, 1, SMALL - 1, SMALL, K * BLOCK - 1])
+def test_write_blob_in_one_call(tmp_path: Path, size: int) -> None:
+    """The blocking whole-blob write (small objects): same layouts and bytes as a streamed write."""
+    pool = make_pool(tmp_path)
+    data = blob(size, size)
+    loc = pool.write_blob("obj", data)
+    assert loc["layout"] == ("replica" if size < SMALL else "ec") and loc["missing"] == []
+    assert asyncio.run(read(pool, "obj", loc, size)) == data
+    assert not any(p.parent.name == ".tmp" for p in shard_files(tmp_path))
+
+
+def test_write_blob_tolerates_a_failed_domain_and_refuses_below_quorum(tmp_path: Path) -> None:
+    pool = make_pool(tmp_path)
+    data = blob(SMALL // 2, 2)
+    domains = [d.id for d in pool.topology]
+    pool.topology.set_offline(domains[0])
+    loc = pool.write_blob("one-down", data)
+    assert asyncio.run(read(pool, "one-down", loc, len(data))) == data
+
+    for domain in domains[1:5]:
+        pool.topology.set_offline(domain)  # 1 of 6 left: no write quorum for 3 copies
+    before = set(shard_files(tmp_path))
+    with pytest.raises(WriteQuorumError):
+        pool.write_blob("refused", data)
+    assert set(shard_files(tmp_path)) == before  # nothing of the refused blob stays behind
+
+
+def test_failed_filesystem_flush_fails_the_write_and_leaves_nothing(tmp_path: Path, monkeypatch) -> None:
+    """A shard is durable only once its flush succeeded: when syncfs fails, the shard is removed."""
+    if not durability.HAVE_SYNCFS:
+        pytest.skip("syncfs is Linux-only")
+
+    def broken_flush(fd: int) -> None:
+        raise OSError(errno.EIO, "injected")
+
+    monkeypatch.setattr(durability, "_flush", broken_flush)
+    pool = make_pool(tmp_path)
+    with pytest.raises(WriteQuorumError):
+        pool.write_blob("small", blob(100))
+
+    async def large() -> None:
+        writer = await pool.create_writer("large")
+        await writer.write(blob(2 * K * BLOCK + 5))
+        await writer.finish()
+
+    with pytest.raises(WriteQuorumError):
+        asyncio.run(large())
+    assert shard_files(tmp_path) == []
+
+
+def test_flush_barrier_reports_a_failed_flush_to_its_waiters_only(tmp_path: Path, monkeypatch) -> None:
+    if not durability.HAVE_SYNCFS:
+        pytest.skip("syncfs is Linux-only")
+    barrier = durability.FlushBarrier(tmp_path)
+    fail = threading.Event()
+    real = durability._flush
+
+    def flaky(fd: int) -> None:
+        if fail.is_set():
+            raise OSError(errno.EIO, "injected")
+        real(fd)
+
+    monkeypatch.setattr(durability, "_flush", flaky)
+    barrier.wait()
+    fail.set()
+    with pytest.raises(OSError):
+        barrier.wait()
+    fail.clear()
+    barrier.wait()  # a later flush that works: its waiters are fine
+    # Tickets asked for together on one drive share a flush.
+    tickets = [barrier.request() for _ in range(5)]
+    for ticket in tickets:
+        barrier.wait(ticket)
+    assert barrier.flushes <= 5
+
+
+def test_cancelled_write_leaves_no_files(tmp_path: Path, monkeypatch) -> None:
+    """Cancelling a request while a stripe is being written in a thread: abort waits for the
+    thread, then removes every temporary shard file."""
+    pool = make_pool(tmp_path)
+    started = threading.Event()
+    real_append = ShardFileWriter.append
+
+    def slow_append(self: ShardFileWriter, stripe: int, checksum: int, block: Any) -> None:
+        started.set()
+        time.sleep(0.05)
+        real_append(self, stripe, checksum, block)
+
+    monkeypatch.setattr(ShardFileWriter, "append", slow_append)
+
+    async def scenario() -> None:
+        writer = await pool.create_writer("obj")
+
+        async def upload() -> None:
+            for _ in range(4):
+                await writer.write(blob(K * BLOCK))
+            await writer.finish()
+
+        task = asyncio.create_task(upload())
+        while not started.is_set():
+            await asyncio.sleep(0.001)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await writer.abort()
+
+    asyncio.run(scenario())
+    assert shard_files(tmp_path) == []
+
+
+def test_a_domain_failing_mid_stream_is_recorded_missing(tmp_path: Path) -> None:
+    pool = make_pool(tmp_path)
+    data = blob(4 * K * BLOCK + 3, 4)
+
+    async def scenario() -> dict[str, Any]:
+        writer = await pool.create_writer("obj")
+        await writer.write(data[: 2 * K * BLOCK])
+        loc_domains = [d.id for d in pool.topology]
+        # Whichever domain holds shard 0 goes away after the first stripes.
+        assert writer._loc is not None
+        victim = writer._loc.shards[0]
+        assert victim in loc_domains
+        pool.topology.set_offline(victim)
+        await writer.write(data[2 * K * BLOCK :])
+        loc = await writer.finish()
+        pool.topology.set_online(victim)
+        return loc
+
+    loc = asyncio.run(scenario())
+    assert loc["missing"] == [0]
+    assert asyncio.run(read(pool, "obj", loc, len(data))) == data
+    assert not any(p.parent.name == ".tmp" for p in shard_files(tmp_path))
+    assert all(os.path.getsize(p) > 0 for p in shard_files(tmp_path))
