@@ -112,16 +112,6 @@ QUICK = Plan(_shapes(1.5, 2.5, 1.0, 4, 3000), rounds=2, pool_small=128, pool_lar
 # ---------------------------------------------------------------- targets
 
 
-class TierstoreWorkers(Tierstore):
-    def __init__(self, workers: int) -> None:
-        super().__init__()
-        self.workers = workers
-        self.name = f"tierstore-w{workers}"
-
-    def command(self) -> list[str]:
-        return [*super().command(), "--workers", str(self.workers)]
-
-
 def workers_supported() -> bool:
     out = subprocess.run([sys.executable, "-m", "server.cli", "serve", "--help"], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parents[1], timeout=60)
@@ -718,7 +708,7 @@ def main(argv: list[str] | None = None) -> int:
         todo: list[tuple[str, Any, str]] = [("tierstore", Tierstore, "tierstore")]
         if not args.no_workers:
             if workers_supported():
-                todo.append((f"tierstore-w{args.workers}", lambda: TierstoreWorkers(args.workers), "tierstore"))
+                todo.append((f"tierstore-w{args.workers}", lambda: Tierstore(args.workers), "tierstore"))
             else:
                 print("bench_peers: `tierstore serve --workers` not available: variant skipped", flush=True)
         if not args.no_nginx:

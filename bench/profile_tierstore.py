@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_peers as bp  # noqa: E402
 import rawhttp  # noqa: E402
-from servers import Tierstore  # noqa: E402
+from servers import Tierstore, cpu_seconds  # noqa: E402
 
 
 def find_py_spy(given: str | None) -> str:
@@ -65,6 +65,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
     ap.add_argument("--py-spy")
+    ap.add_argument("--gil", action="store_true", help="only samples holding the GIL (CPU spent in Python, not waits)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     py_spy = find_py_spy(args.py_spy)
@@ -94,8 +95,12 @@ def main() -> int:
                     print(f"  list {r['keys_s']:,.0f} keys/s page P50 {r['page_p50_ms']:.1f} ms", flush=True)
                 else:
                     assert shape is not None
+                    cpu0 = cpu_seconds(server.proc.pid) if server.proc else 0.0
                     r = bp.run_shape(t, shape, 100 + rnd, small, large)
-                    print(f"  {shape.name} {r.ops_s:.1f} ops/s {r.mib_s:.1f} MiB/s P50 {r.p50_ms:.1f} ms", flush=True)
+                    cpu = (cpu_seconds(server.proc.pid) if server.proc else 0.0) - cpu0
+                    per_op = 1000 * cpu / max(1, r.ops + r.errors)  # includes the untimed warm-up: an upper bound
+                    print(f"  {shape.name} {r.ops_s:.1f} ops/s {r.mib_s:.1f} MiB/s P50 {r.p50_ms:.1f} ms"
+                          f"  server CPU {per_op:.3f} ms/op", flush=True)
                 rnd += 1
                 rounds[0] = rnd
 
@@ -105,6 +110,8 @@ def main() -> int:
         stacks = out / "profile.txt"
         cmd = [py_spy, "record", "--pid", str(server.proc.pid if server.proc else 0), "--duration", str(args.seconds),
                "--rate", str(args.rate), "--format", "raw", "--output", str(stacks), "--subprocesses", "--nonblocking"]
+        if args.gil:
+            cmd.append("--gil")
         print("+", " ".join(cmd), flush=True)
         subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL)
         stop.set()

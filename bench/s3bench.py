@@ -481,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
         shapes = tuple(s for s in shapes if any(s.name.startswith(p) for p in wanted))
         if not shapes:
             parser.error("--shapes matched nothing")
-    needed_sizes = {s.size for s in shapes if s.op == "get"}
+    needed_sizes = {s.size for s in shapes if s.op in ("get", "put")}  # PUTs send these payloads too
     pool = {size: n for size, n in plan.pool.items() if size in needed_sizes}
 
     # Installed explicitly: a shell starting us in the background would otherwise leave SIGINT ignored.

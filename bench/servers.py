@@ -131,16 +131,39 @@ class Server:
         self.info["rmtree_s"] = f"{time.monotonic() - t1:.1f}"
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time of a process and its live descendants (the workers of `serve --workers N`)."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        child = int(stat.parent.name)
+        parents[child] = int(fields[1])
+        times[child] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        total += times.get(p, 0.0)
+        todo += [c for c, parent in parents.items() if parent == p]
+    return total
+
+
 class Tierstore(Server):
     """`python -m server.cli serve` from this checkout, default configuration, a fresh data dir."""
 
-    def __init__(self) -> None:
-        super().__init__("tierstore", "bench-access-key", "bench-secret-key-0123456789")
+    def __init__(self, workers: int = 1) -> None:
+        super().__init__("tierstore" if workers == 1 else f"tierstore-w{workers}",
+                         "bench-access-key", "bench-secret-key-0123456789")
+        self.workers = workers
 
     def command(self) -> list[str]:
         assert self.tmp is not None
+        extra = ["--workers", str(self.workers)] if self.workers != 1 else []
         return [sys.executable, "-m", "server.cli", "serve", "--data", str(self.tmp / "data"),
-                "--listen", f"127.0.0.1:{self.port}"]
+                "--listen", f"127.0.0.1:{self.port}", *extra]
 
     def environment(self) -> dict[str, str]:
         return {"TIERSTORE_ACCESS_KEY": self.access_key, "TIERSTORE_SECRET_KEY": self.secret_key}

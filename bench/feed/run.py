@@ -65,11 +65,6 @@ def loadavg() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class LoadSampler(threading.Thread):
     """1-minute load average every 2 s while a run is going."""
 
@@ -184,13 +179,13 @@ def run_one(server: servers.Server, wl: Workload, source: str, n: int, data: dic
         t.start()
     load = LoadSampler()
     load.start()
-    cpu0, t_run = cpu_seconds(server.proc.pid), time.monotonic()
+    cpu0, t_run = servers.cpu_seconds(server.proc.pid), time.monotonic()
     deadline_box.append(t_run + max_s)
     start.wait()
     for t in threads:
         t.join(max_s + 120)
     wall = time.monotonic() - t_run
-    server_cpu = cpu_seconds(server.proc.pid) - cpu0
+    server_cpu = servers.cpu_seconds(server.proc.pid) - cpu0
     load.stop.set()
     for it, _ in its:
         it._shutdown_workers()  # noqa: SLF001 - stop the worker processes now, not at GC time
@@ -320,6 +315,7 @@ def main() -> int:
     ap.add_argument("--min-accelerators", type=int, default=1,
                     help="sweep at least up to this N even if local files already fell below the AU target")
     ap.add_argument("--workers", type=int, default=2, help="DataLoader worker processes per accelerator")
+    ap.add_argument("--server-workers", type=int, default=1, help="`tierstore serve --workers N` (1: one process)")
     ap.add_argument("--prefetch", type=int, default=2, help="DataLoader prefetch_factor")
     ap.add_argument("--max-seconds", type=float, default=25.0, help="wall-clock cap of one run")
     ap.add_argument("--au", type=float, default=0.90)
@@ -345,11 +341,12 @@ def main() -> int:
     os.environ.pop("AWS_PROFILE", None)
     meta = {"command": " ".join([sys.executable, *sys.argv]), "date": time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime()),
             "machine": machine(), "workers_per_accelerator": args.workers, "prefetch_factor": args.prefetch,
+            "server_workers": args.server_workers,
             "max_seconds": args.max_seconds, "workloads": {n: vars(w) for n, w in wls.items()},
             "load_start": loadavg()}
     print(f"machine: {meta['machine']}  load {meta['load_start']}", flush=True)
     out: dict[str, Any] = {"meta": meta, "rows": [], "prepare": {}}
-    server = servers.Tierstore()
+    server = servers.Tierstore(workers=args.server_workers)
     root = Path(tempfile.mkdtemp(prefix="feed-local-"))
     try:
         server.start()
