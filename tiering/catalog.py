@@ -137,6 +137,16 @@ SCHEMA = [
         not_before REAL NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS garbage_due ON garbage (not_before)",
+    # Blobs that a process has been reading for a while (`serve --workers N`, a lifecycle
+    # process): the collector, which may run in another process, leaves them alone until the
+    # pin expires. Short reads never get here; the retire grace covers them.
+    """CREATE TABLE IF NOT EXISTS read_pins (
+        holder TEXT NOT NULL,
+        data_id TEXT NOT NULL,
+        expires REAL NOT NULL,
+        PRIMARY KEY (holder, data_id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS read_pins_by_blob ON read_pins (data_id)",
     # Every live blob and who uses it (an object, or a part of an unfinished upload): lets heal
     # record a moved shard, and the orphan sweep ask "is this blob referenced?" with one lookup.
     """CREATE TABLE IF NOT EXISTS blobs (
@@ -869,6 +879,23 @@ class Catalog:
     def forget_garbage(self, data_ids: list[str]) -> None:
         with self._write() as db:
             db.executemany("DELETE FROM garbage WHERE data_id = ?", [(d,) for d in data_ids])
+
+    def publish_pins(self, holder: str, data_ids: list[str], expires: float) -> None:
+        """Replace `holder`'s published read pins with `data_ids`, valid until `expires`."""
+        with self._write() as db:
+            db.execute("DELETE FROM read_pins WHERE holder = ?", (holder,))
+            db.executemany(
+                "INSERT INTO read_pins (holder, data_id, expires) VALUES (?, ?, ?)",
+                [(holder, d, expires) for d in data_ids],
+            )
+
+    def pinned_elsewhere(self, data_ids: list[str], now: float) -> set[str]:
+        """Which of these blobs some process has published an unexpired read pin for."""
+        db = self._reader()
+        return {
+            d for d in data_ids
+            if db.execute("SELECT 1 FROM read_pins WHERE data_id = ? AND expires > ?", (d, now)).fetchone()
+        }
 
     def is_referenced(self, data_id: str) -> bool:
         """Does any object or unfinished upload still use this blob (or is it queued for deletion)?"""

@@ -32,7 +32,7 @@ from tiering.backend import (
     StoredData,
     WriteQuorumLost,
 )
-from tiering.catalog import Catalog
+from tiering.catalog import RETIRE_GRACE_SECONDS, Catalog
 from tiering.checksums import BodyDigests, combine_part_checksums
 from tiering.errors import (
     BucketNotFound,
@@ -87,6 +87,13 @@ ORPHAN_SLACK = 600.0
 PEER_ORPHAN_AGE = 3600.0
 COLLECTOR_LEASE = "garbage-collector"
 COLLECTOR_LEASE_TTL = 30.0
+# Reads held longer than a third of the retire grace are published to the catalog (read_pins),
+# checked every sixth of it, so that the collector — possibly in another worker — sees them well
+# before the grace of a blob they still stream runs out. Shorter reads cost nothing: the grace
+# covers them. A published pin is renewed while held and lapses if its process dies.
+PIN_PUBLISH_AFTER = RETIRE_GRACE_SECONDS / 3
+PIN_PUBLISH_INTERVAL = max(0.1, RETIRE_GRACE_SECONDS / 6)
+PIN_TTL = max(10.0, 3 * RETIRE_GRACE_SECONDS)
 
 
 def new_data_id() -> str:
@@ -418,6 +425,8 @@ class ObjectStore:
         self.clock = clock
         self.state_dir = state_dir
         self._pinned: Counter[str] = Counter()
+        self._pinned_since: dict[str, float] = {}  # data id -> when this process first pinned it
+        self._pins_published = False
         self._started_at = time.time()
         self._tasks: list[asyncio.Task[None]] = []
         self.maintenance = Maintenance(self)
@@ -444,6 +453,7 @@ class ObjectStore:
         await domains.load_domain_state(self, reset=not self.live_peers)
         self._tasks.append(asyncio.create_task(domains.follow_domain_state(self)))
         self._tasks.append(asyncio.create_task(self._collect_forever()))
+        self._tasks.append(asyncio.create_task(self._publish_pins_forever()))
         if self.registry is not None:
             self._tasks.append(asyncio.create_task(self._checkpoint_forever()))
         await self.maintenance.start()
@@ -462,6 +472,9 @@ class ObjectStore:
             await tier.backend.close()
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self.catalog.release_lease, COLLECTOR_LEASE, self._holder)
+        if self._pins_published:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self.catalog.publish_pins, self._holder, [], 0.0)
         if self.registry is not None:
             self.registry.remove()
         self.catalog.close()
@@ -522,12 +535,17 @@ class ObjectStore:
         return self.catalog.acquire_lease(COLLECTOR_LEASE, self._holder, COLLECTOR_LEASE_TTL, now)
 
     async def collect_garbage(self, now: float | None = None) -> int:
-        """Delete retired blobs whose grace has passed and that no reader here holds."""
+        """Delete retired blobs whose grace has passed and that no reader (here or elsewhere) holds."""
         due = await asyncio.to_thread(self.catalog.due_garbage, time.time() if now is None else now)
+        due = [(tier_name, stored) for tier_name, stored in due if not self._pinned[stored.data_id]]
+        if due:
+            # Pins expire by the wall clock, whatever `now` a test passes for the grace.
+            elsewhere = await asyncio.to_thread(
+                self.catalog.pinned_elsewhere, [stored.data_id for _, stored in due], time.time()
+            )
+            due = [(tier_name, stored) for tier_name, stored in due if stored.data_id not in elsewhere]
         done: list[str] = []
         for tier_name, stored in due:
-            if self._pinned[stored.data_id]:
-                continue
             tier = self.tiers.get(tier_name)
             if tier is not None:
                 try:
@@ -590,13 +608,34 @@ class ObjectStore:
 
     def _pin(self, segments: tuple[Segment, ...]) -> None:
         for segment in segments:
-            self._pinned[segment.stored.data_id] += 1
+            data_id = segment.stored.data_id
+            if not self._pinned[data_id]:
+                self._pinned_since[data_id] = time.monotonic()
+            self._pinned[data_id] += 1
 
     def _unpin(self, segments: tuple[Segment, ...]) -> None:
         for segment in segments:
-            self._pinned[segment.stored.data_id] -= 1
-            if self._pinned[segment.stored.data_id] <= 0:
-                del self._pinned[segment.stored.data_id]
+            data_id = segment.stored.data_id
+            self._pinned[data_id] -= 1
+            if self._pinned[data_id] <= 0:
+                del self._pinned[data_id]
+                self._pinned_since.pop(data_id, None)
+
+    async def _publish_pins_forever(self) -> None:
+        while True:
+            await asyncio.sleep(PIN_PUBLISH_INTERVAL)
+            try:
+                await self.publish_pins()
+            except Exception:  # a busy catalog now and then must not end the publishing
+                log.exception("publishing read pins failed")
+
+    async def publish_pins(self) -> None:
+        """Tell every process's collector which blobs this one has been reading for a while."""
+        cutoff = time.monotonic() - PIN_PUBLISH_AFTER
+        held = [data_id for data_id, since in self._pinned_since.items() if since <= cutoff]
+        if held or self._pins_published:  # nothing to say, nothing written
+            await self._in_writer(self.catalog.publish_pins, self._holder, held, time.time() + PIN_TTL)
+            self._pins_published = bool(held)
 
     def tier_for(self, storage_class: str) -> str:
         tier = tier_for_storage_class(storage_class)
