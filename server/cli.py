@@ -28,6 +28,7 @@ from server.workers import Supervisor, bind_sockets, inherited_sockets, signal_r
 
 # Blocking work (disk, hashing, SQLite) runs in threads; many concurrent streams need many.
 IO_THREADS = 64
+GIL_SWITCH_INTERVAL = 0.0005  # seconds; see _tune_runtime
 # On shutdown, a connection that is already closing (its last response handed to the kernel)
 # gets this long to finish closing before it is dropped: a TLS close waits for the client's
 # close_notify, which an idle keep-alive client never sends.
@@ -202,8 +203,8 @@ def _banner(config: ServerConfig) -> str:
     return "\n".join(lines)
 
 
-def _tune_gc() -> None:
-    """Collect cyclic garbage less often, and never re-scan what start-up built.
+def _tune_runtime() -> None:
+    """Collect cyclic garbage less often, never re-scan what start-up built, hand the GIL on sooner.
 
     A request allocates a few hundred short-lived objects, so CPython's default generation-0
     threshold (700) runs a collection every request or two, and the older generations re-walk
@@ -213,6 +214,11 @@ def _tune_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 20, 50)
+    # A GET hands off to a worker thread and back; each hand-off waits for the GIL, which the
+    # event loop holds while it serves other requests, up to the switch interval (5 ms by
+    # default). 0.5 ms cut that wait: +10-25 % samples/s for a DataLoader reading 112 KiB
+    # objects (bench/feed, one server process); 0.1 ms was slower again (switching overhead).
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL)
 
 
 async def serve(
@@ -228,7 +234,7 @@ async def serve(
         # Bound now (a port in use fails fast), listening only once the store has started.
         sockets = bind_sockets(config.listen_host, config.listen_port, reuse_port=reuse_port, listen=False)
     gate = _DrainGate(create_app(config))
-    _tune_gc()
+    _tune_runtime()
     uv_config = uvicorn.Config(
         gate,
         host=config.listen_host,

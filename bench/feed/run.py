@@ -236,7 +236,7 @@ def profile_server(server: servers.Server, wl: Workload, source: str, n: int, da
     raw = out_dir / f"pyspy-{wl.name}-{source}-n{n}.txt"
     duration = int(args.max_seconds)
     spy = subprocess.Popen([args.py_spy, "record", "--pid", str(server.proc.pid), "--duration", str(duration),
-                            "--rate", "50", "--format", "raw", "--nonblocking", "--output", str(raw)],
+                            "--rate", "50", "--format", "raw", "--nonblocking", "--gil", "--output", str(raw)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         time.sleep(1.0)
