@@ -317,7 +317,7 @@ def commit_shards(writers: Sequence[tuple[ShardFileWriter, ShardHeader | None]])
     Blocking: call it from a worker thread.
     """
     results: list[BaseException | None] = [None] * len(writers)
-    waits: dict[int, tuple[FlushBarrier, int, list[int]]] = {}
+    on_barrier: dict[int, tuple[FlushBarrier, list[int]]] = {}
     for n, (writer, header) in enumerate(writers):
         try:
             barrier = writer.publish(header)
@@ -327,11 +327,11 @@ def commit_shards(writers: Sequence[tuple[ShardFileWriter, ShardHeader | None]])
             results[n] = exc
             continue
         if barrier is not None:
-            # Ask every drive first, wait afterwards: drives flush in parallel, and shards on
-            # one drive share one flush.
-            entry = waits.setdefault(id(barrier), (barrier, barrier.request(), []))
-            entry[2].append(n)
-    for barrier, ticket, members in waits.values():
+            on_barrier.setdefault(id(barrier), (barrier, []))[1].append(n)
+    # A ticket covers only what was written before it was asked for: ask each drive once, after
+    # the last publish, then wait. Drives flush in parallel; shards on one drive share a flush.
+    waits = [(barrier, barrier.request(), members) for barrier, members in on_barrier.values()]
+    for barrier, ticket, members in waits:
         try:
             barrier.wait(ticket)
         except OSError as exc:

@@ -209,3 +209,34 @@ def test_a_domain_failing_mid_stream_is_recorded_missing(tmp_path: Path) -> None
     assert asyncio.run(read(pool, "obj", loc, len(data))) == data
     assert not any(p.parent.name == ".tmp" for p in shard_files(tmp_path))
     assert all(os.path.getsize(p) > 0 for p in shard_files(tmp_path))
+
+
+def test_an_acknowledged_blob_was_covered_by_a_finished_flush(tmp_path: Path, monkeypatch) -> None:
+    """Every shard of a returned write was on disk before a flush that finished: a flush ticket
+    asked for before the last shard was renamed into place would not cover that shard."""
+    if not durability.HAVE_SYNCFS:
+        pytest.skip("syncfs is Linux-only")
+    pool = make_pool(tmp_path)
+    real_flush, real_publish = durability._flush, ShardFileWriter.publish
+    covered: list[set[Path]] = []  # per finished flush: the shard files present when it began
+
+    def recording_flush(fd: int) -> None:
+        present = {p for p in shard_files(tmp_path) if ".tmp" not in p.parts}
+        real_flush(fd)
+        # A slow flush: one that began after the write returned cannot finish before the check.
+        time.sleep(0.1)
+        covered.append(present)
+
+    def slow_publish(self: ShardFileWriter, header: Any = None) -> Any:
+        barrier = real_publish(self, header)
+        time.sleep(0.02)  # lets a flush begin between one shard's rename and the next
+        return barrier
+
+    monkeypatch.setattr(durability, "_flush", recording_flush)
+    monkeypatch.setattr(ShardFileWriter, "publish", slow_publish)
+    for n, size in enumerate([SMALL // 2, 2 * K * BLOCK + 5]):  # replicas, then erasure-coded
+        loc = pool.write_blob(f"obj{n}", blob(size, n))
+        finished = list(covered)  # the flushes the write could have waited for
+        shards = {p for p in shard_files(tmp_path) if p.name.startswith(f"obj{n}.")}
+        assert len(shards) == len(loc["shards"])
+        assert any(shards <= present for present in finished), "acknowledged before its shards were flushed"
