@@ -216,8 +216,9 @@ def _tune_runtime() -> None:
     gc.set_threshold(20_000, 20, 50)
     # A GET hands off to a worker thread and back; each hand-off waits for the GIL, which the
     # event loop holds while it serves other requests, up to the switch interval (5 ms by
-    # default). 0.5 ms cut that wait: +10-25 % samples/s for a DataLoader reading 112 KiB
-    # objects (bench/feed, one server process); 0.1 ms was slower again (switching overhead).
+    # default). 0.5 ms cut that wait: +10-30 % samples/s for DataLoaders reading 112 KiB objects
+    # (bench/feed, one server process, 1 and 2 accelerators); 0.1 ms was slower again. The price:
+    # ~9 % fewer 4 KiB GETs/s at 16-32 clients in a closed loop (bench/RESULTS.md, same day).
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
 
 
