@@ -39,17 +39,8 @@ async def open_shards(
     opens, were the cost.
     """
     indexes = range(loc.width) if wanted is None else sorted(set(wanted))
-    problems: dict[int, str] = {}
-    tries: list[tuple[int, str]] = []
-    for i in indexes:
-        domain_id = loc.shards[i]
-        store = pool.store(domain_id) if domain_id else None
-        if i in loc.missing or domain_id is None:
-            problems[i] = UNPLACED
-        elif store is None or not store.domain.online:
-            problems[i] = OFFLINE
-        else:
-            tries.append((i, domain_id))
+    problems = _unreachable(pool, loc, indexes)
+    tries = [(i, loc.shards[i]) for i in indexes if i not in problems]
 
     def open_all() -> list[ShardFileReader | BaseException]:
         out: list[ShardFileReader | BaseException] = []
