@@ -80,11 +80,21 @@ class Tiered:
         return self.admin("object", bucket, key)
 
     def tier(self, bucket: str, key: str) -> str:
-        """The tier as HEAD reports it (x-tierstore-tier), checked against `admin object`."""
-        head = self.s3.head_object(Bucket=bucket, Key=key)
-        tier = head["ResponseMetadata"]["HTTPHeaders"]["x-tierstore-tier"]
-        assert self.obj(bucket, key)["tier"] == tier
-        return tier
+        """The tier as HEAD reports it (x-tierstore-tier), checked against `admin object`.
+
+        A daemon may move the object between the two reads, so HEAD is bracketed by two admin
+        reads: only when both agree (nothing moved meanwhile) must HEAD say the same tier.
+        """
+        for _ in range(5):
+            before = self.obj(bucket, key)["tier"]
+            head = self.s3.head_object(Bucket=bucket, Key=key)
+            tier = head["ResponseMetadata"]["HTTPHeaders"]["x-tierstore-tier"]
+            after = self.obj(bucket, key)["tier"]
+            if before == after:
+                assert tier == after, f"HEAD says {tier}, the catalog says {after}"
+                return tier
+            assert tier in (before, after), f"HEAD says {tier} while the object moved {before} -> {after}"
+        raise AssertionError(f"{bucket}/{key} kept moving between tiers")
 
     def storage_class(self, bucket: str, key: str) -> str:
         return self.s3.head_object(Bucket=bucket, Key=key).get("StorageClass", "STANDARD")
