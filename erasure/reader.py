@@ -17,7 +17,7 @@ import contextlib
 from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING
 
-from erasure.codec import Codec, codec_for, rebuild_blocks
+from erasure.codec import Buffer, Codec, codec_for, rebuild_blocks
 from erasure.errors import CorruptShard, DataLost, DataNotFound, DomainOffline, ErasureError
 from erasure.location import Location
 from erasure.shard_store import ShardFileReader
@@ -161,10 +161,10 @@ class PoolReader:
             raise DataLost(data_id, f"only {len(files)} of {loc.width} shards reachable, need {loc.k}")
         return cls(pool, data_id, loc, size, files, problems)
 
-    async def stream(self, start: int, end: int) -> AsyncIterator[bytes]:
+    async def stream(self, start: int, end: int) -> AsyncIterator[Buffer]:
         plan = self._geo.locate(start, end)
         # Read one stripe ahead so disk latency overlaps the consumer's sending.
-        ahead: asyncio.Task[dict[int, bytes]] | None = None
+        ahead: asyncio.Task[dict[int, Buffer]] | None = None
         try:
             for n, piece in enumerate(plan):
                 current = ahead or asyncio.ensure_future(self._stripe_blocks(piece))
@@ -191,10 +191,10 @@ class PoolReader:
 
     # -- one stripe -------------------------------------------------------------------------
 
-    async def _stripe_blocks(self, piece: StripeSlice) -> dict[int, bytes]:
+    async def _stripe_blocks(self, piece: StripeSlice) -> dict[int, Buffer]:
         """The data blocks `piece` needs, read directly or rebuilt from any k good blocks."""
         needed = [b.shard for b in piece.blocks]
-        good: dict[int, bytes] = {}
+        good: dict[int, Buffer] = {}
         await self._read_into(good, needed, piece.stripe)
         if all(i in good for i in needed):
             return good
@@ -224,23 +224,23 @@ class PoolReader:
             more, _ = await open_shards(self._pool, self.data_id, self._loc, self.size, missing)
             self._files.update(more)
 
-    async def _read_into(self, good: dict[int, bytes], shards: list[int], stripe: int) -> None:
+    async def _read_into(self, good: dict[int, Buffer], shards: list[int], stripe: int) -> None:
         opened = [(i, self._files[i]) for i in shards if i in self._files]
 
-        def read_all() -> list[bytes | BaseException]:
+        def read_all() -> list[memoryview | BaseException]:
             # One thread trip per stripe: small blocks come from the page cache faster than a
             # trip per block could hand them over.
-            out: list[bytes | BaseException] = []
+            out: list[memoryview | BaseException] = []
             for _, f in opened:
                 try:
-                    out.append(f.read_block(stripe))
+                    out.append(f.read_block_view(stripe))
                 except Exception as exc:
                     out.append(exc)
             return out
 
         results = await asyncio.to_thread(read_all) if opened else []
         for (i, f), result in zip(opened, results, strict=True):
-            if isinstance(result, bytes):
+            if isinstance(result, memoryview):
                 good[i] = result
             elif isinstance(result, CorruptShard):
                 continue  # only this block is bad; the shard's other blocks may be fine

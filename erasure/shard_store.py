@@ -361,6 +361,14 @@ class ShardFileReader:
 
     def read_block(self, stripe: int) -> bytes:
         """Block `stripe` of this shard, checksum-verified (CorruptShard if it is not intact)."""
+        return bytes(self.read_block_view(stripe))
+
+    def read_block_view(self, stripe: int) -> memoryview:
+        """`read_block` without copying the block out of the frame just read (a view into it).
+
+        The streaming reader's path: a large GET would otherwise copy every byte once more, and
+        on a busy box memory bandwidth, not the disk, is what a large read spends.
+        """
         geo = self.header.geometry
         length = geo.block_len(stripe)
         with self._lock:
@@ -370,7 +378,7 @@ class ShardFileReader:
             raw = os.pread(self._fd, CHECKSUM_SIZE + length, frame_offset(geo.block_size, stripe))
         if len(raw) != CHECKSUM_SIZE + length:
             raise CorruptShard(f"shard {self.header.index} truncated at stripe {stripe}")
-        block = raw[CHECKSUM_SIZE:]
+        block = memoryview(raw)[CHECKSUM_SIZE:]
         if int.from_bytes(raw[:CHECKSUM_SIZE], "little") != block_checksum(block, stripe, self.header.index):
             raise CorruptShard(f"shard {self.header.index} block {stripe} checksum mismatch")
         return block

@@ -29,7 +29,7 @@ class StreamedBody(Response):
 
     def __init__(
         self,
-        chunks: AsyncIterator[bytes],
+        chunks: AsyncIterator[bytes | memoryview],
         *,
         status_code: int,
         headers: dict[str, str],
@@ -51,11 +51,11 @@ class StreamedBody(Response):
         """
         source = self._chunks
         try:
-            first: bytes | None = await anext(source)
+            first: bytes | memoryview | None = await anext(source)
         except StopAsyncIteration:
             first = None
 
-        async def primed() -> AsyncIterator[bytes]:
+        async def primed() -> AsyncIterator[bytes | memoryview]:
             try:
                 if first is not None:
                     yield first

@@ -66,8 +66,12 @@ class DataReader(ABC):
     """An opened blob. Opening pins it: a later delete does not break a reader already open."""
 
     @abstractmethod
-    def stream(self, start: int, end: int) -> AsyncIterator[bytes]:
-        """Yield the bytes [start, end) of the blob in order, in chunks of any size."""
+    def stream(self, start: int, end: int) -> AsyncIterator[bytes | memoryview]:
+        """Yield the bytes [start, end) of the blob in order, in chunks of any size.
+
+        A chunk may be a memoryview (a verified block handed on without a copy): consumers treat
+        chunks as read-only bytes-like buffers.
+        """
 
     @abstractmethod
     async def close(self) -> None:

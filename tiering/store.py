@@ -370,7 +370,9 @@ class OpenedObject:
             self.tier = self.record.tier
             self.segments = self.record.segments
 
-    async def stream(self, start: int, end: int, on_chunk: Throttle | None = None) -> AsyncIterator[bytes]:
+    async def stream(
+        self, start: int, end: int, on_chunk: Throttle | None = None
+    ) -> AsyncIterator[bytes | memoryview]:
         """Yield bytes [start, end) across the object's segments."""
         if self.data is not None:
             if end > start:

@@ -45,7 +45,7 @@ def part_range(record: ObjectRecord, part_number: int) -> ByteRange:
     raise InvalidPartNumber()
 
 
-async def _multirange(opened: OpenedObject, ranges: list[ByteRange], boundary: str, content_type: str) -> AsyncIterator[bytes]:
+async def _multirange(opened: OpenedObject, ranges: list[ByteRange], boundary: str, content_type: str) -> AsyncIterator[bytes | memoryview]:
     size = opened.record.size
     for r in ranges:
         yield _part_header(boundary, content_type, r, size)

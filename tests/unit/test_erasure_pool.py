@@ -277,7 +277,7 @@ def test_open_reader_survives_concurrent_delete(tmp_path: Path) -> None:
         assert not await pool.exists("obj", loc)
         rest = b"".join([c async for c in chunks])
         await reader.close()
-        assert first + rest == data
+        assert bytes(first) + rest == data
 
     run(scenario())
 
