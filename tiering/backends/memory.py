@@ -25,10 +25,12 @@ class _MemoryReader(DataReader):
     def __init__(self, data: bytes) -> None:
         self._data = data
 
-    async def stream(self, start: int, end: int) -> AsyncIterator[bytes]:  # type: ignore[override]
+    async def stream(self, start: int, end: int) -> AsyncIterator[bytes | memoryview]:  # type: ignore[override]
+        # Views, not copies: the cached bytes are immutable, and a view keeps them alive even
+        # if the blob is evicted while a response is still being sent.
         view = memoryview(self._data)
         for position in range(start, end, SLICE):
-            yield bytes(view[position : min(position + SLICE, end)])
+            yield view[position : min(position + SLICE, end)]
 
     async def close(self) -> None:
         self._data = b""
