@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from starlette.datastructures import Headers
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
-from server.errors import InvalidRequest, MalformedXML, NoSuchBucket
+from server.errors import IncompleteBody, InvalidRequest, MalformedXML, NoSuchBucket
 from server.operations import Operation
 from server.signature import AuthContext, PayloadReader
 from server.xml_io import MAX_XML_BODY
@@ -91,6 +91,11 @@ class S3Request:
 
 
 async def _nonempty(source: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    async for chunk in source:
-        if chunk:
-            yield chunk
+    """The body's non-empty pieces. A client that hangs up mid-body sent less than it declared:
+    that is its error (IncompleteBody, 400), not an internal one with a stack trace in the log."""
+    try:
+        async for chunk in source:
+            if chunk:
+                yield chunk
+    except ClientDisconnect:
+        raise IncompleteBody() from None
