@@ -9,7 +9,8 @@ import sys
 
 import pytest
 from botocore.exceptions import ClientError
-from conftest import ACCESS_KEY, SECRET_KEY, ServerProcess
+
+from tests.conftest import ACCESS_KEY, SECRET_KEY, ServerProcess
 
 
 def test_bulk_restore_makes_every_archived_object_readable(server: ServerProcess, s3, bucket: str) -> None:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import urllib.request
 
-from conftest import ACCESS_KEY, SECRET_KEY, ServerProcess
+from tests.conftest import ACCESS_KEY, SECRET_KEY, ServerProcess
 
 
 def scrape(server: ServerProcess) -> dict[str, float]:

@@ -12,7 +12,8 @@ import boto3
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
-from conftest import ACCESS_KEY, REGION, SECRET_KEY, ServerProcess
+
+from tests.conftest import ACCESS_KEY, REGION, SECRET_KEY, ServerProcess
 
 
 def admin(server: ServerProcess, *args: str, keys: tuple[str, str] = (ACCESS_KEY, SECRET_KEY)) -> subprocess.CompletedProcess[str]:
