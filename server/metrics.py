@@ -3,8 +3,8 @@
 Request metrics are counted as requests go by (`RequestObserver`, a small ASGI middleware that
 also sees the body bytes in and out and writes the JSON access log). Everything about storage
 (tiers, domains, heal, codec, lifecycle, power) is read from the live objects at scrape time by
-one collector, so there is no second copy of that state to drift. The two catalog queries that
-scan every object (heat per tier, bytes per bucket and tier) are cached for `SLOW_STATS_TTL`.
+one collector, so there is no second copy of that state to drift. Usage per tier and bucket comes
+from the catalog's counters; heat per tier scans every object, so it is cached for `SLOW_STATS_TTL`.
 
 Label sets are bounded: S3 operation names, HTTP status, tier, domain, node and bucket (at most
 `MAX_BUCKET_SERIES` buckets, the rest summed under `bucket="_other"`) — never an object key.
@@ -60,7 +60,7 @@ LATENCY_BUCKETS = (
     10.0, 30.0, 60.0,
 )  # fmt: skip
 
-SLOW_STATS_TTL = 15.0  # seconds: heat and per-bucket usage are full catalog scans
+SLOW_STATS_TTL = 15.0  # seconds: heat per tier is a full catalog scan
 MAX_BUCKET_SERIES = 200  # the largest buckets get their own series; the rest are summed
 
 # Energy to move one GB through a medium (read or write), in joules: the active power of one
@@ -120,11 +120,10 @@ class HeatSummary:
 
 @dataclass
 class SlowStats:
-    """What the full-scan queries found, and when."""
+    """What the full-scan query found, and when."""
 
     at: float
     heats: dict[str, HeatSummary]  # by tier
-    buckets: dict[tuple[str, str], tuple[int, int]]  # (bucket, tier) → (objects, bytes)
 
 
 class StorageView:
@@ -142,7 +141,7 @@ class StorageView:
         return self.lifecycle.settings.temperature.half_life_s if self.lifecycle else 86400.0
 
     def slow(self) -> SlowStats:
-        """Heat per tier and usage per bucket: recomputed at most once per `ttl` (blocking)."""
+        """Heat per tier: recomputed at most once per `ttl` (blocking)."""
         with self._lock:
             now = time.monotonic()
             if self._slow is None or now - self._slow.at >= self.ttl:
@@ -151,7 +150,7 @@ class StorageView:
                 for name in self.store.tiers:
                     values = [decayed(h, at, clock_now, self.half_life) for h, at in catalog.tier_heats(name)]
                     heats[name] = HeatSummary(heat_histogram(values), sum(values), len(values))
-                self._slow = SlowStats(now, heats, catalog.bucket_tier_usage())
+                self._slow = SlowStats(now, heats)
             return self._slow
 
     def tiers(self) -> list[dict[str, Any]]:
@@ -186,10 +185,15 @@ class StorageView:
             rows.append(row)
         return rows
 
-    def buckets(self) -> dict[str, dict[str, Any]]:
-        """Per bucket: objects, bytes and estimated watts, with the bytes split by tier (cached)."""
+    def buckets(self, usage: dict[tuple[str, str], tuple[int, int]] | None = None) -> dict[str, dict[str, Any]]:
+        """Per bucket: objects, bytes and estimated watts, with the bytes split by tier (blocking).
+
+        `usage`: the catalog's (bucket, tier) → (objects, bytes), if the caller has read it already.
+        """
+        if usage is None:
+            usage = self.store.catalog.bucket_tier_usage()
         out: dict[str, dict[str, Any]] = {}
-        for (bucket, tier_name), (n, size) in self.slow().buckets.items():
+        for (bucket, tier_name), (n, size) in usage.items():
             entry = out.setdefault(bucket, {"objects": 0, "bytes": 0, "power_watts": 0.0, "tiers": {}})
             entry["objects"] += n
             entry["bytes"] += size
@@ -368,11 +372,12 @@ class StorageCollector(Collector):
             "tierstore_bucket_power_watts",
             "Estimated power of a bucket: its stored bytes x watts_per_tb of the tiers holding them", labels=["bucket"],
         )
-        buckets = self.view.buckets()
+        usage = self.view.store.catalog.bucket_tier_usage()
+        buckets = self.view.buckets(usage)
         ranked = sorted(buckets, key=lambda b: buckets[b]["bytes"], reverse=True)
         shown, rest = ranked[:MAX_BUCKET_SERIES], ranked[MAX_BUCKET_SERIES:]
         per_tier: dict[tuple[str, str], list[int]] = {}
-        for (bucket, tier), (n, b) in self.view.slow().buckets.items():
+        for (bucket, tier), (n, b) in usage.items():
             label = bucket if bucket in shown or not rest else "_other"
             totals = per_tier.setdefault((label, tier), [0, 0])
             totals[0] += n

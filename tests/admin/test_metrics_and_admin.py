@@ -40,6 +40,9 @@ def test_request_and_tier_metrics_move_with_traffic(server: ServerProcess, s3, b
     assert after[key] == before.get(key, 0) + 1
     assert after['tierstore_tier_bytes{tier="hot"}'] >= before.get('tierstore_tier_bytes{tier="hot"}', 0) + 200_000
     assert after['tierstore_ec_bytes_total{op="encode"}'] > before.get('tierstore_ec_bytes_total{op="encode"}', 0)
+    # Per-bucket usage comes from the catalog's counters, fresh at every scrape (no longer cached).
+    bucket_bytes = f'tierstore_bucket_bytes{{bucket="{bucket}",tier="hot"}}'
+    assert after[bucket_bytes] == before.get(bucket_bytes, 0) + 200_000
 
 
 def test_domain_offline_shows_in_metrics_status_and_domains(server: ServerProcess) -> None:
