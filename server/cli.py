@@ -211,7 +211,8 @@ def _banner(config: ServerConfig) -> str:
 
 
 def _tune_runtime() -> None:
-    """Collect cyclic garbage less often, never re-scan what start-up built, hand the GIL on sooner.
+    """Collect cyclic garbage less often, never re-scan what start-up built, hand the GIL on sooner,
+    keep streamed blocks' buffers on the heap (`_tune_malloc`).
 
     A request allocates a few hundred short-lived objects, so CPython's default generation-0
     threshold (700) runs a collection every request or two, and the older generations re-walk

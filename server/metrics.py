@@ -185,13 +185,17 @@ class StorageView:
             rows.append(row)
         return rows
 
+    def bucket_usage(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """(bucket, tier) → (objects, bytes), from the catalog's usage counters (blocking, cheap)."""
+        return self.store.catalog.bucket_tier_usage()
+
     def buckets(self, usage: dict[tuple[str, str], tuple[int, int]] | None = None) -> dict[str, dict[str, Any]]:
         """Per bucket: objects, bytes and estimated watts, with the bytes split by tier (blocking).
 
-        `usage`: the catalog's (bucket, tier) → (objects, bytes), if the caller has read it already.
+        `usage`: `bucket_usage()`, if the caller has read it already.
         """
         if usage is None:
-            usage = self.store.catalog.bucket_tier_usage()
+            usage = self.bucket_usage()
         out: dict[str, dict[str, Any]] = {}
         for (bucket, tier_name), (n, size) in usage.items():
             entry = out.setdefault(bucket, {"objects": 0, "bytes": 0, "power_watts": 0.0, "tiers": {}})
@@ -372,7 +376,7 @@ class StorageCollector(Collector):
             "tierstore_bucket_power_watts",
             "Estimated power of a bucket: its stored bytes x watts_per_tb of the tiers holding them", labels=["bucket"],
         )
-        usage = self.view.store.catalog.bucket_tier_usage()
+        usage = self.view.bucket_usage()
         buckets = self.view.buckets(usage)
         ranked = sorted(buckets, key=lambda b: buckets[b]["bytes"], reverse=True)
         shown, rest = ranked[:MAX_BUCKET_SERIES], ranked[MAX_BUCKET_SERIES:]
