@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
-import ctypes.util
 import gc
 import logging
 import os
@@ -23,6 +21,7 @@ from pathlib import Path
 
 import uvicorn
 
+from server import malloc_tuning
 from server.admin_cli import add_admin_parser, run_admin
 from server.app import build_lifecycle, build_store, create_app
 from server.config import ServerConfig, load_config
@@ -31,11 +30,6 @@ from server.workers import Supervisor, bind_sockets, inherited_sockets, signal_r
 # Blocking work (disk, hashing, SQLite) runs in threads; many concurrent streams need many.
 IO_THREADS = 64
 GIL_SWITCH_INTERVAL = 0.0005  # seconds; see _tune_runtime
-# glibc malloc: blocks up to this size come from the heap, larger ones from their own mmap (see _tune_malloc)
-MALLOC_MMAP_THRESHOLD = 8 * 1024 * 1024
-# ... and up to this much free memory stays at the top of each heap instead of going back to the kernel
-MALLOC_TRIM_THRESHOLD = 64 * 1024 * 1024
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameters, <malloc.h>
 # On shutdown, a connection that is already closing (its last response handed to the kernel)
 # gets this long to finish closing before it is dropped: a TLS close waits for the client's
 # close_notify, which an idle keep-alive client never sends.
@@ -211,8 +205,7 @@ def _banner(config: ServerConfig) -> str:
 
 
 def _tune_runtime() -> None:
-    """Collect cyclic garbage less often, never re-scan what start-up built, hand the GIL on sooner,
-    keep streamed blocks' buffers on the heap (`_tune_malloc`).
+    """Collect cyclic garbage less often, never re-scan what start-up built, hand the GIL on sooner.
 
     A request allocates a few hundred short-lived objects, so CPython's default generation-0
     threshold (700) runs a collection every request or two, and the older generations re-walk
@@ -228,28 +221,6 @@ def _tune_runtime() -> None:
     # (bench/feed, one server process, 1 and 2 accelerators); 0.1 ms was slower again. The price:
     # ~9 % fewer 4 KiB GETs/s at 16-32 clients in a closed loop (bench/RESULTS.md, same day).
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
-    _tune_malloc()
-
-
-def _tune_malloc() -> None:
-    """Reuse the memory of streamed blocks instead of mapping and unmapping it for every block.
-
-    A large GET or PUT allocates a fresh 1-4 MiB buffer per block. glibc serves allocations above
-    its (adaptive) mmap threshold with a new mapping and trims freed heap tops above twice that
-    back to the kernel, so every block paid for page faults, zeroed pages and a TLB shootdown
-    when it was freed: a quarter of the server's CPU on a 64 MiB GET (perf). Fixed thresholds keep
-    those buffers on the heap, where the next block reuses them: 64 MiB GET c2 ~730 -> ~965 MiB/s,
-    server CPU per GET 89 -> 58 ms; 64 MiB PUT c2 +15 % (bench/RESULTS.md, interleaved A/B). The
-    price is memory kept after a burst: at most MALLOC_TRIM_THRESHOLD of free space per malloc
-    arena (peak RSS under 32 concurrent 64 MiB uploads did not grow). Not glibc: nothing to do.
-    """
-    try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or None).mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    mallopt(_M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD)
-    mallopt(_M_TRIM_THRESHOLD, MALLOC_TRIM_THRESHOLD)
 
 
 async def serve(
@@ -266,6 +237,7 @@ async def serve(
         sockets = bind_sockets(config.listen_host, config.listen_port, reuse_port=reuse_port, listen=False)
     gate = _DrainGate(create_app(config))
     _tune_runtime()
+    trimmer = asyncio.create_task(malloc_tuning.trim_periodically()) if malloc_tuning.tune() else None
     uv_config = uvicorn.Config(
         gate,
         host=config.listen_host,
@@ -283,16 +255,20 @@ async def serve(
     )
     server = _Server(uv_config, gate)
     task = asyncio.create_task(server.serve(sockets=sockets))
-    while not server.started and not task.done():
-        await asyncio.sleep(0.02)
-    if server.started:
-        if ready_fd is not None:
-            print(f"tierstore: worker {os.getpid()} accepting on {config.listen}", flush=True)
-            signal_ready(ready_fd)
-        else:
-            # Tests and scripts wait for this line: it is printed only once requests are accepted.
-            print(_banner(config), flush=True)
-    await task
+    try:
+        while not server.started and not task.done():
+            await asyncio.sleep(0.02)
+        if server.started:
+            if ready_fd is not None:
+                print(f"tierstore: worker {os.getpid()} accepting on {config.listen}", flush=True)
+                signal_ready(ready_fd)
+            else:
+                # Tests and scripts wait for this line: it is printed only once requests are accepted.
+                print(_banner(config), flush=True)
+        await task
+    finally:
+        if trimmer is not None:
+            trimmer.cancel()
     if threading.current_thread() is threading.main_thread():
         # Drained and closed: a further SIGTERM (a supervisor, an impatient script) must not turn
         # the clean exit that follows into "killed by SIGTERM".
@@ -323,8 +299,9 @@ def _supervise(config: ServerConfig, argv: list[str], workers: int, reuse_port: 
 
 async def run_lifecycle_only(config: ServerConfig) -> None:
     """The daemon in its own process: same catalog and tiers, no HTTP. Stops on SIGTERM/SIGINT."""
-    _tune_malloc()  # moves stream blocks like GETs and PUTs do
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(IO_THREADS, thread_name_prefix="io"))
+    # Moves stream blocks as GETs and PUTs do.
+    trimmer = asyncio.create_task(malloc_tuning.trim_periodically()) if malloc_tuning.tune() else None
     store = build_store(config)
     lifecycle = build_lifecycle(config, store, run_daemon=True)
     stop = asyncio.Event()
@@ -336,6 +313,8 @@ async def run_lifecycle_only(config: ServerConfig) -> None:
     try:
         await stop.wait()
     finally:
+        if trimmer is not None:
+            trimmer.cancel()
         await lifecycle.close()
         await store.close()
 

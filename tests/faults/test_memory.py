@@ -123,3 +123,35 @@ def test_large_gets_reuse_block_buffers_instead_of_faulting_in_new_pages(spawn: 
     print(f"\n{faults} minor page faults in the server for {gets} GETs of {size // MiB} MiB ({pages} pages)")
     # Before: ~1 fault per page (31k here); after: ~0.1 (what is left: other allocations, new arenas).
     assert faults < pages // 3, f"{faults} page faults for {pages} pages streamed"
+
+
+def test_memory_a_burst_of_large_gets_used_goes_back_to_the_kernel(spawn: Spawn) -> None:
+    """Block buffers stay on the heap while data streams (above), but not for ever after a burst:
+    the server hands free heap memory back every few seconds (server/malloc_tuning.py)."""
+    server = spawn()
+    assert server.proc is not None
+    s3 = make_client(server.endpoint, max_pool_connections=32)
+    s3.create_bucket(Bucket="burst")
+    size = 64 * MiB
+    s3.put_object(Bucket="burst", Key="big", Body=b"".join(pattern(9, size)))
+
+    def get_all() -> None:
+        body = s3.get_object(Bucket="burst", Key="big")["Body"]
+        while body.read(MiB):
+            pass
+
+    get_all()
+    baseline = rss_bytes(server.proc.pid)
+    readers = [threading.Thread(target=get_all) for _ in range(32)]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join(120)
+    after_burst = rss_bytes(server.proc.pid)
+    deadline = time.monotonic() + 30
+    while rss_bytes(server.proc.pid) > baseline + 64 * MiB and time.monotonic() < deadline:
+        time.sleep(0.5)
+    settled = rss_bytes(server.proc.pid)
+    print(f"\nserver RSS: {baseline / MiB:.0f} MiB before 32 concurrent 64 MiB GETs, "
+          f"{after_burst / MiB:.0f} MiB right after, {settled / MiB:.0f} MiB later")
+    assert settled <= baseline + 64 * MiB, f"{settled / MiB:.0f} MiB kept (was {baseline / MiB:.0f} MiB)"
