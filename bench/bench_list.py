@@ -31,15 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_peers as bp  # noqa: E402
 import fill_bucket  # noqa: E402
-import rawhttp  # noqa: E402
-from servers import Tierstore  # noqa: E402
 
 
 def run(keys: int, reps: int, pass_seconds: float) -> dict[str, Any]:
-    server = Tierstore()
-    server.start()
-    t = bp.Target(server, "tierstore")
-    try:
+    with bp.own_tierstore() as t:
+        server = t.server
         assert server.tmp is not None
         t.one(t.signer.request("PUT", t.path(bp.LIST_BUCKET)))
         fill = fill_bucket.fill(fill_bucket.catalog_path(server.tmp / "data"), bp.LIST_BUCKET, keys)
@@ -53,10 +49,6 @@ def run(keys: int, reps: int, pass_seconds: float) -> dict[str, Any]:
               f"page P50 {passes['page_p50_ms']:.1f} ms  P99 {passes['page_p99_ms']:.1f} ms", flush=True)
         return {"keys": keys, "fill": fill, "pages": pages, "full_passes": passes, "load": os.getloadavg(),
                 "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
-    finally:
-        rawhttp.STOP.set()
-        t.close()
-        server.stop()
 
 
 def main() -> int:

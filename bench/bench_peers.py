@@ -26,6 +26,7 @@ See bench/README.md ("bench_peers.py") for what each number means.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -39,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -213,6 +215,21 @@ def fan_out(items: list[Any], fn: Any, threads: int) -> None:
         raise errs[0]
     if rawhttp.STOP.is_set():
         raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def own_tierstore() -> Iterator[Target]:
+    """A tierstore of this checkout (default configuration, temp dir) and a target on it, for the
+    single-server scripts (bench_list, profile_tierstore, ctx_switches): stopped and removed after."""
+    server = Tierstore()
+    server.start()
+    t = Target(server, "tierstore")
+    try:
+        yield t
+    finally:
+        rawhttp.STOP.set()
+        t.close()
+        server.stop()
 
 
 def setup_target(t: Target, small: list[Payload], large: list[Payload], gpu: bool) -> None:

@@ -18,8 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_peers as bp  # noqa: E402
-import rawhttp  # noqa: E402
-from servers import Tierstore, cpu_seconds  # noqa: E402
+from servers import cpu_seconds  # noqa: E402
 
 
 def switches(pid: int) -> tuple[int, int]:
@@ -46,12 +45,9 @@ def main() -> int:
     shape = next((s for s in bp.FULL.shapes if s.name == args.shape), None)
     if shape is None:
         raise SystemExit(f"unknown shape {args.shape}")
-    server = Tierstore()
-    server.start()
-    t = bp.Target(server, "tierstore")
-    try:
-        assert server.proc is not None
-        pid = server.proc.pid
+    with bp.own_tierstore() as t:
+        assert t.server.proc is not None
+        pid = t.server.proc.pid
         small = bp.payloads(4 * bp.KiB, 256)
         large = bp.payloads(64 * bp.MiB, 2) if shape.size == 64 * bp.MiB else []
         bp.setup_target(t, small, large, gpu=shape.op == "gget")
@@ -63,10 +59,6 @@ def main() -> int:
             ops = max(1, r.ops + r.errors)
             print(f"{shape.name} {r.ops_s:,.1f} ops/s  voluntary switches/op {(v1 - v0) / ops:.1f}  "
                   f"involuntary/op {(i1 - i0) / ops:.1f}  server CPU {1000 * (c1 - c0) / ops:.2f} ms/op", flush=True)
-    finally:
-        rawhttp.STOP.set()
-        t.close()
-        server.stop()
     return 0
 
 

@@ -26,8 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_peers as bp  # noqa: E402
-import rawhttp  # noqa: E402
-from servers import Tierstore, cpu_seconds  # noqa: E402
+from servers import cpu_seconds  # noqa: E402
 
 
 def find_py_spy(given: str | None) -> str:
@@ -71,10 +70,8 @@ def main() -> int:
     py_spy = find_py_spy(args.py_spy)
     out = args.out or Path(tempfile.mkdtemp(prefix="profile-tierstore-"))
     out.mkdir(parents=True, exist_ok=True)
-    server = Tierstore()
-    server.start()
-    t = bp.Target(server, "tierstore")
-    try:
+    with bp.own_tierstore() as t:
+        server = t.server
         shape = next((s for s in bp.FULL.shapes if s.name == args.shape), None)
         small = bp.payloads(4 * bp.KiB, 256)
         large = bp.payloads(64 * bp.MiB, 2) if shape and shape.size == 64 * bp.MiB else []
@@ -120,10 +117,6 @@ def main() -> int:
         (out / "top.txt").write_text(report)
         print(report)
         print(f"\ncollapsed stacks: {stacks}; load {os.getloadavg()}")
-    finally:
-        rawhttp.STOP.set()
-        t.close()
-        server.stop()
     return 0
 
 

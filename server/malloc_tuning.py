@@ -11,7 +11,7 @@ The price would be memory kept after a burst: up to TRIM_THRESHOLD of free heap 
 arenas (8 per core by default): after 2 x 32 concurrent 64 MiB GETs, 600-680 MiB stayed resident
 where 153 MiB did before. Hence two arenas only (nearly every allocation here happens under the GIL,
 so more arenas buy no parallelism: no change in throughput measured), and `malloc_trim` every
-TRIM_INTERVAL seconds hands free memory back: 285 MiB right after that burst, 75 MiB once trimmed.
+TRIM_INTERVAL seconds hands free memory back: 285-307 MiB right after that burst, 75 MiB once trimmed.
 Without glibc (musl, macOS) nothing here does anything.
 """
 
