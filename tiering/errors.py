@@ -57,6 +57,14 @@ class InvalidPartOrder(TieringError):
     pass
 
 
+class ChecksumMismatch(TieringError):
+    """The whole-object checksum a client gave at completion is not the assembled object's."""
+
+    def __init__(self, algorithm: str) -> None:
+        super().__init__(f"the {algorithm} checksum given does not match the object")
+        self.algorithm = algorithm
+
+
 class PartTooSmall(TieringError):
     def __init__(self, part_number: int, size: int) -> None:
         super().__init__(f"part {part_number} is {size} bytes, below the 5 MiB minimum")
