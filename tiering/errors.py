@@ -65,6 +65,14 @@ class ChecksumMismatch(TieringError):
         self.algorithm = algorithm
 
 
+class ChecksumTypeMismatch(TieringError):
+    """A completion names another checksum type than the upload was created with."""
+
+    def __init__(self, upload_type: str) -> None:
+        super().__init__(f"the upload was created with the {upload_type} checksum type")
+        self.upload_type = upload_type
+
+
 class PartTooSmall(TieringError):
     def __init__(self, part_number: int, size: int) -> None:
         super().__init__(f"part {part_number} is {size} bytes, below the 5 MiB minimum")

@@ -33,10 +33,11 @@ from tiering.backend import (
     WriteQuorumLost,
 )
 from tiering.catalog import RETIRE_GRACE_SECONDS, Catalog
-from tiering.checksums import FULL_OBJECT, BodyDigests, combine_full_object, combine_part_checksums
+from tiering.checksums import COMPOSITE, FULL_OBJECT, BodyDigests, combine_full_object, combine_part_checksums
 from tiering.errors import (
     BucketNotFound,
     ChecksumMismatch,
+    ChecksumTypeMismatch,
     DataUnreadable,
     InsufficientCapacity,
     InvalidPart,
@@ -1034,17 +1035,22 @@ class ObjectStore:
         if_match: str | None = None,
         if_none_match: str | None = None,
         expected_checksum: tuple[str, str] | None = None,
+        expected_checksum_type: str | None = None,
     ) -> ObjectRecord:
         """Assemble the listed parts (part number, ETag) into the visible object.
 
         A completion that is sent again (the client did not hear the first answer) gets the same
         object back while that object is still the key's current one; otherwise UploadNotFound.
         `expected_checksum` is the client's (algorithm, value) of the object's checksum: BadDigest
-        (ChecksumMismatch) unless it is the assembled object's.
+        (ChecksumMismatch) unless it is the assembled object's; `expected_checksum_type`, if given,
+        must be the upload's (ChecksumTypeMismatch).
         """
         requested = [(number, etag.strip().strip('"')) for number, etag in requested]
         try:
             upload = await self.get_upload(bucket, key, upload_id)
+            if expected_checksum_type is not None and upload.checksum_algorithm:
+                if expected_checksum_type.upper() != (upload.checksum_type or COMPOSITE):
+                    raise ChecksumTypeMismatch(upload.checksum_type or COMPOSITE)
             return await self._complete(upload, requested, if_match, if_none_match, expected_checksum)
         except (UploadNotFound, InvalidPart):
             # Completed already (maybe just now, by a concurrent retry, or by another process,

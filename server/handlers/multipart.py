@@ -109,6 +109,7 @@ async def complete_upload(req: S3Request) -> Response:
     record = await req.store.complete_upload(
         req.bucket, req.key, req.query.get("uploadId", ""), requested,
         if_match=req.header("if-match"), if_none_match=req.header("if-none-match"), expected_checksum=expected,
+        expected_checksum_type=req.header("x-amz-checksum-type"),
     )
     children: list[tuple[str, Value]] = [
         ("Location", f"/{req.bucket}/{req.key}"),

@@ -112,3 +112,16 @@ def test_part_of_another_algorithm_is_refused(s3, bucket, expect_error) -> None:
     with expect_error("InvalidRequest", 400):
         s3.upload_part(Bucket=bucket, Key="mix", UploadId=upload, PartNumber=1, Body=b"x", ChecksumAlgorithm="CRC32")
     assert s3.list_parts(Bucket=bucket, Key="mix", UploadId=upload).get("Parts", []) == []
+
+
+@pytest.mark.parametrize(("created", "completed"), [("COMPOSITE", "FULL_OBJECT"), ("FULL_OBJECT", "COMPOSITE")])
+def test_complete_with_another_checksum_type_is_refused(s3, bucket, expect_error, created: str, completed: str) -> None:
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="kind", ChecksumAlgorithm="CRC32",
+                                        ChecksumType=created)["UploadId"]
+    done = _upload_parts(s3, bucket, "kind", upload, "CRC32")
+    with expect_error("InvalidRequest", 400):
+        s3.complete_multipart_upload(Bucket=bucket, Key="kind", UploadId=upload, MultipartUpload={"Parts": done},
+                                     ChecksumType=completed)
+    result = s3.complete_multipart_upload(Bucket=bucket, Key="kind", UploadId=upload,
+                                          MultipartUpload={"Parts": done}, ChecksumType=created)
+    assert result["ChecksumType"] == created
