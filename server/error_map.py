@@ -26,6 +26,11 @@ def to_s3_error(exc: t.TieringError) -> s3.S3Error:
             return s3.InvalidPart(PartNumber=exc.part_number)
         case t.InvalidPartOrder():
             return s3.InvalidPartOrder()
+        case t.ChecksumTypeMismatch():
+            return s3.InvalidRequest(f"The upload was created using the {exc.upload_type} checksum mode. "
+                                     "The complete request must use the same checksum mode.")
+        case t.ChecksumMismatch():
+            return s3.BadDigest(f"The {exc.algorithm.lower()} you specified did not match the calculated checksum.")
         case t.PartTooSmall():
             return s3.EntityTooSmall(PartNumber=exc.part_number)
         case t.ObjectTooLarge():

@@ -119,7 +119,8 @@ SCHEMA = [
         meta TEXT NOT NULL,
         tags TEXT NOT NULL,
         checksum_algorithm TEXT,
-        owner TEXT NOT NULL
+        owner TEXT NOT NULL,
+        checksum_type TEXT  -- COMPOSITE / FULL_OBJECT (added later: see _migrate)
     )""",
     "CREATE INDEX IF NOT EXISTS uploads_by_key ON uploads (bucket, key, upload_id)",
     """CREATE TABLE IF NOT EXISTS parts (
@@ -132,6 +133,19 @@ SCHEMA = [
         checksum TEXT,
         PRIMARY KEY (upload_id, part_number)
     )""",
+    # Uploads completed lately, so that a re-sent CompleteMultipartUpload (a client retrying after a
+    # timeout, maybe to another gateway) gets the same answer while the object it made is still the
+    # current one. Forgotten after COMPLETED_UPLOAD_MEMORY by `forget_completed_uploads`.
+    """CREATE TABLE IF NOT EXISTS completed_uploads (
+        upload_id TEXT PRIMARY KEY,
+        bucket TEXT NOT NULL,
+        key TEXT NOT NULL,
+        parts TEXT NOT NULL,
+        etag TEXT NOT NULL,
+        last_modified REAL NOT NULL,
+        completed REAL NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS completed_uploads_by_time ON completed_uploads (completed)",
     # Data that no object refers to any more, deleted by the collector once readers are done.
     """CREATE TABLE IF NOT EXISTS garbage (
         data_id TEXT PRIMARY KEY,
@@ -355,6 +369,10 @@ class Catalog:
                     "UPDATE objects SET storage_class = ? WHERE bucket = ? AND key = ?",
                     (json.loads(meta).get("sc", "STANDARD"), bucket, key),
                 )
+        if "checksum_type" not in {row[1] for row in self._writer.execute("PRAGMA table_info(uploads)")}:
+            # NULL for an upload begun before: it completes COMPOSITE, as it would have then.
+            with contextlib.suppress(sqlite3.OperationalError):  # another process added it just now
+                self._writer.execute("ALTER TABLE uploads ADD COLUMN checksum_type TEXT")
 
     def _add_usage_counters(self) -> None:
         """Create `tier_usage` and its triggers, counted from `objects`, if this catalog lacks them.
@@ -873,7 +891,7 @@ class Catalog:
                 raise BucketNotFound(upload.bucket)
             db.execute(
                 "INSERT INTO uploads (upload_id, bucket, key, initiated, tier, meta, tags, "
-                "checksum_algorithm, owner) VALUES (?,?,?,?,?,?,?,?,?)",
+                "checksum_algorithm, owner, checksum_type) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (
                     upload.upload_id,
                     upload.bucket,
@@ -884,20 +902,21 @@ class Catalog:
                     _dumps(upload.meta.tags),
                     upload.checksum_algorithm,
                     upload.owner,
+                    upload.checksum_type,
                 ),
             )
 
     @staticmethod
     def _upload_from_row(row: tuple[Any, ...]) -> UploadRecord:
-        upload_id, bucket, key, initiated, tier, meta, tags, algo, owner = row
+        upload_id, bucket, key, initiated, tier, meta, tags, algo, owner, checksum_type = row
         return UploadRecord(
             upload_id, bucket, key, initiated, tier, ObjectMeta.from_json(json.loads(meta), json.loads(tags)),
-            algo, owner,
+            algo, owner, checksum_type,
         )
 
     def get_upload(self, bucket: str, key: str, upload_id: str) -> UploadRecord:
         row = self._reader().execute(
-            "SELECT upload_id, bucket, key, initiated, tier, meta, tags, checksum_algorithm, owner "
+            "SELECT upload_id, bucket, key, initiated, tier, meta, tags, checksum_algorithm, owner, checksum_type "
             "FROM uploads WHERE upload_id = ?",
             (upload_id,),
         ).fetchone()
@@ -911,7 +930,7 @@ class Catalog:
     ) -> list[UploadRecord]:
         self.get_bucket(bucket)
         sql = (
-            "SELECT upload_id, bucket, key, initiated, tier, meta, tags, checksum_algorithm, owner "
+            "SELECT upload_id, bucket, key, initiated, tier, meta, tags, checksum_algorithm, owner, checksum_type "
             "FROM uploads WHERE bucket = ? AND key >= ?"
         )
         args: list[Any] = [bucket, prefix]
@@ -930,16 +949,25 @@ class Catalog:
         args.append(limit)
         return [self._upload_from_row(row) for row in self._reader().execute(sql, args)]
 
-    def put_part(self, upload_id: str, part: PartRecord) -> None:
+    def put_part(self, upload_id: str, part: PartRecord) -> bool:
+        """Record a part; False if a part of that number whose body ended later is already there.
+
+        Two uploads of one part number race: the one whose body finished last on the wire
+        (`last_modified`) is the part, whichever commits last; the other's data is retired, in
+        the same transaction, so it is never leaked and never deleted while it is the live part.
+        """
         with self._write() as db:
             upload = db.execute("SELECT tier FROM uploads WHERE upload_id = ?", (upload_id,)).fetchone()
             if upload is None:
                 # The upload was aborted or completed while this part streamed in.
                 raise UploadNotFound(upload_id)
             old = db.execute(
-                "SELECT stored FROM parts WHERE upload_id = ? AND part_number = ?",
+                "SELECT stored, last_modified FROM parts WHERE upload_id = ? AND part_number = ?",
                 (upload_id, part.part_number),
             ).fetchone()
+            if old is not None and old[1] > part.last_modified:
+                self._retire(db, upload[0], [part.stored])
+                return False
             if old is not None:
                 self._retire(db, upload[0], [_stored_from_json(old[0])])
             db.execute(
@@ -959,6 +987,7 @@ class Catalog:
                     part.checksum,
                 ),
             )
+        return True
 
     def list_parts(self, upload_id: str, *, marker: int = 0, limit: int = 10000) -> list[PartRecord]:
         rows = self._reader().execute(
@@ -975,8 +1004,10 @@ class Catalog:
         *,
         if_match: str | None = None,
         if_none_match: str | None = None,
+        requested: list[tuple[int, str]] | None = None,
     ) -> ObjectRecord:
-        """Commit the assembled object and drop the upload in one transaction."""
+        """Commit the assembled object and drop the upload in one transaction, remembering the
+        completion (with the `requested` part list) for `completed_upload`."""
         with self._write() as db:
             if db.execute("SELECT 1 FROM uploads WHERE upload_id = ?", (upload.upload_id,)).fetchone() is None:
                 raise UploadNotFound(upload.upload_id)
@@ -990,7 +1021,38 @@ class Catalog:
             self._retire(db, upload.tier, unused)
             db.execute("DELETE FROM parts WHERE upload_id = ?", (upload.upload_id,))
             db.execute("DELETE FROM uploads WHERE upload_id = ?", (upload.upload_id,))
+            db.execute(
+                "INSERT OR REPLACE INTO completed_uploads (upload_id, bucket, key, parts, etag, last_modified, "
+                "completed) VALUES (?,?,?,?,?,?,?)",
+                (upload.upload_id, upload.bucket, upload.key, _dumps(requested or []), committed.etag,
+                 committed.last_modified, time.time()),
+            )
         return committed
+
+    def completed_upload(
+        self, bucket: str, key: str, upload_id: str, requested: list[tuple[int, str]]
+    ) -> ObjectRecord | None:
+        """The object an upload made, if it completed lately with these parts and that object is
+        still the current one (same ETag and time: a move keeps both, an overwrite changes them)."""
+        db = self._reader()
+        row = db.execute(
+            "SELECT bucket, key, parts, etag, last_modified FROM completed_uploads WHERE upload_id = ?", (upload_id,)
+        ).fetchone()
+        if row is None or (row[0], row[1]) != (bucket, key) or json.loads(row[2]) != json.loads(_dumps(requested)):
+            return None
+        current = db.execute(f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?", (bucket, key))
+        found = current.fetchone()
+        if found is None:
+            return None
+        record = self._object_from_row(found)
+        return record if (record.etag, record.last_modified) == (row[3], row[4]) else None
+
+    def forget_completed_uploads(self, before: float) -> int:
+        """Drop the memory of uploads completed before `before` (wall clock); how many went."""
+        if self._reader().execute("SELECT 1 FROM completed_uploads WHERE completed < ? LIMIT 1", (before,)).fetchone():
+            with self._write() as db:
+                return db.execute("DELETE FROM completed_uploads WHERE completed < ?", (before,)).rowcount
+        return 0
 
     def abort_upload(self, bucket: str, key: str, upload_id: str) -> None:
         with self._write() as db:
@@ -1217,7 +1279,7 @@ class Catalog:
 
     def uploads_before(self, initiated_before: float, limit: int = 1000) -> list[UploadRecord]:
         rows = self._reader().execute(
-            "SELECT upload_id, bucket, key, initiated, tier, meta, tags, checksum_algorithm, owner "
+            "SELECT upload_id, bucket, key, initiated, tier, meta, tags, checksum_algorithm, owner, checksum_type "
             "FROM uploads WHERE initiated < ? ORDER BY initiated LIMIT ?",
             (initiated_before, limit),
         )

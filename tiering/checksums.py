@@ -14,6 +14,14 @@ from typing import Protocol
 from awscrt import checksums as crt
 
 ALGORITHMS = ("CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256")
+# A multipart object's checksum is either the checksum of the part checksums ("<b64>-<N>") or,
+# for the CRCs only, the CRC of the whole object: CRCs are linear, so the whole-object value is
+# combined from the part CRCs and sizes, with no second pass over the data. CRC64NVME has only
+# the full-object kind; the SHAs only the composite one.
+COMPOSITE = "COMPOSITE"
+FULL_OBJECT = "FULL_OBJECT"
+CHECKSUM_TYPES = (COMPOSITE, FULL_OBJECT)
+_COMBINE = {"CRC32": (crt.combine_crc32, 4), "CRC32C": (crt.combine_crc32c, 4), "CRC64NVME": (crt.combine_crc64nvme, 8)}
 
 
 class Digest(Protocol):
@@ -78,6 +86,35 @@ class BodyDigests:
     @property
     def checksum_b64(self) -> str | None:
         return b64(self._checksum.digest()) if self._checksum is not None else None
+
+
+def checksum_types_for(algorithm: str) -> tuple[str, ...]:
+    """The multipart checksum types S3 allows for an algorithm, the default first."""
+    algorithm = algorithm.upper()
+    if algorithm == "CRC64NVME":
+        return (FULL_OBJECT,)
+    if algorithm in _COMBINE:
+        return (COMPOSITE, FULL_OBJECT)
+    return (COMPOSITE,)
+
+
+def checksum_type_of(checksum: str) -> str:
+    """A stored checksum's type: a composite value carries its part count ("<b64>-<N>")."""
+    return COMPOSITE if "-" in checksum else FULL_OBJECT
+
+
+def combine_full_object(algorithm: str, parts: list[tuple[str, int]]) -> str:
+    """The CRC of the concatenated parts, from each part's (base64 CRC, size).
+
+    awscrt's `combine_crc*` (the SDKs' own C code) does the GF(2) shift of the running CRC
+    over the next part's length, so nothing is re-read and no CRC algebra is hand-written here.
+    """
+    combine, width = _COMBINE[algorithm.upper()]
+    value = 0
+    for part_b64, size in parts:
+        part = int.from_bytes(base64.b64decode(part_b64), "big")
+        value = combine(value, part, size)
+    return b64(value.to_bytes(width, "big"))
 
 
 def combine_part_checksums(algorithm: str, part_checksums_b64: list[str]) -> str:

@@ -57,6 +57,22 @@ class InvalidPartOrder(TieringError):
     pass
 
 
+class ChecksumMismatch(TieringError):
+    """The whole-object checksum a client gave at completion is not the assembled object's."""
+
+    def __init__(self, algorithm: str) -> None:
+        super().__init__(f"the {algorithm} checksum given does not match the object")
+        self.algorithm = algorithm
+
+
+class ChecksumTypeMismatch(TieringError):
+    """A completion names another checksum type than the upload was created with."""
+
+    def __init__(self, upload_type: str) -> None:
+        super().__init__(f"the upload was created with the {upload_type} checksum type")
+        self.upload_type = upload_type
+
+
 class PartTooSmall(TieringError):
     def __init__(self, part_number: int, size: int) -> None:
         super().__init__(f"part {part_number} is {size} bytes, below the 5 MiB minimum")

@@ -155,6 +155,7 @@ class UploadRecord:
     meta: ObjectMeta
     checksum_algorithm: str | None
     owner: str
+    checksum_type: str | None = None  # COMPOSITE or FULL_OBJECT, with a checksum algorithm
 
 
 @dataclass(frozen=True)

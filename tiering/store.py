@@ -33,9 +33,11 @@ from tiering.backend import (
     WriteQuorumLost,
 )
 from tiering.catalog import RETIRE_GRACE_SECONDS, Catalog
-from tiering.checksums import BodyDigests, combine_part_checksums
+from tiering.checksums import COMPOSITE, FULL_OBJECT, BodyDigests, combine_full_object, combine_part_checksums
 from tiering.errors import (
     BucketNotFound,
+    ChecksumMismatch,
+    ChecksumTypeMismatch,
     DataUnreadable,
     InsufficientCapacity,
     InvalidPart,
@@ -87,6 +89,9 @@ ORPHAN_SLACK = 600.0
 PEER_ORPHAN_AGE = 3600.0
 COLLECTOR_LEASE = "garbage-collector"
 COLLECTOR_LEASE_TTL = 30.0
+# How long a completed upload is remembered, so that a re-sent CompleteMultipartUpload (a client
+# retrying after a timeout) gets the first answer again; after that it is NoSuchUpload, as on S3.
+COMPLETED_UPLOAD_MEMORY = 24 * 3600.0
 # Reads held longer than a third of the retire grace are published to the catalog (read_pins),
 # checked every sixth of it, so that the collector — possibly in another worker — sees them well
 # before the grace of a blob they still stream runs out. Shorter reads cost nothing: the grace
@@ -137,6 +142,7 @@ class PendingWrite:
         self._whole: bytes | None = None  # a small body, hashed, waiting for the commit to store it
         self._whole_refused = False  # the backend has no `write_whole`: stream the small body too
         self._body_done = False
+        self.received_at = 0.0  # when the body's last byte had arrived: orders racing part uploads
         self._stored: StoredData | None = None
         self._done = False
 
@@ -202,6 +208,7 @@ class PendingWrite:
         """The body is complete: after this, `digests` are final (the data may not be durable yet)."""
         if self._body_done:
             return
+        self.received_at = self._store.clock()
         if self._writer is None:
             body = bytes(self._take(self._buffered))
             if len(body) >= HASH_OFFLOAD_BYTES:
@@ -316,12 +323,15 @@ class PendingWrite:
         return await self._commit(commit)
 
     async def commit_part(self, upload: UploadRecord, part_number: int) -> PartRecord:
+        """Record the part; if another upload of its number ended later on the wire, that one
+        stays the part and this one's data is retired (its client saw its ETag all the same)."""
+
         def commit(stored: StoredData) -> PartRecord:
             part = PartRecord(
                 part_number=part_number,
                 size=stored.size,
                 etag=self.digests.md5_hex,
-                last_modified=self._store.clock(),
+                last_modified=self.received_at,
                 stored=stored,
                 checksum=self.digests.checksum_b64,
             )
@@ -546,6 +556,7 @@ class ObjectStore:
                 self.catalog.pinned_elsewhere, [stored.data_id for _, stored in due], time.time()
             )
             due = [(tier_name, stored) for tier_name, stored in due if stored.data_id not in elsewhere]
+        await self._in_writer(self.catalog.forget_completed_uploads, time.time() - COMPLETED_UPLOAD_MEMORY)
         done: list[str] = []
         for tier_name, stored in due:
             tier = self.tiers.get(tier_name)
@@ -962,7 +973,14 @@ class ObjectStore:
     # --- multipart uploads ------------------------------------------------------------------
 
     async def create_upload(
-        self, bucket: str, key: str, meta: ObjectMeta, *, checksum_algorithm: str | None, owner: str
+        self,
+        bucket: str,
+        key: str,
+        meta: ObjectMeta,
+        *,
+        checksum_algorithm: str | None,
+        owner: str,
+        checksum_type: str | None = None,
     ) -> UploadRecord:
         upload = UploadRecord(
             upload_id=new_upload_id(),
@@ -973,6 +991,7 @@ class ObjectStore:
             meta=meta,
             checksum_algorithm=checksum_algorithm.upper() if checksum_algorithm else None,
             owner=owner,
+            checksum_type=checksum_type if checksum_algorithm else None,
         )
         await self._in_writer(self.catalog.create_upload, upload)
         return upload
@@ -1008,13 +1027,47 @@ class ObjectStore:
 
     async def complete_upload(
         self,
-        upload: UploadRecord,
+        bucket: str,
+        key: str,
+        upload_id: str,
         requested: list[tuple[int, str]],
         *,
         if_match: str | None = None,
         if_none_match: str | None = None,
+        expected_checksum: tuple[str, str] | None = None,
+        expected_checksum_type: str | None = None,
     ) -> ObjectRecord:
-        """Assemble the listed parts (part number, ETag) into the visible object."""
+        """Assemble the listed parts (part number, ETag) into the visible object.
+
+        A completion that is sent again (the client did not hear the first answer) gets the same
+        object back while that object is still the key's current one; otherwise UploadNotFound.
+        `expected_checksum` is the client's (algorithm, value) of the object's checksum: BadDigest
+        (ChecksumMismatch) unless it is the assembled object's; `expected_checksum_type`, if given,
+        must be the upload's (ChecksumTypeMismatch).
+        """
+        requested = [(number, etag.strip().strip('"')) for number, etag in requested]
+        try:
+            upload = await self.get_upload(bucket, key, upload_id)
+            if expected_checksum_type is not None and upload.checksum_algorithm:
+                if expected_checksum_type.upper() != (upload.checksum_type or COMPOSITE):
+                    raise ChecksumTypeMismatch(upload.checksum_type or COMPOSITE)
+            return await self._complete(upload, requested, if_match, if_none_match, expected_checksum)
+        except (UploadNotFound, InvalidPart):
+            # Completed already (maybe just now, by a concurrent retry, or by another process,
+            # which can also make the parts vanish under this one's look at them)?
+            replay = await self._read(self.catalog.completed_upload, bucket, key, upload_id, requested)
+            if replay is None:
+                raise
+            return replay  # type: ignore[no-any-return]
+
+    async def _complete(
+        self,
+        upload: UploadRecord,
+        requested: list[tuple[int, str]],
+        if_match: str | None,
+        if_none_match: str | None,
+        expected_checksum: tuple[str, str] | None,
+    ) -> ObjectRecord:
         if not requested:
             raise InvalidPart(0, "no parts given")
         numbers = [n for n, _ in requested]
@@ -1024,7 +1077,7 @@ class ObjectStore:
         chosen: list[PartRecord] = []
         for number, etag in requested:
             part = stored_parts.get(number)
-            if part is None or etag.strip().strip('"') != part.etag:
+            if part is None or etag != part.etag:
                 raise InvalidPart(number, "not uploaded or ETag differs")
             chosen.append(part)
         for part in chosen[:-1]:
@@ -1034,7 +1087,15 @@ class ObjectStore:
         etag = f"{hashlib.md5(md5s).hexdigest()}-{len(chosen)}"
         checksum = None
         if upload.checksum_algorithm and all(p.checksum for p in chosen):
-            checksum = combine_part_checksums(upload.checksum_algorithm, [p.checksum or "" for p in chosen])
+            if upload.checksum_type == FULL_OBJECT:
+                checksum = combine_full_object(upload.checksum_algorithm, [(p.checksum or "", p.size) for p in chosen])
+            else:
+                checksum = combine_part_checksums(upload.checksum_algorithm, [p.checksum or "" for p in chosen])
+        if expected_checksum is not None:
+            algorithm, value = expected_checksum
+            # A composite value may be given with or without its "-<parts>" suffix.
+            if algorithm != upload.checksum_algorithm or checksum is None or value.split("-")[0] != checksum.split("-")[0]:
+                raise ChecksumMismatch(algorithm)
         record = ObjectRecord(
             bucket=upload.bucket,
             key=upload.key,
@@ -1048,7 +1109,8 @@ class ObjectStore:
             checksum=checksum,
         )
         return await self._in_writer(
-            self.catalog.complete_upload, upload, record, if_match=if_match, if_none_match=if_none_match
+            self.catalog.complete_upload, upload, record, if_match=if_match, if_none_match=if_none_match,
+            requested=requested,
         )
 
 

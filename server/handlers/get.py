@@ -23,6 +23,7 @@ from server.http_semantics import (
 from server.operations import Operation
 from server.responses import StreamedBody, xml_response
 from server.xml_io import document, http_date
+from tiering.checksums import checksum_type_of
 from tiering.records import ObjectRecord
 from tiering.store import OpenedObject
 
@@ -88,13 +89,13 @@ def _respond(req: S3Request, opened: OpenedObject, send_body: bool) -> Response:
     if req.query.get("versionId") == "null":
         headers["x-amz-version-id"] = "null"
     apply_response_overrides(headers, req.query)
-    status = 200
     part_number = part_number_param(req) if "partNumber" in req.query else 0
     if part_number:
         if req.header("range"):
             raise InvalidRequest("Cannot specify both Range header and partNumber query parameter")
         selected = part_range(record, part_number)
-        ranges: list[ByteRange] | None = [selected]
+        # No byte range can name the one (empty) part of an empty object: it is answered whole.
+        ranges: list[ByteRange] | None = [selected] if selected.length else None
         if record.parts_count:
             headers["x-amz-mp-parts-count"] = str(record.parts_count)
     else:
@@ -117,17 +118,15 @@ def _respond(req: S3Request, opened: OpenedObject, send_body: bool) -> Response:
     for name in [h for h in headers if h.startswith("x-amz-checksum-")]:
         del headers[name]
     if len(ranges) == 1:
+        # A part is a range, even part 1 of a single-PUT object (all of it): AWS answers 206 with
+        # its Content-Range (and x-amz-mp-parts-count only for a multipart object).
         selected = ranges[0]
-        if part_number and not record.parts_count:
-            status = 200
-        else:
-            status = 206
-            headers["content-range"] = selected.content_range(record.size)
+        headers["content-range"] = selected.content_range(record.size)
         if opened.data is not None and send_body:
-            return _in_memory(opened, opened.data[selected.start : selected.end], status, headers)
+            return _in_memory(opened, opened.data[selected.start : selected.end], 206, headers)
         return StreamedBody(
             opened.stream(selected.start, selected.end),
-            status_code=status,
+            status_code=206,
             headers=headers,
             content_length=selected.length,
             on_close=opened.close,
@@ -164,7 +163,9 @@ async def get_object_attributes(req: S3Request) -> Response:
     if "ETag" in wanted:
         children.append(("ETag", record.etag))
     if "Checksum" in wanted and record.checksum and record.checksum_algorithm:
-        children.append(("Checksum", [(f"Checksum{record.checksum_algorithm}", record.checksum)]))
+        # Here AWS gives a composite checksum without its "-<parts>" suffix, and its type beside it.
+        children.append(("Checksum", [(f"Checksum{record.checksum_algorithm}", record.checksum.split("-")[0]),
+                                      ("ChecksumType", checksum_type_of(record.checksum))]))
     if "ObjectParts" in wanted and record.parts_count:
         children.append(("ObjectParts", [("TotalPartsCount", record.parts_count)]))
     if "StorageClass" in wanted:

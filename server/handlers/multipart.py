@@ -13,7 +13,7 @@ from server.http_semantics import meta_from_headers, requested_checksum_algorith
 from server.operations import Operation
 from server.responses import empty_response, xml_response
 from server.xml_io import Value, child_text, document, iso_time, parse
-from tiering.checksums import ALGORITHMS
+from tiering.checksums import ALGORITHMS, CHECKSUM_TYPES, COMPOSITE, checksum_type_of, checksum_types_for
 
 MAX_PART_NUMBER = 10_000
 
@@ -34,11 +34,15 @@ async def create_upload(req: S3Request) -> Response:
     algorithm = req.header("x-amz-checksum-algorithm")
     if algorithm and algorithm.upper() not in ALGORITHMS:
         raise InvalidRequest("Checksum algorithm provided is unsupported.")
+    checksum_type = _checksum_type(algorithm, req.header("x-amz-checksum-type"))
     owner_id, _ = owner_of(req)
     upload = await req.store.create_upload(
-        req.bucket, req.key, meta, checksum_algorithm=algorithm, owner=owner_id
+        req.bucket, req.key, meta, checksum_algorithm=algorithm, owner=owner_id, checksum_type=checksum_type
     )
-    headers = {"x-amz-checksum-algorithm": upload.checksum_algorithm} if upload.checksum_algorithm else None
+    headers = None
+    if upload.checksum_algorithm:
+        headers = {"x-amz-checksum-algorithm": upload.checksum_algorithm,
+                   "x-amz-checksum-type": upload.checksum_type or COMPOSITE}
     return xml_response(
         document(
             "InitiateMultipartUploadResult",
@@ -48,12 +52,33 @@ async def create_upload(req: S3Request) -> Response:
     )
 
 
+def _checksum_type(algorithm: str | None, requested: str | None) -> str | None:
+    """The upload's checksum type: the one asked for if S3 allows it with the algorithm, else
+    the algorithm's default (COMPOSITE; FULL_OBJECT for CRC64NVME, which has no other)."""
+    if requested is not None and requested.upper() not in CHECKSUM_TYPES:
+        raise InvalidRequest("Value for x-amz-checksum-type header is invalid.")
+    if not algorithm:
+        if requested is not None:
+            raise InvalidRequest("The x-amz-checksum-type header can only be used with the x-amz-checksum-algorithm header.")
+        return None
+    allowed = checksum_types_for(algorithm)
+    chosen = requested.upper() if requested is not None else allowed[0]
+    if chosen not in allowed:
+        raise InvalidRequest(f"The {chosen} checksum type cannot be used with the {algorithm.lower()} checksum algorithm.")
+    return chosen
+
+
 @handles(Operation.UploadPart)
 async def upload_part(req: S3Request) -> Response:
     part_number = part_number_param(req)
     upload = await req.store.get_upload(req.bucket, req.key, req.query.get("uploadId", ""))
     size = declared_size(req)
-    algorithm = requested_checksum_algorithm(req.headers) or upload.checksum_algorithm
+    requested = requested_checksum_algorithm(req.headers)
+    if requested and upload.checksum_algorithm and requested != upload.checksum_algorithm:
+        # The object's checksum is made of its parts' ones: they must all be of its algorithm.
+        raise InvalidRequest(f"Checksum Type mismatch occurred, expected checksum Type: "
+                             f"{upload.checksum_algorithm.lower()}, actual checksum Type: {requested.lower()}")
+    algorithm = requested or upload.checksum_algorithm
     pending = await req.store.begin_part(upload, size_hint=size, checksum_algorithm=algorithm)
     try:
         await receive_body(req, pending)
@@ -69,7 +94,6 @@ async def upload_part(req: S3Request) -> Response:
 
 @handles(Operation.CompleteMultipartUpload)
 async def complete_upload(req: S3Request) -> Response:
-    upload = await req.store.get_upload(req.bucket, req.key, req.query.get("uploadId", ""))
     root = parse(await req.small_body(), "CompleteMultipartUpload")
     requested: list[tuple[int, str]] = []
     for part in root.findall("Part"):
@@ -81,8 +105,11 @@ async def complete_upload(req: S3Request) -> Response:
     if not requested:
         # The schema requires at least one <Part>: AWS answers MalformedXML, not InvalidPart.
         raise MalformedXML()
+    expected = next(((a, v) for a in ALGORITHMS if (v := req.header(f"x-amz-checksum-{a.lower()}"))), None)
     record = await req.store.complete_upload(
-        upload, requested, if_match=req.header("if-match"), if_none_match=req.header("if-none-match")
+        req.bucket, req.key, req.query.get("uploadId", ""), requested,
+        if_match=req.header("if-match"), if_none_match=req.header("if-none-match"), expected_checksum=expected,
+        expected_checksum_type=req.header("x-amz-checksum-type"),
     )
     children: list[tuple[str, Value]] = [
         ("Location", f"/{req.bucket}/{req.key}"),
@@ -92,7 +119,7 @@ async def complete_upload(req: S3Request) -> Response:
     ]
     if record.checksum and record.checksum_algorithm:
         children.append((f"Checksum{record.checksum_algorithm}", record.checksum))
-        children.append(("ChecksumType", "COMPOSITE"))
+        children.append(("ChecksumType", checksum_type_of(record.checksum)))
     return xml_response(document("CompleteMultipartUploadResult", children))
 
 
@@ -124,6 +151,7 @@ async def list_parts(req: S3Request) -> Response:
     ]
     if upload.checksum_algorithm:
         children.append(("ChecksumAlgorithm", upload.checksum_algorithm))
+        children.append(("ChecksumType", upload.checksum_type or COMPOSITE))
     for part in parts:
         entry: list[tuple[str, Value]] = [
             ("PartNumber", part.part_number),
