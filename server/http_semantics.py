@@ -21,6 +21,7 @@ from server.errors import (
     NotModified,
     PreconditionFailed,
 )
+from server.header_text import encode_rfc2047, metadata_text
 from server.xml_io import http_date
 from tiering.checksums import ALGORITHMS
 from tiering.records import ObjectMeta, ObjectRecord
@@ -202,6 +203,7 @@ def meta_from_headers(headers: object) -> ObjectMeta:
     for name, value in items:
         if name.startswith("x-amz-meta-"):
             short = name[len("x-amz-meta-") :]
+            value = metadata_text(value)
             user[short] = value if short not in user else f"{user[short]},{value}"
             size += len(short) + len(value.encode("utf-8"))
     if size > MAX_USER_METADATA_BYTES:
@@ -241,7 +243,7 @@ def object_headers(record: ObjectRecord, *, checksum_mode: bool = False) -> dict
     }
     headers.update(meta.system)
     for name, value in meta.user.items():
-        headers[f"x-amz-meta-{name}"] = value
+        headers[f"x-amz-meta-{name}"] = encode_rfc2047(value)
     if meta.storage_class != "STANDARD":
         headers["x-amz-storage-class"] = meta.storage_class
     if meta.tags:

@@ -22,6 +22,7 @@ from server.errors import (
     S3Error,
     SignatureDoesNotMatch,
 )
+from server.header_text import wire_text
 from server.signature.canonical import (
     QueryParam,
     canonical_query,
@@ -159,7 +160,10 @@ def canonical_request(
     query: list[QueryParam],
 ) -> str:
     # A signed header the request lacks is signed as empty: the signature then simply fails.
-    header_lines = "".join(f"{name}:{trim_all(req.headers.get(name, ''))}\n" for name in signed_headers)
+    # Values are signed as the text the client sent (its bytes read as UTF-8, see wire_text).
+    header_lines = "".join(
+        f"{name}:{trim_all(wire_text(req.headers.get(name, '')))}\n" for name in signed_headers
+    )
     return "\n".join(
         (
             req.method.upper(),
