@@ -195,6 +195,17 @@ def storage_class_from(headers: object) -> tuple[str, bool]:
     return value, True
 
 
+def without_aws_chunked(content_encoding: str) -> str | None:
+    """Content-Encoding less the "aws-chunked" token (transfer framing, not the object's own
+    encoding); None when nothing else is left. Any other value is kept byte for byte as sent:
+    S3 returns stored headers exactly, and clients compare them."""
+    tokens = content_encoding.split(",")
+    kept = [token for token in tokens if token.strip().lower() != "aws-chunked"]
+    if len(kept) == len(tokens):
+        return content_encoding
+    return ",".join(kept).strip() or None
+
+
 def meta_from_headers(headers: object) -> ObjectMeta:
     """Everything a PUT / CreateMultipartUpload / CopyObject(REPLACE) says about the object."""
     items: list[tuple[str, str]] = headers.items()  # type: ignore[attr-defined]
@@ -210,13 +221,12 @@ def meta_from_headers(headers: object) -> ObjectMeta:
         raise MetadataTooLarge(Size=size, MaxSizeAllowed=MAX_USER_METADATA_BYTES)
     get = headers.get  # type: ignore[attr-defined]
     system = {name: get(name) for name in SYSTEM_HEADERS if get(name) is not None}
-    # aws-chunked is transfer framing, not part of the object's own encoding.
     if "content-encoding" in system:
-        encodings = [e.strip() for e in system["content-encoding"].split(",") if e.strip() != "aws-chunked"]
-        if encodings:
-            system["content-encoding"] = ",".join(encodings)
-        else:
+        encoding = without_aws_chunked(system["content-encoding"])
+        if encoding is None:
             del system["content-encoding"]
+        else:
+            system["content-encoding"] = encoding
     if get("x-amz-website-redirect-location"):
         system["x-amz-website-redirect-location"] = get("x-amz-website-redirect-location")
     storage_class, explicit = storage_class_from(headers)
