@@ -1,7 +1,8 @@
 """Lifecycle and Intelligent-Tiering configuration, and RestoreObject.
 
-The documents are parsed and validated by `lifecycle` (a pure library) and stored as their
-canonical rendering; the lifecycle daemon enforces them.
+The documents are parsed and validated by `lifecycle` (a pure library) and stored as its
+rendering, which keeps the client's spelling (legacy Prefix or Filter, And, an empty Filter), so
+GET answers what PUT sent; the lifecycle daemon enforces them.
 """
 
 from __future__ import annotations
