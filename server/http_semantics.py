@@ -53,6 +53,15 @@ def validate_key(key: str) -> None:
         raise KeyTooLongError(Size=len(key.encode("utf-8")), MaxSizeAllowed=MAX_KEY_BYTES)
 
 
+# --- numbers in headers ---------------------------------------------------------------------------
+
+
+def is_number(text: str) -> bool:
+    """ASCII digits only. str.isdigit() also accepts "²" and other digits int() refuses, and a
+    header byte 0xB2 arrives as "²": that was a 500 instead of an S3 answer."""
+    return text.isascii() and text.isdigit()
+
+
 # --- byte ranges ---------------------------------------------------------------------------------
 
 
@@ -92,14 +101,14 @@ def parse_range(header: str | None, size: int) -> list[ByteRange] | None:
             return None
         first, last = first.strip(), last.strip()
         if not first:
-            if not last.isdigit():
+            if not is_number(last):
                 return None
             suffix = int(last)
             if suffix == 0:
                 continue
             ranges.append(ByteRange(max(0, size - suffix), size))
             continue
-        if not first.isdigit() or (last and not last.isdigit()):
+        if not is_number(first) or (last and not is_number(last)):
             return None
         start = int(first)
         end = int(last) + 1 if last else size
