@@ -43,6 +43,13 @@ def test_non_ascii_metadata_signed_by_boto3_round_trips(unicode_s3, bucket, valu
         assert rfc2047_text(returned) == value
 
 
+def test_non_ascii_metadata_signed_with_sigv2(server: ServerProcess, bucket) -> None:
+    v2 = make_client(server.endpoint, signature_version="s3")
+    v2.meta.events.unregister("before-parameter-build.s3.PutObject", botocore.handlers.validate_ascii_metadata)
+    v2.put_object(Bucket=bucket, Key="k", Body=b"x", Metadata={"name": "café ☕"})
+    assert rfc2047_text(v2.head_object(Bucket=bucket, Key="k")["Metadata"]["name"]) == "café ☕"
+
+
 def test_non_ascii_metadata_is_rfc2047_encoded_like_s3(unicode_s3, bucket) -> None:
     unicode_s3.put_object(Bucket=bucket, Key="k", Body=b"x", Metadata={"name": "café ☕", "plain": "a b_c"})
     metadata = unicode_s3.head_object(Bucket=bucket, Key="k")["Metadata"]
