@@ -23,7 +23,7 @@ import datetime as dt
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from xml.etree.ElementTree import Element, tostring
 from xml.sax.saxutils import escape
@@ -67,6 +67,8 @@ _UNSUPPORTED_TRANSITIONS = frozenset({("ONEZONE_IA", "GLACIER_IR")})
 # AWS bills these for 30 days at least, and refuses transitions to them any earlier.
 _THIRTY_DAY_CLASSES = frozenset({"STANDARD_IA", "ONEZONE_IA"})
 _INTEGER = re.compile(r"[+-]?\d+")
+INT_MAX = 2**31 - 1  # Days, DaysAfterInitiation: xs:int in S3's schema
+LONG_MAX = 2**63 - 1  # object sizes: xs:long
 
 
 # --- errors ----------------------------------------------------------------------------------
@@ -101,6 +103,10 @@ class Filter:
     tags: Mapping[str, str] = field(default_factory=dict)
     size_greater_than: int | None = None
     size_less_than: int | None = None
+    # How the client spelled it, so that GET returns the form PUT gave (AWS does); equality and
+    # matching ignore them. An explicit <Prefix> (even empty) and predicates wrapped in <And>.
+    prefix_given: bool = field(default=False, compare=False)
+    in_and: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         # A frozen dataclass should not hold a dict someone else can still change.
@@ -142,6 +148,8 @@ class Rule:
     abort_incomplete_days: int | None = None
     # Kept only so GET returns what was PUT: buckets are unversioned, so there are no delete markers.
     expired_object_delete_marker: bool = False
+    # The rule used the legacy rule-level <Prefix> rather than a <Filter>: GET answers the same way.
+    legacy_prefix: bool = field(default=False, compare=False)
 
     @property
     def has_action(self) -> bool:
@@ -200,11 +208,15 @@ def raw_text(element: Element) -> str:
     return element.text or ""
 
 
-def integer(element: Element) -> int:
+def integer(element: Element, limit: int = INT_MAX) -> int:
+    """An xs:int (or, with `limit`, xs:long): a number past the type's range fails the schema."""
     text = raw_text(element).strip()
-    if not _INTEGER.fullmatch(text):
-        raise malformed(f"<{element.tag}> is not an integer: {text!r}")
-    return int(text)
+    if not _INTEGER.fullmatch(text) or len(text) > 40:
+        raise malformed(f"<{element.tag}> is not an integer: {text[:40]!r}")
+    value = int(text)
+    if not -limit - 1 <= value <= limit:
+        raise malformed(f"<{element.tag}> is out of range: {text!r}")
+    return value
 
 
 def _midnight_date(element: Element) -> float:
@@ -232,7 +244,7 @@ def _tag(element: Element) -> tuple[str, str]:
 
 
 def _size(element: Element) -> int:
-    size = integer(element)
+    size = integer(element, LONG_MAX)
     if size < 0:
         raise invalid(f"'{element.tag}' must be a non-negative integer")
     return size
@@ -259,7 +271,11 @@ def _predicates(elements: list[Element], *, sizes: bool) -> Filter:
         else:
             raise malformed(f"unexpected <{element.tag}> in a filter")
     return Filter(
-        prefix or "", tags, bounds.get("ObjectSizeGreaterThan"), bounds.get("ObjectSizeLessThan")
+        prefix or "",
+        tags,
+        bounds.get("ObjectSizeGreaterThan"),
+        bounds.get("ObjectSizeLessThan"),
+        prefix_given=prefix is not None,
     )
 
 
@@ -278,7 +294,7 @@ def parse_filter(element: Element, *, sizes: bool = True) -> Filter:
     inner = list(parts[0])
     if not inner:
         raise malformed("an empty <And>")
-    return _predicates(inner, sizes=sizes)
+    return replace(_predicates(inner, sizes=sizes), in_and=True)
 
 
 def _transition(element: Element) -> Transition:
@@ -349,7 +365,11 @@ def _rule(element: Element, index: int) -> Rule:
     prefix_el, filter_el = one(groups, "Prefix"), one(groups, "Filter")
     if (prefix_el is None) == (filter_el is None):
         raise malformed("a rule needs exactly one of <Filter> and the legacy <Prefix>")
-    rule_filter = parse_filter(filter_el) if filter_el is not None else Filter(prefix=raw_text(prefix_el))
+    if filter_el is not None:
+        rule_filter = parse_filter(filter_el)
+    else:
+        assert prefix_el is not None
+        rule_filter = Filter(prefix=raw_text(prefix_el), prefix_given=True)
     expiration_el, abort_el = one(groups, "Expiration"), one(groups, "AbortIncompleteMultipartUpload")
     days, date, marker = _expiration(expiration_el) if expiration_el is not None else (None, None, False)
     return Rule(
@@ -361,6 +381,7 @@ def _rule(element: Element, index: int) -> Rule:
         expiration_date=date,
         abort_incomplete_days=_abort_days(abort_el) if abort_el is not None else None,
         expired_object_delete_marker=marker,
+        legacy_prefix=filter_el is None,
     )
 
 
@@ -499,17 +520,18 @@ def iso_midnight(timestamp: float) -> str:
 
 
 def render_filter(rule_filter: Filter) -> str:
-    """Canonical form: one predicate bare, several inside <And>, none as an empty prefix."""
-    parts = [xml_text("Prefix", rule_filter.prefix)] if rule_filter.prefix else []
+    """The filter as the client spelled it: one predicate bare, several (or as sent) inside
+    <And>, an empty <Filter></Filter> when it named nothing. Nothing the client did not send."""
+    given = rule_filter.prefix or rule_filter.prefix_given
+    parts = [xml_text("Prefix", rule_filter.prefix)] if given else []
     parts += [xml_element("Tag", xml_text("Key", k), xml_text("Value", v)) for k, v in rule_filter.tags.items()]
     if rule_filter.size_greater_than is not None:
         parts.append(xml_text("ObjectSizeGreaterThan", rule_filter.size_greater_than))
     if rule_filter.size_less_than is not None:
         parts.append(xml_text("ObjectSizeLessThan", rule_filter.size_less_than))
     if not parts:
-        # The console's "apply to all objects" is an empty prefix; clients read it back as such.
-        return xml_element("Filter", xml_text("Prefix", ""))
-    if len(parts) == 1:
+        return xml_element("Filter")
+    if len(parts) == 1 and not rule_filter.in_and:
         return xml_element("Filter", parts[0])
     return xml_element("Filter", xml_element("And", *parts))
 
@@ -518,10 +540,15 @@ def _render_when(days: int | None, date: float | None) -> str:
     return xml_text("Days", days) if days is not None else xml_text("Date", iso_midnight(date or 0.0))
 
 
+def _legacy(rule: Rule) -> bool:
+    # A rule-level <Prefix> can only say a prefix; a rule built in code with more gets a <Filter>.
+    return rule.legacy_prefix and not (rule.filter.tags or rule.filter.has_size)
+
+
 def _render_rule(rule: Rule) -> str:
     parts = [
         xml_text("ID", rule.id),
-        render_filter(rule.filter),
+        xml_text("Prefix", rule.filter.prefix) if _legacy(rule) else render_filter(rule.filter),
         xml_text("Status", "Enabled" if rule.enabled else "Disabled"),
     ]
     for t in rule.transitions:

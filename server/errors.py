@@ -42,7 +42,9 @@ class S3Error(Exception):
         if request_id:
             parts.append(f"<RequestId>{request_id}</RequestId>")
         parts.append("</Error>")
-        return "".join(parts).encode()
+        # A field may echo request bytes that are not UTF-8 (kept as surrogates, e.g. in a
+        # CanonicalRequest): show them escaped rather than fail the error answer itself.
+        return "".join(parts).encode("utf-8", "backslashreplace")
 
 
 # --- 3xx / 4xx: the client's request ---------------------------------------------------------

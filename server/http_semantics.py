@@ -21,6 +21,7 @@ from server.errors import (
     NotModified,
     PreconditionFailed,
 )
+from server.header_text import encode_rfc2047, metadata_text
 from server.xml_io import http_date
 from tiering.checksums import ALGORITHMS
 from tiering.records import ObjectMeta, ObjectRecord
@@ -50,6 +51,15 @@ def validate_bucket_name(name: str) -> None:
 def validate_key(key: str) -> None:
     if len(key.encode("utf-8")) > MAX_KEY_BYTES:
         raise KeyTooLongError(Size=len(key.encode("utf-8")), MaxSizeAllowed=MAX_KEY_BYTES)
+
+
+# --- numbers in headers ---------------------------------------------------------------------------
+
+
+def is_number(text: str) -> bool:
+    """ASCII digits only. str.isdigit() also accepts "²" and other digits int() refuses, and a
+    header byte 0xB2 arrives as "²": that was a 500 instead of an S3 answer."""
+    return text.isascii() and text.isdigit()
 
 
 # --- byte ranges ---------------------------------------------------------------------------------
@@ -91,14 +101,14 @@ def parse_range(header: str | None, size: int) -> list[ByteRange] | None:
             return None
         first, last = first.strip(), last.strip()
         if not first:
-            if not last.isdigit():
+            if not is_number(last):
                 return None
             suffix = int(last)
             if suffix == 0:
                 continue
             ranges.append(ByteRange(max(0, size - suffix), size))
             continue
-        if not first.isdigit() or (last and not last.isdigit()):
+        if not is_number(first) or (last and not is_number(last)):
             return None
         start = int(first)
         end = int(last) + 1 if last else size
@@ -194,6 +204,17 @@ def storage_class_from(headers: object) -> tuple[str, bool]:
     return value, True
 
 
+def without_aws_chunked(content_encoding: str) -> str | None:
+    """Content-Encoding less the "aws-chunked" token (transfer framing, not the object's own
+    encoding); None when nothing else is left. Any other value is kept byte for byte as sent:
+    S3 returns stored headers exactly, and clients compare them."""
+    tokens = content_encoding.split(",")
+    kept = [token for token in tokens if token.strip().lower() != "aws-chunked"]
+    if len(kept) == len(tokens):
+        return content_encoding
+    return ",".join(kept).strip() or None
+
+
 def meta_from_headers(headers: object) -> ObjectMeta:
     """Everything a PUT / CreateMultipartUpload / CopyObject(REPLACE) says about the object."""
     items: list[tuple[str, str]] = headers.items()  # type: ignore[attr-defined]
@@ -202,19 +223,19 @@ def meta_from_headers(headers: object) -> ObjectMeta:
     for name, value in items:
         if name.startswith("x-amz-meta-"):
             short = name[len("x-amz-meta-") :]
+            value = metadata_text(value)
             user[short] = value if short not in user else f"{user[short]},{value}"
             size += len(short) + len(value.encode("utf-8"))
     if size > MAX_USER_METADATA_BYTES:
         raise MetadataTooLarge(Size=size, MaxSizeAllowed=MAX_USER_METADATA_BYTES)
     get = headers.get  # type: ignore[attr-defined]
     system = {name: get(name) for name in SYSTEM_HEADERS if get(name) is not None}
-    # aws-chunked is transfer framing, not part of the object's own encoding.
     if "content-encoding" in system:
-        encodings = [e.strip() for e in system["content-encoding"].split(",") if e.strip() != "aws-chunked"]
-        if encodings:
-            system["content-encoding"] = ",".join(encodings)
-        else:
+        encoding = without_aws_chunked(system["content-encoding"])
+        if encoding is None:
             del system["content-encoding"]
+        else:
+            system["content-encoding"] = encoding
     if get("x-amz-website-redirect-location"):
         system["x-amz-website-redirect-location"] = get("x-amz-website-redirect-location")
     storage_class, explicit = storage_class_from(headers)
@@ -241,7 +262,7 @@ def object_headers(record: ObjectRecord, *, checksum_mode: bool = False) -> dict
     }
     headers.update(meta.system)
     for name, value in meta.user.items():
-        headers[f"x-amz-meta-{name}"] = value
+        headers[f"x-amz-meta-{name}"] = encode_rfc2047(value)
     if meta.storage_class != "STANDARD":
         headers["x-amz-storage-class"] = meta.storage_class
     if meta.tags:

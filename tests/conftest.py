@@ -26,6 +26,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--soak", action="store_true", help="also run long soak tests")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--soak"):
+        # The property tests read this when imported (tests/fuzzing.py): long random runs.
+        os.environ.setdefault("TIERSTORE_FUZZ", "soak")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--soak"):
         return

@@ -13,6 +13,7 @@ from server.handlers.put import refuse_encryption
 from server.handlers.registry import handles
 from server.http_semantics import (
     check_read_conditions,
+    is_number,
     meta_from_headers,
     parse_tagging,
     storage_class_from,
@@ -129,7 +130,7 @@ def _copy_range(req: S3Request, size: int) -> tuple[int, int]:
         return 0, size
     unit, _, spec = value.partition("=")
     first, dash, last = spec.partition("-")
-    if unit.strip() != "bytes" or not dash or not first.strip().isdigit() or not last.strip().isdigit():
+    if unit.strip() != "bytes" or not dash or not is_number(first.strip()) or not is_number(last.strip()):
         raise InvalidArgument("The x-amz-copy-source-range value must be of the form bytes=first-last",
                               ArgumentName="x-amz-copy-source-range", ArgumentValue=value)
     start, end = int(first), int(last) + 1

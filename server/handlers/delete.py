@@ -28,24 +28,32 @@ async def delete_object(req: S3Request) -> Response:
     return empty_response(204, headers)
 
 
+def parse_delete(body: bytes) -> tuple[bool, list[tuple[str, str | None]]]:
+    """A DeleteObjects body: (quiet, [(key, version id or None)]). Only S3 errors, for any bytes."""
+    root = parse(body, "Delete")
+    quiet = (child_text(root, "Quiet") or "").strip().lower() == "true"
+    entries = root.findall("Object")
+    if not entries or len(entries) > MAX_DELETE_KEYS:
+        raise MalformedXML()
+    objects: list[tuple[str, str | None]] = []
+    for entry in entries:
+        key = child_text(entry, "Key")
+        if not key:
+            raise MalformedXML()
+        objects.append((key, child_text(entry, "VersionId")))
+    return quiet, objects
+
+
 @handles(Operation.DeleteObjects)
 async def delete_objects(req: S3Request) -> Response:
     body = await req.small_body()
     declared = content_md5(req.headers)
     if declared is not None and hashlib.md5(body).hexdigest() != declared:
         raise BadDigest()
-    root = parse(body, "Delete")
-    quiet = (child_text(root, "Quiet") or "").strip().lower() == "true"
-    entries = root.findall("Object")
-    if not entries or len(entries) > MAX_DELETE_KEYS:
-        raise MalformedXML()
+    quiet, objects = parse_delete(body)
     await req.store.get_bucket(req.bucket)
     results: list[tuple[str, Value]] = []
-    for entry in entries:
-        key = child_text(entry, "Key")
-        version = child_text(entry, "VersionId")
-        if not key:
-            raise MalformedXML()
+    for key, version in objects:
         try:
             if version is not None and version != "null":
                 results.append(("Error", [("Key", key), ("VersionId", version), ("Code", "NoSuchVersion"),

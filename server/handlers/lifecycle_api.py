@@ -1,7 +1,8 @@
 """Lifecycle and Intelligent-Tiering configuration, and RestoreObject.
 
-The documents are parsed and validated by `lifecycle` (a pure library) and stored as their
-canonical rendering; the lifecycle daemon enforces them.
+The documents are parsed and validated by `lifecycle` (a pure library) and stored as its
+rendering, which keeps the client's spelling (legacy Prefix or Filter, And, an empty Filter), so
+GET answers what PUT sent; the lifecycle daemon enforces them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from server import errors as s3
 from server.context import S3Request
 from server.handlers.common import int_param, only_null_version
 from server.handlers.registry import handles
+from server.http_semantics import is_number
 from server.operations import Operation
 from server.responses import empty_response, xml_response
 from server.xml_io import child_text, parse
@@ -124,7 +126,7 @@ async def restore_object(req: S3Request) -> Response:
             raise s3.NotImplemented("Restore with SELECT is not supported")
         raw_days = child_text(root, "Days")
         if raw_days is not None:
-            if not raw_days.strip().isdigit() or not 1 <= int(raw_days) <= MAX_RESTORE_DAYS:
+            if not is_number(raw_days.strip()) or not 1 <= int(raw_days) <= MAX_RESTORE_DAYS:
                 raise s3.InvalidArgument("Days must be a positive integer", ArgumentName="Days",
                                          ArgumentValue=raw_days)
             days = int(raw_days)

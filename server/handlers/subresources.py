@@ -31,7 +31,12 @@ def _tags_document(tags: dict[str, str]) -> bytes:
 
 
 async def _parse_tags(req: S3Request, limit: int) -> dict[str, str]:
-    root = parse(await req.small_body(), "Tagging")
+    return parse_tags(await req.small_body(), limit)
+
+
+def parse_tags(body: bytes, limit: int) -> dict[str, str]:
+    """A Tagging body (at most `limit` tags) as a dict. Only S3 errors, for any bytes."""
+    root = parse(body, "Tagging")
     tag_set = root.find("TagSet")
     if tag_set is None:
         raise s3.MalformedXML()

@@ -19,12 +19,13 @@ def hmac_sha256(key: bytes, message: str) -> bytes:
 
 
 def hmac_sha256_hex(key: bytes, message: str) -> str:
-    return hmac.new(key, message.encode("utf-8"), hashlib.sha256).hexdigest()
+    # surrogateescape: header bytes that are not UTF-8 (see wire_text) are signed as themselves.
+    return hmac.new(key, message.encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()
 
 
 def sha256_hex(data: str | bytes) -> str:
     if isinstance(data, str):
-        data = data.encode("utf-8")
+        data = data.encode("utf-8", "surrogateescape")
     return hashlib.sha256(data).hexdigest()
 
 

@@ -56,7 +56,7 @@ def _declared_length(value: str | None, header: str) -> int | None:
     if value is None or not value.strip():
         return None
     text = value.strip()
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):  # isdigit alone takes "²", which int() refuses
         raise InvalidArgument(
             f"{header} must be a non-negative integer", ArgumentName=header, ArgumentValue=text
         )

@@ -21,6 +21,7 @@ from server.errors import (
     AuthorizationQueryParametersError,
     SignatureDoesNotMatch,
 )
+from server.header_text import wire_text
 from server.signature.canonical import QueryParam, canonical_uri, decode_component, first_values
 from server.signature.context import AuthContext, PayloadMode
 from server.signature.dates import format_amz_date, parse_any_date
@@ -47,7 +48,7 @@ EXTRA_SUBRESOURCES = frozenset(
 
 
 def _sign(secret: str, string_to_sign: str) -> str:
-    digest = hmac.new(secret.encode("utf-8"), string_to_sign.encode("utf-8"), hashlib.sha1).digest()
+    digest = hmac.new(secret.encode("utf-8"), string_to_sign.encode("utf-8", "surrogateescape"), hashlib.sha1).digest()
     return base64.b64encode(digest).decode("ascii")
 
 
@@ -89,7 +90,7 @@ def _amz_headers(req: RequestToVerify, query_values: dict[str, str] | None) -> s
         found.update({k.lower(): v for k, v in query_values.items() if k.lower().startswith("x-amz-")})
     for name, value in req.headers.items():
         if name.startswith("x-amz-"):
-            found[name] = value.strip()
+            found[name] = wire_text(value).strip()
     return "".join(f"{name}:{found[name]}\n" for name in sorted(found))
 
 
@@ -107,7 +108,7 @@ def _check(
         value = req.headers.get(name)
         if value is None and query_values is not None:
             value = query_values.get(name)
-        return (value or "").strip()
+        return wire_text(value or "").strip()
 
     head = f"{req.method.upper()}\n{standard('content-md5')}\n{standard('content-type')}\n"
     amz = _amz_headers(req, query_values)

@@ -22,6 +22,7 @@ from server.errors import (
     S3Error,
     SignatureDoesNotMatch,
 )
+from server.header_text import wire_text
 from server.signature.canonical import (
     QueryParam,
     canonical_query,
@@ -66,6 +67,14 @@ class CredentialScope:
     @property
     def text(self) -> str:
         return f"{self.date}/{self.region}/{self.service}/aws4_request"
+
+
+def _expires_out_of_range(message: str) -> AuthorizationQueryParametersError:
+    """An X-Amz-Expires outside 0..604800. AWS names it a malformed parameter but answers 403
+    (the URL can never be used), not the 400 of the other AuthorizationQueryParametersErrors."""
+    error = AuthorizationQueryParametersError(message)
+    error.status = 403
+    return error
 
 
 def payload_mode_for(content_sha256: str) -> tuple[PayloadMode, str | None]:
@@ -159,7 +168,10 @@ def canonical_request(
     query: list[QueryParam],
 ) -> str:
     # A signed header the request lacks is signed as empty: the signature then simply fails.
-    header_lines = "".join(f"{name}:{trim_all(req.headers.get(name, ''))}\n" for name in signed_headers)
+    # Values are signed as the text the client sent (its bytes read as UTF-8, see wire_text).
+    header_lines = "".join(
+        f"{name}:{trim_all(wire_text(req.headers.get(name, '')))}\n" for name in signed_headers
+    )
     return "\n".join(
         (
             req.method.upper(),
@@ -328,10 +340,11 @@ def verify_query(
     except ValueError:
         raise AuthorizationQueryParametersError("X-Amz-Expires should be a number") from None
     if expires < 0:
-        raise AuthorizationQueryParametersError("X-Amz-Expires must be non-negative")
+        raise _expires_out_of_range("X-Amz-Expires must be non-negative")
     if expires > MAX_PRESIGNED_EXPIRES:
-        raise AuthorizationQueryParametersError(
-            f"X-Amz-Expires must be less than a week (in seconds) that is {MAX_PRESIGNED_EXPIRES}"
+        raise _expires_out_of_range(
+            "X-Amz-Expires must be less than a week (in seconds); that is, the given X-Amz-Expires "
+            f"must be less than {MAX_PRESIGNED_EXPIRES} seconds"
         )
     if scope.date != amz_date[:8]:
         raise AuthorizationQueryParametersError(
@@ -342,7 +355,8 @@ def verify_query(
     # dated further in the future than the allowed skew is refused as not yet valid.
     if moment - now > max_skew:
         raise AccessDenied("Request is not valid yet")
-    if now > moment + timedelta(seconds=expires):
+    # ">=": a URL valid for zero seconds has expired by the time it arrives (AWS: 403).
+    if now >= moment + timedelta(seconds=expires):
         raise AccessDenied(
             "Request has expired",
             **{"X-Amz-Expires": str(expires)},

@@ -75,7 +75,39 @@ def test_expired_presigned_urls_are_refused(s3, v4, bucket: str) -> None:
         response = requests.get(url, timeout=30)
         assert response.status_code == 403, url
         assert error_code(response) == "AccessDenied"
+        assert message_of(response) == "Request has expired"
         assert b"data" != response.content
+
+
+def message_of(response: requests.Response) -> str | None:
+    return ET.fromstring(response.content).findtext("Message")
+
+
+@pytest.mark.parametrize(
+    ("expires", "code", "message"),
+    [
+        # AWS's answers, as clients have reported them: the code says malformed, the status 403.
+        (
+            604801,
+            "AuthorizationQueryParametersError",
+            "X-Amz-Expires must be less than a week (in seconds); that is, the given X-Amz-Expires "
+            "must be less than 604800 seconds",
+        ),
+        (10**12, "AuthorizationQueryParametersError", None),
+        (-7, "AuthorizationQueryParametersError", "X-Amz-Expires must be non-negative"),
+        (0, "AccessDenied", "Request has expired"),
+    ],
+)
+def test_presigned_expires_out_of_range_is_403(v4, bucket: str, expires: int, code: str, message: str | None) -> None:
+    v4.put_object(Bucket=bucket, Key="k", Body=b"data")
+    # The range is checked before the signature, so an edited URL shows it as well as a signed one
+    # (botocore's CRT signer will not sign a negative or zero expiry).
+    url = v4.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "k"}, ExpiresIn=600)
+    assert "X-Amz-Expires=600&" in url
+    response = requests.get(url.replace("X-Amz-Expires=600&", f"X-Amz-Expires={expires}&"), timeout=30)
+    assert (response.status_code, error_code(response)) == (403, code), response.text
+    if message is not None:
+        assert message_of(response) == message
 
 
 def test_tampered_presigned_signatures_are_refused(s3, v4, bucket: str) -> None:

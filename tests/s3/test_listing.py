@@ -212,6 +212,18 @@ def test_encoding_type_url(raw, listed_bucket) -> None:
     assert root.findtext("Delimiter") == "%20"
 
 
+def test_encoding_type_url_covers_every_key_element(raw, listed_bucket) -> None:
+    """S3 encodes every element that holds a key or part of one, not only Key and Prefix:
+    v1 Prefix, Delimiter, Marker, NextMarker; v2 Prefix, Delimiter, StartAfter."""
+    v1 = _raw_list(raw, listed_bucket, "encoding-type=url&prefix=c%20&marker=c%20d&delimiter=%20&max-keys=1")
+    assert [v1.findtext(name) for name in ("Prefix", "Marker", "Delimiter")] == ["c%20", "c%20d", "%20"]
+    v1 = _raw_list(raw, listed_bucket, "encoding-type=url&prefix=c&marker=c%20&delimiter=%2B&max-keys=1")
+    assert v1.findtext("IsTruncated") == "true"
+    assert v1.findtext("NextMarker") == "c%20d/e%20f"
+    v2 = _raw_list(raw, listed_bucket, "list-type=2&encoding-type=url&prefix=c%20&start-after=c%20%2B&delimiter=%2B")
+    assert [v2.findtext(name) for name in ("Prefix", "StartAfter", "Delimiter")] == ["c%20", "c%20%2B", "%2B"]
+
+
 def test_invalid_encoding_type(raw, listed_bucket, error_code) -> None:
     response = raw("GET", f"/{listed_bucket}", query="list-type=2&encoding-type=base64")
     assert response.status_code == 400
