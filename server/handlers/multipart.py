@@ -9,7 +9,7 @@ from server.errors import InvalidArgument, InvalidRequest, MalformedXML
 from server.handlers.common import int_param, owner_of, owner_xml, receive_body
 from server.handlers.put import declared_size, refuse_encryption
 from server.handlers.registry import handles
-from server.http_semantics import meta_from_headers, requested_checksum_algorithm, validate_key
+from server.http_semantics import is_number, meta_from_headers, requested_checksum_algorithm, validate_key
 from server.operations import Operation
 from server.responses import empty_response, xml_response
 from server.xml_io import Value, child_text, document, iso_time, parse
@@ -20,7 +20,7 @@ MAX_PART_NUMBER = 10_000
 
 def part_number_param(req: S3Request) -> int:
     raw = req.query.get("partNumber", "")
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PART_NUMBER:
+    if not is_number(raw) or not 1 <= int(raw) <= MAX_PART_NUMBER:
         raise InvalidArgument("Part number must be an integer between 1 and 10000, inclusive",
                               ArgumentName="partNumber", ArgumentValue=raw)
     return int(raw)
@@ -99,7 +99,7 @@ async def complete_upload(req: S3Request) -> Response:
     for part in root.findall("Part"):
         number = child_text(part, "PartNumber")
         etag = child_text(part, "ETag")
-        if number is None or not number.strip().isdigit() or etag is None:
+        if number is None or not is_number(number.strip()) or etag is None:
             raise MalformedXML()
         requested.append((int(number), etag))
     if not requested:

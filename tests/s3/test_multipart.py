@@ -248,3 +248,17 @@ def test_list_uploads_with_delimiter(s3, bucket) -> None:
     assert entries == ["a", "b/", "c", "d/"]
     for key, upload in created:
         s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload)
+
+
+def test_non_ascii_digit_part_numbers_are_s3_errors_not_500(s3, bucket, raw) -> None:
+    # "²" passes str.isdigit() but int() refuses it: a partNumber or <PartNumber> of "²" was a 500.
+    s3.put_object(Bucket=bucket, Key="whole", Body=b"0123456789")
+    assert raw("GET", f"/{bucket}/whole", query="partNumber=%C2%B2").status_code == 400
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="mp")["UploadId"]
+    put = raw("PUT", f"/{bucket}/mp", query=f"partNumber=%C2%B2&uploadId={upload}", body=b"x")
+    assert put.status_code == 400
+    body = ("<CompleteMultipartUpload><Part><PartNumber>\u00b2</PartNumber><ETag>\"x\"</ETag></Part>"
+            "</CompleteMultipartUpload>").encode()
+    complete = raw("POST", f"/{bucket}/mp", query=f"uploadId={upload}", body=body)
+    assert complete.status_code == 400 and b"<Code>" in complete.content
+    s3.abort_multipart_upload(Bucket=bucket, Key="mp", UploadId=upload)
