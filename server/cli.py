@@ -328,7 +328,25 @@ def _run(coro_factory: object) -> None:
         uvloop.run(coro_factory)  # type: ignore[arg-type]
 
 
+# What a shell reports for a writer killed by SIGPIPE (128 + 13), as `yes | head` does.
+BROKEN_PIPE_EXIT = 141
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The entry point: `_main`, ending quietly when the reader of stdout goes away (`| head`)."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a buffered tail fails here, inside the try, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        # Python ignores SIGPIPE, so a closed pipe is an exception rather than a quiet exit.
+        # Point stdout at /dev/null so that the interpreter's final flush fails no more.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return BROKEN_PIPE_EXIT
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     if args.command == "admin":
