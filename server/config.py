@@ -20,6 +20,9 @@ Example (every key optional):
     status_page = "loopback"               # /_tierstore/: "loopback" | "authenticated" | "off"
     test_clock = false                     # allow `tierstore admin clock advance` (tests, demos)
 
+    [metrics]
+    per_bucket = false     # bucket labels in unsigned scrapes (bucket names are tenants' data)
+
     [credentials]
     access_key = "tierstore"
     secret_key = "tierstore-secret"
@@ -104,6 +107,7 @@ class ServerConfig:
     log_level: str = "info"
     access_log: bool = True
     status_page: str = "loopback"
+    metrics_per_bucket: bool = False
     access_key: str = DEFAULT_ACCESS_KEY
     secret_key: str = DEFAULT_SECRET_KEY
     catalog_path: Path | None = None
@@ -176,6 +180,8 @@ def load_config(
     cfg.status_page = str(pick("server", server, "status_page", "loopback")).lower()
     if cfg.status_page not in ("loopback", "authenticated", "off"):
         raise ValueError(f"server.status_page must be loopback, authenticated or off, got {cfg.status_page!r}")
+    per_bucket = pick("metrics", raw.get("metrics", {}), "per_bucket", False)
+    cfg.metrics_per_bucket = _as_bool(per_bucket) if isinstance(per_bucket, str) else bool(per_bucket)
     cfg.access_key = os.environ.get("TIERSTORE_ACCESS_KEY") or str(
         pick("credentials", creds, "access_key", DEFAULT_ACCESS_KEY)
     )
