@@ -16,7 +16,7 @@ Example (every key optional):
     tls_key = ""
     max_clock_skew_seconds = 900
     log_level = "info"
-    access_log = true                      # one JSON line per request on logger "tierstore.access"
+    access_log = false                     # true: one JSON line per request on logger "tierstore.access"
     status_page = "loopback"               # /_tierstore/: "loopback" | "authenticated" | "off"
     test_clock = false                     # allow `tierstore admin clock advance` (tests, demos)
 
@@ -105,7 +105,7 @@ class ServerConfig:
     tls_key: str = ""
     max_clock_skew_seconds: int = 900
     log_level: str = "info"
-    access_log: bool = True
+    access_log: bool = False  # off for a quiet trial console; services turn it on (deploy/tierstore.toml)
     status_page: str = "loopback"
     metrics_per_bucket: bool = False
     access_key: str = DEFAULT_ACCESS_KEY
@@ -175,7 +175,7 @@ def load_config(
     cfg.tls_key = tls_key or str(pick("server", server, "tls_key", ""))
     cfg.max_clock_skew_seconds = int(pick("server", server, "max_clock_skew_seconds", 900))
     cfg.log_level = str(pick("server", server, "log_level", "info"))
-    access = pick("server", server, "access_log", True)
+    access = pick("server", server, "access_log", False)
     cfg.access_log = _as_bool(access) if isinstance(access, str) else bool(access)
     cfg.status_page = str(pick("server", server, "status_page", "loopback")).lower()
     if cfg.status_page not in ("loopback", "authenticated", "off"):

@@ -194,11 +194,12 @@ def test_authenticated_and_off_status_page_modes() -> None:
 def test_access_log_and_status_page_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     from server.config import load_config
 
-    assert load_config().access_log is True and load_config().status_page == "loopback"
-    monkeypatch.setenv("TIERSTORE_SERVER_ACCESS_LOG", "false")
+    monkeypatch.delenv("TIERSTORE_SERVER_ACCESS_LOG", raising=False)
+    assert load_config().access_log is False and load_config().status_page == "loopback"
+    monkeypatch.setenv("TIERSTORE_SERVER_ACCESS_LOG", "true")
     monkeypatch.setenv("TIERSTORE_SERVER_STATUS_PAGE", "authenticated")
     config = load_config()
-    assert config.access_log is False and config.status_page == "authenticated"
+    assert config.access_log is True and config.status_page == "authenticated"
     monkeypatch.setenv("TIERSTORE_SERVER_STATUS_PAGE", "public")
     with pytest.raises(ValueError, match="status_page"):
         load_config()
