@@ -271,7 +271,7 @@ class StorageCollector(Collector):
     def _heal(self) -> Iterator[Metric]:
         progress = self.store.maintenance.progress
         yield GaugeMetricFamily("tierstore_degraded_objects", "Blobs known to miss shards", value=len(progress.degraded))
-        yield GaugeMetricFamily("tierstore_lost_objects", "Blobs with fewer than k good shards", value=len(progress.lost))
+        yield GaugeMetricFamily("tierstore_lost_objects", "Blobs heal found unrecoverable (fewer than k shards left anywhere): GET answers 410", value=len(progress.lost))
         yield CounterMetricFamily("tierstore_shards_healed", "Shards rebuilt by heal", value=progress.shards_healed)
         yield CounterMetricFamily("tierstore_corrupt_blocks_found", "Corrupt shard blocks found",
                                   value=progress.corrupt_blocks_found)
