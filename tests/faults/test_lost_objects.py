@@ -85,7 +85,7 @@ def lost_metric(server: ServerProcess) -> float:
 
 
 def test_a_lost_object_answers_a_non_retryable_error_and_stays_visible(
-    spawn: Callable[..., ServerProcess],
+    spawn: Callable[..., ServerProcess], tmp_path: Path,
 ) -> None:
     server = spawn(env={"TIERSTORE_SERVER_ACCESS_LOG": "true"})
     s3 = default_client(server)
@@ -108,7 +108,17 @@ def test_a_lost_object_answers_a_non_retryable_error_and_stays_visible(
     with pytest.raises(ClientError) as ranged:
         s3.get_object(Bucket=bucket, Key=key, Range="bytes=0-99")
     assert ranged.value.response["Error"]["Code"] == "ObjectDataLost"
-    assert get_requests(server, bucket) - before == 2, "one request per GET: no client retried"
+    # The aws command line, as a user runs it (its own retry settings, none of ours).
+    home = tmp_path / "aws-home"
+    aws_env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+               "AWS_DEFAULT_REGION": REGION, "AWS_CONFIG_FILE": str(home / "config"),
+               "AWS_SHARED_CREDENTIALS_FILE": str(home / "credentials"), "HOME": str(home)}
+    aws_env.pop("AWS_PROFILE", None)
+    cli = subprocess.run([str(Path(sys.executable).with_name("aws")), "--endpoint-url", server.endpoint,
+                          "s3api", "get-object", "--bucket", bucket, "--key", key, str(tmp_path / "out")],
+                         env=aws_env, capture_output=True, text=True, timeout=120)
+    assert cli.returncode != 0 and "(ObjectDataLost)" in cli.stderr, cli.stderr
+    assert get_requests(server, bucket) - before == 3, "one request per GET: no client retried"
 
     # The loss is visible, never hidden: listed, HEAD answers, status and metrics name it.
     assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]] == [key, "fine.txt"]
