@@ -173,8 +173,8 @@ class Tierstore(Server):
         if "tierstore: listening on" not in text:
             return False
         for line in text.splitlines():
-            if line.startswith("tierstore: tiers:"):
-                self.info["tiers"] = line.split(":", 2)[2].strip()
+            if "tierstore: tiers:" in line:  # after the log line's time and level
+                self.info["tiers"] = line.split("tierstore: tiers:", 1)[1].strip()
         self.info["config"] = "default (catalog durable=true: fsync per commit)"
         return True
 

@@ -2,7 +2,7 @@
 
 Pass 1 verifies every block of every reachable shard (one worker thread per shard, one block in
 memory each). If some stripe has fewer than k good blocks the blob is reported lost and nothing is
-touched. Pass 2 rebuilds each damaged shard whole — from any k good blocks per stripe — into a new
+touched; `unrecoverable` when even the shards on offline domains could not make up k. Pass 2 rebuilds each damaged shard whole — from any k good blocks per stripe — into a new
 file that replaces the old one atomically: on its own domain if that is online, otherwise on
 another online domain in a group (at the pool's spreading level) that holds no other shard of the
 blob. The caller records the returned location when `changed` is true.
@@ -19,7 +19,7 @@ from erasure.codec import codec_for, rebuild_blocks
 from erasure.errors import CorruptShard, ErasureError
 from erasure.location import Location
 from erasure.placement import place
-from erasure.reader import open_shards
+from erasure.reader import OFFLINE, open_shards
 from erasure.shard_format import ShardHeader
 from erasure.shard_store import ShardFileReader, ShardFileWriter
 from erasure.stripe import StripeLayout
@@ -34,7 +34,10 @@ class HealResult:
     data_id: str
     location: dict[str, Any]  # the location after healing (the input one when nothing changed)
     changed: bool = False  # location differs from the input: record it
-    lost: bool = False  # some stripe has fewer than k good blocks
+    lost: bool = False  # some stripe has fewer than k good blocks reachable now
+    # Some stripe has fewer than k good blocks even counting the shards on offline domains: no
+    # domain coming back can make the blob readable again. (`lost` without this may be an outage.)
+    unrecoverable: bool = False
     damaged: list[int] = field(default_factory=list)  # shards found missing, offline or corrupt
     rebuilt: list[int] = field(default_factory=list)  # shards rewritten by this call
     still_missing: list[int] = field(default_factory=list)  # damaged shards with nowhere to go
@@ -80,6 +83,8 @@ async def heal(pool: ErasurePool, data_id: str, raw: dict[str, Any], size: int, 
         result.corrupt_blocks = sum(len(s) for s in bad.values())
         healthy_per_stripe = [sum(1 for i in files if s not in bad[i]) for s in range(geo.stripe_count)]
         result.lost = len(files) < loc.k or any(n < loc.k for n in healthy_per_stripe)
+        offline = sum(1 for why in problems.values() if why == OFFLINE)
+        result.unrecoverable = any(n + offline < loc.k for n in healthy_per_stripe)
         if result.lost or not damaged or not repair:
             result.still_missing = sorted(damaged)
             return result

@@ -106,7 +106,7 @@ class Gateway:
         self.credentials = UserCredentials({config.access_key: config.secret_key}, store.catalog)
         self.authorizer = Authorizer(store)
         self.max_skew = timedelta(seconds=config.max_clock_skew_seconds)
-        self.metrics = Metrics(store, lifecycle)
+        self.metrics = Metrics(store, lifecycle, per_bucket=config.metrics_per_bucket)
         self._request_ids = RequestIds()
 
     def authenticate_request(self, request: Request) -> AuthContext:
@@ -258,7 +258,6 @@ def create_app(config: ServerConfig, store: ObjectStore | None = None) -> ASGIAp
     # One catch-all route: S3 routing depends on query sub-resources and the Host header,
     # which path templates cannot express; `server.router` does it instead.
     admin = AdminApi(gateway)
-    app.router.routes.append(StarletteRoute("/_tierstore/metrics", gateway.metrics.endpoint, methods=["GET"]))
     app.router.routes.append(StarletteRoute(ADMIN_PREFIX + "{rest:path}", admin.handle, methods=ALL_METHODS))
     OpsEndpoints(gateway).install(app)  # /metrics, /_tierstore/health, the status page
     # Reached only through the fast lane's hand-offs (e.g. /metrics signed = bucket "metrics").

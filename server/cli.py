@@ -21,7 +21,7 @@ from pathlib import Path
 
 import uvicorn
 
-from server import malloc_tuning
+from server import logs, malloc_tuning
 from server.admin_cli import add_admin_parser, run_admin
 from server.app import build_lifecycle, build_store, create_app
 from server.config import ServerConfig, load_config
@@ -191,15 +191,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _banner(config: ServerConfig) -> str:
+    """Lines for the `tierstore` logger (`logs.console`), which prefixes each with `tierstore: `."""
     scheme = "https" if config.tls_cert else "http"
     tiers = ", ".join(f"{t.name}({t.backend})" for t in config.tiers)
     lines = [
-        f"tierstore: listening on {scheme}://{config.listen} (data in {config.data_dir.resolve()})",
-        f"tierstore: tiers: {tiers}",
-        f"tierstore: access key: {config.access_key}",
+        f"listening on {scheme}://{config.listen} (data in {config.data_dir.resolve()})",
+        f"tiers: {tiers}",
+        f"access key: {config.access_key}",
     ]
     if config.credentials_are_default:
-        lines.append(f"tierstore: secret key: {config.secret_key}  (default credentials: set "
+        lines.append(f"secret key: {config.secret_key}  (default credentials: set "
                      "TIERSTORE_ACCESS_KEY / TIERSTORE_SECRET_KEY for anything but a local trial)")
     return "\n".join(lines)
 
@@ -247,7 +248,8 @@ async def serve(
         lifespan="on",
         access_log=False,
         server_header=False,
-        log_level=config.log_level,
+        log_config=None,  # logging is configured once, by `logs.configure`: one format for all
+        log_level=None,
         ssl_certfile=config.tls_cert or None,
         ssl_keyfile=config.tls_key or None,
         timeout_graceful_shutdown=30,
@@ -260,11 +262,12 @@ async def serve(
             await asyncio.sleep(0.02)
         if server.started:
             if ready_fd is not None:
-                print(f"tierstore: worker {os.getpid()} accepting on {config.listen}", flush=True)
+                logs.console.info("worker %d accepting on %s", os.getpid(), config.listen)
                 signal_ready(ready_fd)
             else:
-                # Tests and scripts wait for this line: it is printed only once requests are accepted.
-                print(_banner(config), flush=True)
+                # Tests and scripts wait for "tierstore: listening on": logged only once requests are accepted.
+                for line in _banner(config).splitlines():
+                    logs.console.info("%s", line)
         await task
     finally:
         if trimmer is not None:
@@ -309,7 +312,7 @@ async def run_lifecycle_only(config: ServerConfig) -> None:
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
     await store.start()
     await lifecycle.start()
-    print(f"tierstore: lifecycle daemon running on {config.data_dir.resolve()}", flush=True)
+    logs.console.info("lifecycle daemon running on %s", config.data_dir.resolve())
     try:
         await stop.wait()
     finally:
@@ -328,7 +331,25 @@ def _run(coro_factory: object) -> None:
         uvloop.run(coro_factory)  # type: ignore[arg-type]
 
 
+# What a shell reports for a writer killed by SIGPIPE (128 + 13), as `yes | head` does.
+BROKEN_PIPE_EXIT = 141
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The entry point: `_main`, ending quietly when the reader of stdout goes away (`| head`)."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a buffered tail fails here, inside the try, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        # Python ignores SIGPIPE, so a closed pipe is an exception rather than a quiet exit.
+        # Point stdout at /dev/null so that the interpreter's final flush fails no more.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return BROKEN_PIPE_EXIT
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     if args.command == "admin":
@@ -345,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ValueError) as exc:
             print(f"tierstore: bad configuration: {exc}", file=sys.stderr)
             return 2
-        logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logs.configure(config.log_level)
         config.data_dir.mkdir(parents=True, exist_ok=True)
         if args.command == "lifecycle":
             _run(run_lifecycle_only(config))

@@ -16,9 +16,12 @@ Example (every key optional):
     tls_key = ""
     max_clock_skew_seconds = 900
     log_level = "info"
-    access_log = true                      # one JSON line per request on logger "tierstore.access"
+    access_log = false                     # true: one JSON line per request on logger "tierstore.access"
     status_page = "loopback"               # /_tierstore/: "loopback" | "authenticated" | "off"
     test_clock = false                     # allow `tierstore admin clock advance` (tests, demos)
+
+    [metrics]
+    per_bucket = false     # bucket labels in unsigned scrapes (bucket names are tenants' data)
 
     [credentials]
     access_key = "tierstore"
@@ -102,8 +105,9 @@ class ServerConfig:
     tls_key: str = ""
     max_clock_skew_seconds: int = 900
     log_level: str = "info"
-    access_log: bool = True
+    access_log: bool = False  # off for a quiet trial console; services turn it on (deploy/tierstore.toml)
     status_page: str = "loopback"
+    metrics_per_bucket: bool = False
     access_key: str = DEFAULT_ACCESS_KEY
     secret_key: str = DEFAULT_SECRET_KEY
     catalog_path: Path | None = None
@@ -171,11 +175,13 @@ def load_config(
     cfg.tls_key = tls_key or str(pick("server", server, "tls_key", ""))
     cfg.max_clock_skew_seconds = int(pick("server", server, "max_clock_skew_seconds", 900))
     cfg.log_level = str(pick("server", server, "log_level", "info"))
-    access = pick("server", server, "access_log", True)
+    access = pick("server", server, "access_log", False)
     cfg.access_log = _as_bool(access) if isinstance(access, str) else bool(access)
     cfg.status_page = str(pick("server", server, "status_page", "loopback")).lower()
     if cfg.status_page not in ("loopback", "authenticated", "off"):
         raise ValueError(f"server.status_page must be loopback, authenticated or off, got {cfg.status_page!r}")
+    per_bucket = pick("metrics", raw.get("metrics", {}), "per_bucket", False)
+    cfg.metrics_per_bucket = _as_bool(per_bucket) if isinstance(per_bucket, str) else bool(per_bucket)
     cfg.access_key = os.environ.get("TIERSTORE_ACCESS_KEY") or str(
         pick("credentials", creds, "access_key", DEFAULT_ACCESS_KEY)
     )

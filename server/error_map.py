@@ -49,6 +49,8 @@ def to_s3_error(exc: t.TieringError) -> s3.S3Error:
             return s3.InvalidObjectState("Restore is not allowed for the object's current storage class")
         case t.RestoreInProgress():
             return s3.RestoreAlreadyInProgress()
+        case t.ObjectDataLost():
+            return s3.ObjectDataLost(Key=exc.key)
         case t.DataUnreadable():
             return s3.ServiceUnavailable(
                 "The object's data cannot be read right now: too many of its shards are unavailable"

@@ -191,6 +191,22 @@ class InvalidObjectState(S3Error):
     message = "The operation is not valid for the object's storage class."
 
 
+class ObjectDataLost(S3Error):
+    """Not an AWS code (AWS never admits losing data): the object exists, its bytes are gone for good.
+
+    410 Gone, because a retry cannot help and the status must say so: SDKs retry 500, 502, 503 and
+    504 (botocore's `_retry.json` and `retries/standard.py` also 509 and throttling codes), so the
+    S3-ish 503 made every client retry a lost object until it gave up. The non-retried 5xx codes
+    all mean something else (501 NotImplemented, 507 Insufficient Storage), and a 403 would read
+    as a permissions or archive problem. RFC 9110: 410 is "no longer available at the origin
+    server and this condition is likely to be permanent". The key still lists and HEAD still
+    answers, so the loss stays visible rather than looking like a deletion (that is 404).
+    """
+
+    status = 410
+    message = "The object's data is lost: too few of its erasure-coded shards survive to rebuild it."
+
+
 class AccessDenied(S3Error):
     status = 403
     message = "Access Denied"

@@ -8,6 +8,8 @@ from the catalog's counters; heat per tier scans every object, so it is cached f
 
 Label sets are bounded: S3 operation names, HTTP status, tier, domain, node and bucket (at most
 `MAX_BUCKET_SERIES` buckets, the rest summed under `bucket="_other"`) — never an object key.
+Bucket labels name tenants' data, so they are in a scrape only when configured (`[metrics]
+per_bucket`) or when an administrator signs it (`server.status`).
 Names follow Prometheus conventions: `_total` counters, `_bytes`, `_seconds`, `_watts`, `_joules`.
 """
 
@@ -220,7 +222,6 @@ class StorageCollector(Collector):
         yield from self._rebalance()
         yield from self._codec()
         yield from self._lifecycle()
-        yield from self._buckets()
 
     def _tiers(self) -> Iterator[Metric]:
         labels = ["tier"]
@@ -270,7 +271,7 @@ class StorageCollector(Collector):
     def _heal(self) -> Iterator[Metric]:
         progress = self.store.maintenance.progress
         yield GaugeMetricFamily("tierstore_degraded_objects", "Blobs known to miss shards", value=len(progress.degraded))
-        yield GaugeMetricFamily("tierstore_lost_objects", "Blobs with fewer than k good shards", value=len(progress.lost))
+        yield GaugeMetricFamily("tierstore_lost_objects", "Blobs heal found unrecoverable (fewer than k shards left anywhere): GET answers 410", value=len(progress.lost))
         yield CounterMetricFamily("tierstore_shards_healed", "Shards rebuilt by heal", value=progress.shards_healed)
         yield CounterMetricFamily("tierstore_corrupt_blocks_found", "Corrupt shard blocks found",
                                   value=progress.corrupt_blocks_found)
@@ -367,7 +368,19 @@ class StorageCollector(Collector):
             pending.add_metric([tier], daemon.pending_by_tier().get(tier, 0))
         yield pending
 
-    def _buckets(self) -> Iterator[Metric]:
+
+
+class BucketCollector(Collector):
+    """Per bucket usage and power: in an unsigned scrape only with `[metrics] per_bucket`.
+
+    Bucket names are the tenants' data (they often name customers and projects), and /metrics
+    answers anyone who can reach the port.
+    """
+
+    def __init__(self, view: StorageView) -> None:
+        self.view = view
+
+    def collect(self) -> Iterator[Metric]:
         objects = GaugeMetricFamily("tierstore_bucket_objects", "Objects in a bucket, by tier (cached 15 s)",
                                     labels=["bucket", "tier"])
         size = GaugeMetricFamily("tierstore_bucket_bytes", "Logical bytes in a bucket, by tier (cached 15 s)",
@@ -404,8 +417,13 @@ def _version() -> str:
 
 
 class Metrics:
-    def __init__(self, store: ObjectStore, lifecycle: Lifecycle | None = None) -> None:
+    """`registry`: what every scrape shows; `bucket_registry`: the per bucket series, added to an
+    administrator's scrape, and to every scrape with `per_bucket`."""
+
+    def __init__(self, store: ObjectStore, lifecycle: Lifecycle | None = None, *, per_bucket: bool = False) -> None:
         self.registry = CollectorRegistry()
+        self.bucket_registry = CollectorRegistry()
+        self.per_bucket = per_bucket
         self.view = StorageView(store, lifecycle)
         op = ["operation"]
         self.requests = Counter(
@@ -434,14 +452,20 @@ class Metrics:
         with contextlib.suppress(Exception):  # /proc may be absent (macOS): no process metrics then
             ProcessCollector(registry=self.registry)
         self.registry.register(StorageCollector(store, self.view))
+        self.bucket_registry.register(BucketCollector(self.view))
 
     def observe(self, operation: str, status: int, started: float) -> None:
         self.requests.labels(operation, str(status)).inc()
         self.latency.labels(operation).observe(time.perf_counter() - started)
 
-    async def endpoint(self, request: Request) -> Response:
+    async def endpoint(self, request: Request, *, administrator: bool = False) -> Response:
+        """A scrape; per bucket series with `per_bucket` or for an `administrator`."""
         request.state.operation = "Metrics"
-        body = await asyncio.to_thread(generate_latest, self.registry)  # the collector reads SQLite
+        registries = [self.registry]
+        if self.per_bucket or administrator:
+            registries.append(self.bucket_registry)
+        # The collectors read SQLite: off the event loop.
+        body = await asyncio.to_thread(lambda: b"".join(generate_latest(r) for r in registries))
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 

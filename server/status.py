@@ -3,12 +3,17 @@
 - `GET /metrics` without any signature is a Prometheus scrape; a signed one (or one addressed to
   a virtual-hosted bucket) is S3's ListObjects of a bucket named "metrics", as before. Anonymous
   S3 requests are refused anyway, so the scrape takes nothing from S3 clients.
+  `GET /_tierstore/metrics` is the same scrape, and there a request signed by an administrator
+  also gets the per bucket series. Bucket names are tenants' data and the scrape needs no
+  credentials, so an unsigned scrape has them only with `[metrics] per_bucket = true`.
 - `GET /_tierstore/health` answers 200 "ok" while the catalog answers, 503 otherwise; no
   credentials (container health checks and load balancers call it).
 - `GET /_tierstore/` is a small HTML page whose script polls `/_tierstore/status.json`: tiers
   with fill and temperature, failure domains, heal progress and the mover. Who may read it is
   `server.status_page`: "loopback" (the default: clients on 127.0.0.0/8 or ::1), "authenticated"
-  (SigV4, in headers or a presigned URL), or "off".
+  (SigV4, in headers or a presigned URL), or "off". Anyone it admits sees the aggregate view;
+  bucket names, lost objects' keys and the domains' paths on disk only a request signed by an
+  administrator (`tierstore admin user add --admin`, or the root keys).
 
 Bucket names cannot contain "_", so none of the /_tierstore/ paths shadows a bucket; on a
 virtual-hosted bucket's host they are object keys and go to the gateway.
@@ -70,6 +75,7 @@ class OpsEndpoints:
     def routes(self) -> list[Route]:
         return [
             Route("/metrics", self.metrics, methods=["GET"]),
+            Route(STATUS_PREFIX + "metrics", self.tierstore_metrics, methods=["GET"]),
             Route(STATUS_PREFIX + "health", self.health, methods=["GET", "HEAD"]),
             Route(STATUS_PREFIX, self.page, methods=["GET"]),
             Route(STATUS_PREFIX + "status.json", self.status_json, methods=["GET"]),
@@ -86,6 +92,23 @@ class OpsEndpoints:
         if _signed(request) or self._virtual_host(request):
             return await self.gateway.handle(request)  # ListObjects of the bucket "metrics"
         return await self.gateway.metrics.endpoint(request)
+
+    async def tierstore_metrics(self, request: Request) -> Response:
+        if self._virtual_host(request):
+            return await self.gateway.handle(request)
+        try:
+            administrator = self._administrator(request)
+        except s3.S3Error as exc:
+            request.state.operation = "Metrics"
+            return PlainTextResponse(f"{exc.code}: bad signature on a metrics scrape\n", status_code=exc.status)
+        return await self.gateway.metrics.endpoint(request, administrator=administrator)
+
+    def _administrator(self, request: Request) -> bool:
+        """Whether the request is signed by an administrator (S3Error: signed, but not validly)."""
+        if not _signed(request):
+            return False
+        auth = self.gateway.authenticate_request(request)
+        return self.gateway.credentials.identity(auth.access_key).is_admin
 
     async def health(self, request: Request) -> Response:
         if self._virtual_host(request):
@@ -138,12 +161,20 @@ class OpsEndpoints:
         refused = self._refused(request)
         if refused is not None:
             return refused
-        body = await asyncio.to_thread(self.snapshot)
+        try:
+            administrator = self._administrator(request)
+        except s3.S3Error as exc:
+            return PlainTextResponse(f"{exc.code}: the status page needs a valid signature\n", status_code=exc.status)
+        body = await asyncio.to_thread(self.snapshot, administrator=administrator)
         return Response(json.dumps(body, default=str), media_type="application/json",
                         headers={"cache-control": "no-store"})
 
-    def snapshot(self) -> dict[str, Any]:
-        """Everything the status page shows (blocking: reads the catalog)."""
+    def snapshot(self, *, administrator: bool = False) -> dict[str, Any]:
+        """Everything the status page shows (blocking: reads the catalog).
+
+        Not for an `administrator`: the aggregate view, without bucket names, lost objects' keys
+        and the domains' paths on disk (`buckets` and `heal.lost` absent, `bucket_count` kept).
+        """
         gateway = self.gateway
         store, view, daemon = gateway.store, gateway.metrics.view, gateway.lifecycle.daemon
         pending = daemon.pending_by_tier()
@@ -155,7 +186,12 @@ class OpsEndpoints:
         buckets = view.buckets()
         top = sorted(buckets.items(), key=lambda item: item[1]["bytes"], reverse=True)[:TOP_BUCKETS]
         now = time.time()
-        return {
+        domains = list_domains(store)
+        if not administrator:
+            del heal["lost"]
+            for domain in domains:
+                domain.pop("path", None)
+        snapshot = {
             "server": {
                 "listen": gateway.config.listen,
                 "region": gateway.config.region,
@@ -166,9 +202,12 @@ class OpsEndpoints:
                 "slow_stats_age_seconds": time.monotonic() - view.slow().at,
             },
             "tiers": tiers,
-            "domains": list_domains(store),
+            "domains": domains,
             "heal": heal,
             "lifecycle": daemon.status(),
-            "buckets": [{"name": name, **entry} for name, entry in top],
             "bucket_count": len(buckets),
+            "administrator": administrator,
         }
+        if administrator:
+            snapshot["buckets"] = [{"name": name, **entry} for name, entry in top]
+        return snapshot

@@ -32,6 +32,8 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from server.logs import console
+
 log = logging.getLogger("tierstore.workers")
 
 BACKLOG = 2048
@@ -133,7 +135,7 @@ class Supervisor:
         return any(s in (signal.SIGTERM, signal.SIGINT) for s in self._signals)
 
     def _say(self, message: str) -> None:
-        print(f"tierstore: supervisor: {message}", flush=True)
+        log.info("supervisor: %s", message)
 
     # --- workers ---------------------------------------------------------------------------------
 
@@ -244,7 +246,8 @@ class Supervisor:
             self._say("workers failed to start")
             self._stop_all()
             return 1
-        print(self.banner, flush=True)  # scripts and tests wait for this line
+        for line in self.banner.splitlines():  # scripts and tests wait for "tierstore: listening on"
+            console.info("%s", line)
         self._say(f"{self.count} worker(s): {[w.pid for w in self.workers]} (SIGHUP: rolling restart)")
         while True:
             while self._signals:

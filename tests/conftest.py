@@ -65,8 +65,9 @@ class ServerProcess:
 
     def start(self) -> ServerProcess:
         self.log_path = self.data_dir.parent / f"server-{self.port}.log"
+        # The access log is off by default; tests read it (status, error codes) as an operator would.
         env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS_KEY, "TIERSTORE_SECRET_KEY": SECRET_KEY,
-               "PYTHONUNBUFFERED": "1", **self.env}
+               "TIERSTORE_SERVER_ACCESS_LOG": "true", "PYTHONUNBUFFERED": "1", **self.env}
         log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "server.cli", "serve", "--data", str(self.data_dir),

@@ -92,6 +92,15 @@ class DataUnreadable(TieringError):
         self.key = key
 
 
+class ObjectDataLost(TieringError):
+    """Heal found the object's data unrecoverable (fewer than k shards left anywhere): no retry helps."""
+
+    def __init__(self, bucket: str, key: str) -> None:
+        super().__init__(f"{bucket}/{key}: its data is lost")
+        self.bucket = bucket
+        self.key = key
+
+
 class InsufficientCapacity(TieringError):
     pass
 

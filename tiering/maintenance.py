@@ -48,7 +48,9 @@ class HealProgress:
     corrupt_blocks_found: int = 0
     relocated: int = 0
     degraded: dict[str, str] = field(default_factory=dict)  # data id → tier, known damaged now
-    lost: dict[str, tuple[str, str | None, str | None]] = field(default_factory=dict)  # id → (tier, bucket, key)
+    # Blobs heal found unrecoverable (fewer than k shards left anywhere, offline domains counted):
+    # id → (tier, bucket, key). A blob unreadable only while domains are down is `degraded`.
+    lost: dict[str, tuple[str, str | None, str | None]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -127,8 +129,9 @@ class Maintenance:
     async def heal_blob(self, tier: str, data_id: str, *, force: bool) -> None:
         backend = self.healable_tiers().get(tier)
         stored = await asyncio.to_thread(self.store.catalog.stored_blob, data_id)
-        if backend is None or stored is None:
+        if backend is None or stored is None:  # deleted or overwritten meanwhile
             self.progress.degraded.pop(data_id, None)
+            self.progress.lost.pop(data_id, None)
             return
         if not force and self._recently_offline(stored):
             # Wait for the domain to come back (or for rebuild_delay) before moving anything.
@@ -150,16 +153,22 @@ class Maintenance:
                 self.store.catalog.relocate_blob_if, data_id, stored.location, healed.location
             ):
                 self.progress.relocated += 1
-        if result.lost:
+        if result.unrecoverable:
             where = await asyncio.to_thread(self._owner, data_id)
             self.progress.lost[data_id] = (tier, *where)
             self.progress.degraded.pop(data_id, None)
             log.error("blob %s on %s is lost (fewer than k shards survive)", data_id, tier)
-        elif result.still_missing:
+        elif result.lost or result.still_missing:
+            # Unreadable now, perhaps, but offline domains still hold enough: wait for them.
             self.progress.degraded[data_id] = tier
+            self.progress.lost.pop(data_id, None)
         else:
             self.progress.degraded.pop(data_id, None)
             self.progress.lost.pop(data_id, None)
+
+    def is_lost(self, data_id: str) -> bool:
+        """Whether heal found this blob unrecoverable: reads of it can never succeed."""
+        return data_id in self.progress.lost
 
     def _owner(self, data_id: str) -> tuple[str | None, str | None]:
         return self.store.catalog.blob_owner(data_id)
@@ -209,6 +218,7 @@ class Maintenance:
         progress.running = True
         progress.pass_started = time.time()
         progress.blobs_checked = progress.bytes_checked = 0
+        seen: set[str] = set()
         try:
             tiers = self.healable_tiers()
             progress.blobs_total = sum(
@@ -221,6 +231,7 @@ class Maintenance:
                     if not batch:
                         break
                     for data_id, _bucket, _key in batch:
+                        seen.add(data_id)
                         started = time.monotonic()
                         try:
                             await self.heal_blob(tier, data_id, force=force)
@@ -229,6 +240,9 @@ class Maintenance:
                         if not force and self.tranquility:
                             await asyncio.sleep(self.tranquility * (time.monotonic() - started))
                     cursor = batch[-1][0]
+            # A lost object deleted or overwritten since is lost no more.
+            for data_id in set(progress.lost) - seen:
+                progress.lost.pop(data_id, None)
         finally:
             progress.running = False
             progress.passes += 1

@@ -45,6 +45,7 @@ from tiering.errors import (
     MoveVerificationFailed,
     NotArchived,
     ObjectArchived,
+    ObjectDataLost,
     ObjectNotFound,
     PartTooSmall,
     PreconditionFailed,
@@ -390,6 +391,9 @@ class OpenedObject:
                     await on_chunk(end - start)
                 yield self.data[start:end]
             return
+        if any(self._store.maintenance.is_lost(segment.stored.data_id) for segment in self.segments):
+            # Heal found it unrecoverable: say so now (HEAD, which reads no bytes, still answers).
+            raise ObjectDataLost(self.record.bucket, self.record.key)
         offset = 0
         backend = self._store.tiers[self.tier].backend
         for segment in self.segments:

@@ -130,6 +130,11 @@ function renderLifecycle(lc) {
 }
 
 function renderBuckets(buckets) {
+  if (!buckets) {  // bucket names go only to a request signed by an administrator
+    $("#buckets tbody").replaceChildren(el("tr", {}, el("td", { colspan: "5", class: "label" },
+      "bucket names: administrators only (a signed or presigned request for status.json)")));
+    return;
+  }
   $("#buckets tbody").replaceChildren(...buckets.map((b) => el("tr", {},
     el("td", {}, b.name),
     el("td", { class: "num" }, b.objects.toLocaleString()),

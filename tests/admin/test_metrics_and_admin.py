@@ -9,11 +9,20 @@ import subprocess
 import sys
 import urllib.request
 
-from tests.conftest import ACCESS_KEY, SECRET_KEY, ServerProcess
+from botocore.auth import S3SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+from tests.conftest import ACCESS_KEY, REGION, SECRET_KEY, ServerProcess
 
 
 def scrape(server: ServerProcess) -> dict[str, float]:
-    with urllib.request.urlopen(f"{server.endpoint}/_tierstore/metrics", timeout=10) as response:
+    """A scrape signed by an administrator: it has the per bucket series too."""
+    url = f"{server.endpoint}/_tierstore/metrics"
+    signed = AWSRequest(method="GET", url=url, data=b"")
+    S3SigV4Auth(Credentials(ACCESS_KEY, SECRET_KEY), "s3", REGION).add_auth(signed)
+    request = urllib.request.Request(url, headers=dict(signed.headers.items()))
+    with urllib.request.urlopen(request, timeout=10) as response:
         text = response.read().decode()
     values: dict[str, float] = {}
     for line in text.splitlines():

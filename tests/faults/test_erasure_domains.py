@@ -8,8 +8,8 @@ readable, nothing may be relocated before `rebuild_delay` unless an operator ask
 domains return a heal pass must leave no degraded and no lost object. Then shard files are
 corrupted on disk (data frames, not just headers): reads stay correct and heal rewrites exactly
 the corrupted blocks. Finally more than m shards of one object are deleted: GET fails cleanly
-(an S3 error or a dropped connection — never a full body of wrong bytes) and heal lists the
-object as lost.
+(an S3 error or a dropped connection — never a full body of wrong bytes), heal lists the
+object as lost, and from then on GET answers the non-retryable 410 ObjectDataLost.
 
 The tests run in file order and share the server's state: each one starts from the previous
 one's end (every domain online, nothing degraded).
@@ -522,14 +522,15 @@ def test_corrupt_blocks_are_read_around_and_healed(cluster: Cluster) -> None:
     cluster.check_all([cluster.objects[k] for k in sorted(cluster.objects)[::7]], seed=12)
 
 
-def _get_fails_cleanly(cluster: Cluster, key: str, byte_range: str | None = None) -> str:
+def _get_fails_cleanly(cluster: Cluster, key: str, byte_range: str | None = None,
+                       expected: tuple[int, str] = (503, "ServiceUnavailable")) -> str:
     """GET must fail with an S3 error or a dropped connection — never return the full body."""
     try:
         status, body = cluster.get(key, byte_range)
     except ClientError as exc:
         meta = exc.response["ResponseMetadata"]
-        assert (meta["HTTPStatusCode"], exc.response["Error"]["Code"]) == (503, "ServiceUnavailable"), exc.response
-        return "503"
+        assert (meta["HTTPStatusCode"], exc.response["Error"]["Code"]) == expected, exc.response
+        return str(expected[0])
     except (IncompleteReadError, ResponseStreamingError, ProtocolError):
         return "dropped"
     raise AssertionError(f"GET {key} ({byte_range}) returned {status} with {len(body)} bytes")
@@ -569,8 +570,8 @@ def test_more_than_m_lost_shards_fail_cleanly_and_are_reported(cluster: Cluster)
     status = cluster.status()
     assert status["lost_objects"] == len(lost)
     assert sorted(e["key"] for e in status["heal"]["lost"]) == sorted(lost)
-    # Still unreadable after heal (nothing to rebuild from), still a clean failure.
+    # Still unreadable after heal (nothing to rebuild from), now known for good: not retryable.
     for key in lost:
-        _get_fails_cleanly(cluster, key)
+        _get_fails_cleanly(cluster, key, expected=(410, "ObjectDataLost"))
     # Everything else is untouched.
     cluster.check_all([cluster.objects[k] for k in sorted(cluster.objects)[::5]], seed=13)

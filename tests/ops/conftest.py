@@ -33,12 +33,13 @@ class Reply:
 
 
 def http(url: str, *, method: str = "GET", headers: dict[str, str] | None = None, body: bytes | None = None,
-         sign: bool = False) -> Reply:
-    """One HTTP request, SigV4-signed with the test credentials if `sign`; any status comes back."""
+         sign: bool = False, keys: tuple[str, str] = (ACCESS_KEY, SECRET_KEY)) -> Reply:
+    """One HTTP request, SigV4-signed if `sign` (with `keys`: the test's root keys, an administrator's);
+    any status comes back."""
     headers = dict(headers or {})
     if sign:
         request = AWSRequest(method=method, url=url, data=body or b"", headers=headers)
-        S3SigV4Auth(Credentials(ACCESS_KEY, SECRET_KEY), "s3", REGION).add_auth(request)
+        S3SigV4Auth(Credentials(*keys), "s3", REGION).add_auth(request)
         headers = dict(request.headers.items())
     prepared = urllib.request.Request(url, data=body, method=method, headers=headers)
     try:
@@ -70,13 +71,14 @@ class Ops:
     def endpoint(self) -> str:
         return self.server.endpoint
 
-    def metrics_text(self) -> str:
-        reply = http(f"{self.endpoint}/metrics")
+    def metrics_text(self, *, admin: bool = False) -> str:
+        """An unsigned scrape, or with `admin` one signed by an administrator (per bucket series too)."""
+        reply = http(f"{self.endpoint}/_tierstore/metrics", sign=True) if admin else http(f"{self.endpoint}/metrics")
         assert reply.status == 200, reply.text
         return reply.text
 
-    def metrics(self) -> dict[str, float]:
-        return parse_metrics(self.metrics_text())
+    def metrics(self, *, admin: bool = False) -> dict[str, float]:
+        return parse_metrics(self.metrics_text(admin=admin))
 
     def admin(self, method: str, path: str, query: str = "") -> Any:
         import json
