@@ -25,6 +25,7 @@ from server import malloc_tuning
 from server.admin_cli import add_admin_parser, run_admin
 from server.app import build_lifecycle, build_store, create_app
 from server.config import ServerConfig, load_config
+from server.connection_limits import ConnectionLimits, GuardedHttpToolsProtocol
 from server.workers import Supervisor, bind_sockets, inherited_sockets, signal_ready, worker_setup
 
 # Blocking work (disk, hashing, SQLite) runs in threads; many concurrent streams need many.
@@ -242,7 +243,14 @@ async def serve(
         gate,
         host=config.listen_host,
         port=config.listen_port,
-        http="httptools",
+        # httptools plus header/body timeouts and a connection cap (server/connection_limits.py);
+        # the same protocol class serves HTTPS and every worker.
+        http=GuardedHttpToolsProtocol.with_limits(ConnectionLimits(
+            header_timeout=config.header_timeout_seconds,
+            body_idle_timeout=config.body_idle_timeout_seconds,
+            max_connections=config.max_connections,
+        )),
+        ws="none",  # S3 has no WebSocket; an upgrade would also hand the connection out of the cap
         loop="none",
         lifespan="on",
         access_log=False,
@@ -251,7 +259,7 @@ async def serve(
         ssl_certfile=config.tls_cert or None,
         ssl_keyfile=config.tls_key or None,
         timeout_graceful_shutdown=30,
-        timeout_keep_alive=30,
+        timeout_keep_alive=config.keep_alive_timeout_seconds,  # type: ignore[arg-type]  # a float works (call_later)
     )
     server = _Server(uv_config, gate)
     task = asyncio.create_task(server.serve(sockets=sockets))

@@ -1,0 +1,235 @@
+"""Limits on each connection: time to send a request head, time between body bytes, and a cap
+on the connections one process holds.
+
+uvicorn closes idle keep-alive connections (`timeout_keep_alive`, which `serve` sets from
+`keep_alive_timeout_seconds`) but has no deadline for a request head or a body: a client that
+sends half a head, or stops halfway through a body, held its connection — a file descriptor,
+a parser, an upload's buffers — for ever (3,000 such connections, all still open after 38 s).
+Its `limit_concurrency` answers a plain-text 503, which no S3 client understands.
+`GuardedHttpToolsProtocol` is uvicorn's httptools protocol with:
+
+- a header timeout: a request head not complete `header_timeout` after the connection opened
+  (or, on a keep-alive connection, after the first byte of the next request arrived) closes the
+  connection without an answer, as nginx and S3 do;
+- a body idle timeout: no body byte for `body_idle_timeout` while the request waits for one is
+  answered with S3's `RequestTimeout` (400, XML, `Connection: close`) if no response has started,
+  and the connection is closed. The handler sees a disconnect and aborts its write: nothing is
+  committed, the old object stays. Time the *server* is behind — reading paused because the
+  handler has not taken what came, a `100 Continue` not yet sent — does not count;
+- a cap on open connections per process: a connection past `max_connections` is still read up
+  to its request head (a client that sent a request expects an answer to it, and one closed
+  with the request unread often sees a reset instead) and answered with S3's `SlowDown` (503,
+  XML, `Connection: close`), which SDKs retry with back-off.
+
+Timers are `loop.call_later` handles, one per connection phase rather than one per read: the
+body timer re-arms itself from the time of the last read, so a fast upload costs one timer.
+
+A slow client holds a connection, never a thread: the body is read on the event loop (uvicorn
+hands it to the app through `receive`) and worker threads only hash, encode and write whole
+batches (`tiering.store.PendingWrite`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from asyncio import TimerHandle
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from server import errors as s3
+from server.app import RequestIds
+
+log = logging.getLogger("tierstore.server")
+
+# After the timeout answer is written, a TLS close waits for the client's close_notify, which a
+# stalled client never sends: drop the connection after this long anyway.
+CLOSE_GRACE_SECONDS = 2.0
+REFUSAL_LOG_INTERVAL = 10.0  # a flood past the cap logs one line per interval, not one per connection
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    header_timeout: float = 10.0
+    body_idle_timeout: float = 60.0
+    max_connections: int = 1024
+
+
+class ConnectionCount:
+    """Connections admitted in this process (the cap is per process: each worker has its own)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.open = 0
+        self.refused = 0  # since the last log line about it
+        self._logged_at = 0.0
+
+    def admit(self) -> bool:
+        if self.open >= self.limit:
+            self._note_refusal()
+            return False
+        self.open += 1
+        return True
+
+    def release(self) -> None:
+        self.open -= 1
+
+    def _note_refusal(self) -> None:
+        self.refused += 1
+        now = time.monotonic()
+        if now - self._logged_at >= REFUSAL_LOG_INTERVAL:
+            log.warning("%d connection(s) refused with SlowDown: %d open, max_connections = %d",
+                        self.refused, self.open, self.limit)
+            self.refused, self._logged_at = 0, now
+
+
+_request_ids = RequestIds()
+
+
+def _error_response(error: s3.S3Error, method: str, resource: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """An S3 error as status, headers and body, closing the connection (as the gateway renders it)."""
+    request_id = _request_ids.next().encode()
+    headers = [(b"x-amz-request-id", request_id), (b"x-amz-id-2", request_id), (b"server", b"tierstore"),
+               (b"connection", b"close")]
+    if method == "HEAD":  # no body: the code goes in a header, as the gateway does
+        return error.status, [*headers, (b"x-amz-error-code", error.code.encode()), (b"content-length", b"0")], b""
+    body = error.to_xml(resource=resource, request_id=request_id.decode())
+    headers += [(b"content-type", b"application/xml"), (b"content-length", str(len(body)).encode())]
+    return error.status, headers, body
+
+
+async def _slow_down(scope: Any, receive: Any, send: Any) -> None:
+    """The app a connection past the cap gets: SlowDown for its request, then the connection closes."""
+    raw_path = scope.get("raw_path", b"").decode("latin-1") or scope.get("path", "")
+    status, headers, body = _error_response(s3.SlowDown(), scope.get("method", ""), raw_path)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the header and body timeouts and the connection cap.
+
+    Use `with_limits` to get a class bound to one set of limits and one connection count.
+    """
+
+    limits: ClassVar[ConnectionLimits] = ConnectionLimits()
+    count: ClassVar[ConnectionCount] = ConnectionCount(ConnectionLimits.max_connections)
+
+    @classmethod
+    def with_limits(cls, limits: ConnectionLimits) -> type[GuardedHttpToolsProtocol]:
+        """A protocol class for uvicorn's `http=`, with `limits` and a connection count of its own."""
+        return type(cls.__name__, (cls,), {"limits": limits, "count": ConnectionCount(limits.max_connections)})
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._admitted = False
+        self._awaiting_head = True  # no request head in progress or complete: the next bytes start one
+        self._in_body = False  # a head is complete, its body is not
+        self._last_read = 0.0  # loop time of the last bytes received
+        self._head_timer: TimerHandle | None = None
+        self._body_timer: TimerHandle | None = None
+        self._abort_timer: TimerHandle | None = None
+
+    # --- connection ------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._admitted = self.count.admit()
+        if not self._admitted:
+            self.app = _slow_down  # read the request head, answer SlowDown, close
+        # Even a client that sends nothing at all must send a head in time.
+        self._head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._admitted:
+            self._admitted = False
+            self.count.release()
+        for timer in (self._head_timer, self._body_timer, self._abort_timer):
+            if timer is not None:
+                timer.cancel()
+        self._head_timer = self._body_timer = self._abort_timer = None
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self._last_read = self.loop.time()
+        if self._awaiting_head and self._head_timer is None:
+            # The first bytes of the next request on a keep-alive connection (uvicorn has just
+            # stopped its keep-alive timer for them): the head must now complete in time.
+            self._head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
+        super().data_received(data)
+        if self._in_body and self._body_timer is None and not self.transport.is_closing():
+            self._body_timer = self.loop.call_later(self.limits.body_idle_timeout, self._body_idle)
+
+    # --- parser callbacks ------------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self._head_timer is None:  # a pipelined request starting inside the same read
+            self._head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
+
+    def on_headers_complete(self) -> None:
+        self._awaiting_head = False
+        self._in_body = True
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._in_body = False
+        self._awaiting_head = True
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    # --- timeouts --------------------------------------------------------------------------------
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing():
+            return
+        if self.cycle is not None and not self.cycle.response_complete:
+            # We are still answering the previous request; the client may wait for that first.
+            self._head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
+            return
+        log.debug("closing %s: no complete request head in %.1fs", self.client, self.limits.header_timeout)
+        self.transport.abort()  # nothing to say, and a TLS close would wait for the client
+
+    def _server_is_behind(self) -> bool:
+        """The body waits on us, not on the client: bytes not yet taken by the handler (reading
+        is then paused, so the client cannot send), or a `100 Continue` the handler has not yet
+        asked for (the client waits for it before it sends the body)."""
+        cycle = self.cycle
+        return self.flow.read_paused or bool(cycle.body) or cycle.waiting_for_100_continue
+
+    def _body_idle(self) -> None:
+        self._body_timer = None
+        if not self._in_body or self.transport.is_closing():
+            return
+        now = self.loop.time()
+        if self._server_is_behind():
+            self._last_read = now
+        idle = now - self._last_read
+        if idle < self.limits.body_idle_timeout:
+            self._body_timer = self.loop.call_later(self.limits.body_idle_timeout - idle, self._body_idle)
+            return
+        log.info("closing %s: no request body bytes in %.1fs", self.client, self.limits.body_idle_timeout)
+        cycle = self.cycle
+        answer = not cycle.response_started
+        # As if the client had gone: the handler's next `receive` gets `http.disconnect` (it
+        # aborts the write) and whatever it sends then is dropped, so our answer stays the only one.
+        cycle.disconnected = True
+        cycle.message_event.set()
+        if answer:
+            status, headers, body = _error_response(s3.RequestTimeout(), self.scope["method"],
+                                                    self.scope.get("raw_path", b"").decode("latin-1"))
+            head = b"".join(name + b": " + value + b"\r\n" for name, value in headers)
+            self.transport.write(STATUS_LINE[status] + head + b"\r\n" + body)
+            self.transport.close()
+            self._abort_timer = self.loop.call_later(CLOSE_GRACE_SECONDS, self.transport.abort)
+        else:
+            self.transport.abort()
