@@ -25,7 +25,7 @@ from server import malloc_tuning
 from server.admin_cli import add_admin_parser, run_admin
 from server.app import build_lifecycle, build_store, create_app
 from server.config import ServerConfig, load_config
-from server.connection_limits import ConnectionLimits, GuardedHttpToolsProtocol
+from server.connection_limits import ConnectionLimits, GuardedHttpToolsProtocol, raise_file_limit
 from server.workers import Supervisor, bind_sockets, inherited_sockets, signal_ready, worker_setup
 
 # Blocking work (disk, hashing, SQLite) runs in threads; many concurrent streams need many.
@@ -238,6 +238,7 @@ async def serve(
         sockets = bind_sockets(config.listen_host, config.listen_port, reuse_port=reuse_port, listen=False)
     gate = _DrainGate(create_app(config))
     _tune_runtime()
+    raise_file_limit(config.max_connections)
     trimmer = asyncio.create_task(malloc_tuning.trim_periodically()) if malloc_tuning.tune() else None
     uv_config = uvicorn.Config(
         gate,

@@ -48,6 +48,8 @@ log = logging.getLogger("tierstore.server")
 # After the timeout answer is written, a TLS close waits for the client's close_notify, which a
 # stalled client never sends: drop the connection after this long anyway.
 CLOSE_GRACE_SECONDS = 2.0
+# Files a server holds besides its connections: catalog, logs, shards being read and written.
+FILE_HEADROOM = 512
 REFUSAL_LOG_INTERVAL = 10.0  # a flood past the cap logs one line per interval, not one per connection
 
 
@@ -84,6 +86,32 @@ class ConnectionCount:
             log.warning("%d connection(s) refused with SlowDown: %d open, max_connections = %d",
                         self.refused, self.open, self.limit)
             self.refused, self._logged_at = 0, now
+
+
+def raise_file_limit(max_connections: int) -> None:
+    """Lift the soft open-file limit to the hard one (as Go's runtime does at start-up).
+
+    Past the soft limit (often 1024) `accept` fails with EMFILE and asyncio stops accepting for a
+    second at a time: every new client times out, instead of the few past `max_connections`
+    getting a SlowDown they can retry.
+    """
+    try:
+        import resource
+    except ImportError:  # not a Unix: nothing to raise
+        return
+    wanted = max_connections + FILE_HEADROOM
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return
+    target = max(soft, wanted) if hard == resource.RLIM_INFINITY else hard
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        target = soft
+    if target < wanted:
+        log.warning("open-file limit %d is below max_connections + %d (%d): past it, connections "
+                    "fail instead of getting SlowDown; raise `ulimit -n` or lower max_connections",
+                    target, FILE_HEADROOM, wanted)
 
 
 _request_ids = RequestIds()

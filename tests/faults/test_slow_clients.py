@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import resource
 import selectors
 import socket
 import ssl
@@ -304,3 +305,20 @@ def test_workers_and_https_close_half_heads_too(spawn: Spawn, certificate: tuple
                 assert read_until_closed(sock) == b""
             except ssl.SSLError:
                 pass  # dropped without a TLS close_notify: closed all the same
+
+
+def test_the_open_file_limit_is_raised_to_fit_the_cap(spawn: Spawn) -> None:
+    # A soft limit of 256 (many systems default to 1024) would refuse connections with EMFILE
+    # long before a cap of 600; the server lifts it (up to the hard limit) when it starts.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 600 + 512:
+        pytest.skip(f"hard open-file limit {hard} is too low for this test")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))  # inherited by the server
+    try:
+        server = spawn(env={"TIERSTORE_SERVER_MAX_CONNECTIONS": "600"})
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert server.proc is not None
+    limits = Path(f"/proc/{server.proc.pid}/limits").read_text()
+    line = next(line for line in limits.splitlines() if line.startswith("Max open files"))
+    assert int(line.split()[3]) >= 600 + 512, line
