@@ -16,6 +16,8 @@ Its `limit_concurrency` answers a plain-text 503, which no S3 client understands
   and the connection is closed. The handler sees a disconnect and aborts its write: nothing is
   committed, the old object stays. Time the *server* is behind — reading paused because the
   handler has not taken what came, a `100 Continue` not yet sent — does not count;
+- keep-alive: uvicorn's own timer closes an idle connection, but without waiting on a TLS
+  client's close_notify for 30 s meanwhile (`_close`);
 - a cap on open connections per process: a connection past `max_connections` is still read up
   to its request head (a client that sent a request expects an answer to it, and one closed
   with the request unread often sees a reset instead) and answered with S3's `SlowDown` (503,
@@ -257,7 +259,17 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                                                     self.scope.get("raw_path", b"").decode("latin-1"))
             head = b"".join(name + b": " + value + b"\r\n" for name, value in headers)
             self.transport.write(STATUS_LINE[status] + head + b"\r\n" + body)
-            self.transport.close()
-            self._abort_timer = self.loop.call_later(CLOSE_GRACE_SECONDS, self.transport.abort)
+            self._close()
         else:
             self.transport.abort()
+
+    def timeout_keep_alive_handler(self) -> None:
+        if not self.transport.is_closing():
+            self._close()
+
+    def _close(self) -> None:
+        """Close after what is written has gone out, but do not wait on the client for long: a TLS
+        close waits for the client's close_notify (up to 30 s), which an idle or stalled client
+        does not send, and the connection holds its file descriptor meanwhile."""
+        self.transport.close()
+        self._abort_timer = self.loop.call_later(CLOSE_GRACE_SECONDS, self.transport.abort)

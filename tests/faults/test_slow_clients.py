@@ -19,6 +19,7 @@ import ssl
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -274,37 +275,71 @@ def test_past_max_connections_the_answer_is_slow_down(spawn: Spawn) -> None:
             sock.close()
 
 
+@dataclass
+class HttpsServer:
+    server: ServerProcess
+    context: ssl.SSLContext
+
+    def connect(self) -> ssl.SSLSocket:
+        return self.context.wrap_socket(connect(self.server), server_hostname="127.0.0.1")
+
+
 @pytest.fixture(scope="module")
-def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    root = tmp_path_factory.mktemp("tls")
+def https(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpsServer]:
+    """The `quick` server's timeouts over HTTPS, with a certificate from a throw-away CA."""
+    root = tmp_path_factory.mktemp("https")
     ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1")
-    paths = root / "cert.pem", root / "key.pem", root / "ca.pem"
-    cert.private_key_and_cert_chain_pem.write_to_path(str(paths[0]))
-    cert.private_key_pem.write_to_path(str(paths[1]))
-    ca.cert_pem.write_to_path(str(paths[2]))
-    return paths
+    cert, key, ca_path = root / "cert.pem", root / "key.pem", root / "ca.pem"
+    issued = ca.issue_cert("127.0.0.1")
+    issued.private_key_and_cert_chain_pem.write_to_path(str(cert))
+    issued.private_key_pem.write_to_path(str(key))
+    ca.cert_pem.write_to_path(str(ca_path))
+    proc = ServerProcess(root / "data", free_port(), scheme="https", env=short_timeouts(),
+                         extra_args=["--tls-cert", str(cert), "--tls-key", str(key)]).start()
+    yield HttpsServer(proc, ssl.create_default_context(cafile=str(ca_path)))
+    assert proc.stop() == 0, proc.log()
 
 
-@pytest.mark.parametrize("mode", ["workers", "tls"])
-def test_workers_and_https_close_half_heads_too(spawn: Spawn, certificate: tuple[Path, Path, Path],
-                                                mode: str) -> None:
-    cert, key, ca = certificate
-    if mode == "workers":
-        server = spawn(extra_args=["--workers", "2"], env=short_timeouts())
-        sockets = [connect(server) for _ in range(4)]  # over both workers, most likely
-    else:
-        server = spawn(extra_args=["--tls-cert", str(cert), "--tls-key", str(key)], env=short_timeouts(),
-                       scheme="https")
-        context = ssl.create_default_context(cafile=str(ca))
-        sockets = [context.wrap_socket(connect(server), server_hostname="127.0.0.1") for _ in range(2)]
+def read_until_tls_closed(sock: ssl.SSLSocket) -> bytes:
+    try:
+        return read_until_closed(sock)
+    except ssl.SSLError:
+        return b""  # dropped without a TLS close_notify: closed all the same
+
+
+def test_https_closes_half_heads_too(https: HttpsServer) -> None:
+    baseline = settled_fds(https.server)
+    with https.connect() as half, https.connect() as silent:
+        half.sendall(HALF_HEAD)
+        assert read_until_tls_closed(half) == b""
+        assert read_until_tls_closed(silent) == b""
+    assert wait_for_fds(https.server, baseline + FD_SLACK) <= baseline + FD_SLACK
+
+
+def test_an_idle_https_connection_is_let_go(https: HttpsServer) -> None:
+    # The server's TLS close waits for the client's close_notify, which an idle client that
+    # keeps its socket does not send: the server must not hold the connection's file meanwhile.
+    baseline = settled_fds(https.server)
+    idle = []
+    try:
+        for _ in range(10):
+            sock = https.connect()
+            idle.append(sock)
+            sock.sendall(HEALTH)
+            assert read_response(sock)[0] == 200
+        assert wait_for_fds(https.server, baseline + FD_SLACK) <= baseline + FD_SLACK
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_workers_close_half_heads_too(spawn: Spawn) -> None:
+    server = spawn(extra_args=["--workers", "2"], env=short_timeouts())
+    sockets = [connect(server) for _ in range(4)]  # over both workers, most likely
     for sock in sockets:
         with sock:
             sock.sendall(HALF_HEAD)
-            try:
-                assert read_until_closed(sock) == b""
-            except ssl.SSLError:
-                pass  # dropped without a TLS close_notify: closed all the same
+            assert read_until_closed(sock) == b""
 
 
 def test_the_open_file_limit_is_raised_to_fit_the_cap(spawn: Spawn) -> None:
