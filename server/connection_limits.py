@@ -35,15 +35,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from asyncio import TimerHandle
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from server import errors as s3
-from server.app import RequestIds
 
 log = logging.getLogger("tierstore.server")
 
@@ -62,18 +65,23 @@ class ConnectionLimits:
     max_connections: int = 1024
 
 
-class ConnectionCount:
-    """Connections admitted in this process (the cap is per process: each worker has its own)."""
+class ConnectionStats(Collector):
+    """This process's connections: the count the cap checks, and why connections were closed.
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.open = 0
-        self.refused = 0  # since the last log line about it
-        self._logged_at = 0.0
+    One per process (`STATS`): the cap is per process, so each `--workers` worker has its own.
+    Also a Prometheus collector, read at scrape time.
+    """
 
-    def admit(self) -> bool:
-        if self.open >= self.limit:
-            self._note_refusal()
+    def __init__(self) -> None:
+        self.open = 0  # admitted and not yet closed
+        self.closed = {"header_timeout": 0, "body_timeout": 0, "refused": 0}
+        self._refused_unlogged = 0
+        self._logged_at = -REFUSAL_LOG_INTERVAL
+
+    def admit(self, limit: int) -> bool:
+        if self.open >= limit:
+            self.closed["refused"] += 1
+            self._log_refusals(limit)
             return False
         self.open += 1
         return True
@@ -81,13 +89,29 @@ class ConnectionCount:
     def release(self) -> None:
         self.open -= 1
 
-    def _note_refusal(self) -> None:
-        self.refused += 1
+    def _log_refusals(self, limit: int) -> None:
+        self._refused_unlogged += 1
         now = time.monotonic()
         if now - self._logged_at >= REFUSAL_LOG_INTERVAL:
             log.warning("%d connection(s) refused with SlowDown: %d open, max_connections = %d",
-                        self.refused, self.open, self.limit)
-            self.refused, self._logged_at = 0, now
+                        self._refused_unlogged, self.open, limit)
+            self._refused_unlogged, self._logged_at = 0, now
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily("tierstore_http_connections_open",
+                                "Client connections open in this process (those under max_connections)",
+                                value=self.open)
+        closed = CounterMetricFamily(
+            "tierstore_http_connections_closed",
+            "Connections closed by a limit: header_timeout, body_timeout, refused (SlowDown past max_connections)",
+            labels=["reason"],
+        )
+        for reason, count in self.closed.items():
+            closed.add_metric([reason], count)
+        yield closed
+
+
+STATS = ConnectionStats()
 
 
 def raise_file_limit(max_connections: int) -> None:
@@ -116,12 +140,11 @@ def raise_file_limit(max_connections: int) -> None:
                     target, FILE_HEADROOM, wanted)
 
 
-_request_ids = RequestIds()
-
-
 def _error_response(error: s3.S3Error, method: str, resource: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """An S3 error as status, headers and body, closing the connection (as the gateway renders it)."""
-    request_id = _request_ids.next().encode()
+    # 16 upper-case hex characters like the gateway's ids; these answers are rare, so a fresh
+    # random one each time costs nothing.
+    request_id = secrets.token_hex(8).upper().encode()
     headers = [(b"x-amz-request-id", request_id), (b"x-amz-id-2", request_id), (b"server", b"tierstore"),
                (b"connection", b"close")]
     if method == "HEAD":  # no body: the code goes in a header, as the gateway does
@@ -142,16 +165,15 @@ async def _slow_down(scope: Any, receive: Any, send: Any) -> None:
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with the header and body timeouts and the connection cap.
 
-    Use `with_limits` to get a class bound to one set of limits and one connection count.
+    Use `with_limits` to get a class bound to one set of limits.
     """
 
     limits: ClassVar[ConnectionLimits] = ConnectionLimits()
-    count: ClassVar[ConnectionCount] = ConnectionCount(ConnectionLimits.max_connections)
 
     @classmethod
     def with_limits(cls, limits: ConnectionLimits) -> type[GuardedHttpToolsProtocol]:
-        """A protocol class for uvicorn's `http=`, with `limits` and a connection count of its own."""
-        return type(cls.__name__, (cls,), {"limits": limits, "count": ConnectionCount(limits.max_connections)})
+        """A protocol class for uvicorn's `http=` (which takes a class, not an instance) with `limits`."""
+        return type(cls.__name__, (cls,), {"limits": limits})
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -167,7 +189,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._admitted = self.count.admit()
+        self._admitted = STATS.admit(self.limits.max_connections)
         if not self._admitted:
             self.app = _slow_down  # read the request head, answer SlowDown, close
         # Even a client that sends nothing at all must send a head in time.
@@ -176,7 +198,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._admitted:
             self._admitted = False
-            self.count.release()
+            STATS.release()
         for timer in (self._head_timer, self._body_timer, self._abort_timer):
             if timer is not None:
                 timer.cancel()
@@ -227,6 +249,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
             return
         log.debug("closing %s: no complete request head in %.1fs", self.client, self.limits.header_timeout)
+        STATS.closed["header_timeout"] += 1
         self.transport.abort()  # nothing to say, and a TLS close would wait for the client
 
     def _server_is_behind(self) -> bool:
@@ -248,6 +271,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._body_timer = self.loop.call_later(self.limits.body_idle_timeout - idle, self._body_idle)
             return
         log.info("closing %s: no request body bytes in %.1fs", self.client, self.limits.body_idle_timeout)
+        STATS.closed["body_timeout"] += 1
         cycle = self.cycle
         answer = not cycle.response_started
         # As if the client had gone: the handler's next `receive` gets `http.disconnect` (it

@@ -44,6 +44,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from erasure.stats import CODEC
 from lifecycle.temperature import heat_histogram
+from server import connection_limits
 from tiering.domains import list_domains
 from tiering.heat import decayed
 
@@ -434,6 +435,7 @@ class Metrics:
         with contextlib.suppress(Exception):  # /proc may be absent (macOS): no process metrics then
             ProcessCollector(registry=self.registry)
         self.registry.register(StorageCollector(store, self.view))
+        self.registry.register(connection_limits.STATS)
 
     def observe(self, operation: str, status: int, started: float) -> None:
         self.requests.labels(operation, str(status)).inc()

@@ -17,6 +17,7 @@ import selectors
 import socket
 import ssl
 import time
+import urllib.request
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ import pytest
 import trustme
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.clients.wire import sign_v4
 from tests.conftest import ACCESS_KEY, REGION, SECRET_KEY, ServerProcess, free_port
@@ -143,14 +145,27 @@ def error_code(body: bytes) -> str | None:
     return ET.fromstring(body).findtext("Code")
 
 
+def closed_by_limit(server: ServerProcess, reason: str) -> float:
+    """`tierstore_http_connections_closed_total{reason=...}` from the server's /metrics."""
+    with urllib.request.urlopen(f"{server.endpoint}/metrics", timeout=CLOSE_LIMIT) as response:
+        text = response.read().decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "tierstore_http_connections_closed_total" and sample.labels == {"reason": reason}:
+                return float(sample.value)
+    raise AssertionError(f"no tierstore_http_connections_closed_total{{reason={reason!r}}} in /metrics")
+
+
 def test_a_half_sent_or_silent_head_is_closed_without_an_answer(quick: ServerProcess) -> None:
     baseline = settled_fds(quick)
+    before = closed_by_limit(quick, "header_timeout")
     half, silent = connect(quick), connect(quick)
     with half, silent:
         half.sendall(HALF_HEAD)
         assert read_until_closed(half) == b""
         assert read_until_closed(silent) == b""
     assert wait_for_fds(quick, baseline + FD_SLACK) <= baseline + FD_SLACK
+    assert closed_by_limit(quick, "header_timeout") >= before + 2
 
 
 def test_hundreds_of_half_heads_are_all_closed(quick: ServerProcess) -> None:
@@ -207,6 +222,7 @@ def test_a_stalled_body_times_out_and_leaves_the_old_object(quick: ServerProcess
     s3.create_bucket(Bucket="stalled")
     s3.put_object(Bucket="stalled", Key="kept", Body=b"old value")
     baseline = settled_fds(quick)
+    before = closed_by_limit(quick, "body_timeout")
     # Over a batch (1 MiB) sent, so that the upload has reached the tier before it stalls.
     overwrite = stalled_put(quick, "/stalled/kept", 8 << 20, os.urandom(3 << 19))
     new = stalled_put(quick, "/stalled/never", 1 << 20, b"x" * 1000)
@@ -223,6 +239,7 @@ def test_a_stalled_body_times_out_and_leaves_the_old_object(quick: ServerProcess
     assert missing.value.response["Error"]["Code"] == "404"
     listed = s3.list_objects_v2(Bucket="stalled")["Contents"]
     assert [o["Key"] for o in listed] == ["kept"]
+    assert closed_by_limit(quick, "body_timeout") == before + 2
     assert wait_for_fds(quick, baseline + FD_SLACK) <= baseline + FD_SLACK
     # A body that keeps coming, however slowly, is not cut: pauses shorter than the timeout,
     # longer than it in total.
@@ -270,6 +287,7 @@ def test_past_max_connections_the_answer_is_slow_down(spawn: Spawn) -> None:
         for sock in held[5:]:  # still served: the cap never closes an admitted connection
             sock.sendall(HEALTH)
             assert read_response(sock)[0] == 200
+        assert closed_by_limit(server, "refused") >= 1
     finally:
         for sock in held:
             sock.close()
