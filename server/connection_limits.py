@@ -23,8 +23,10 @@ Its `limit_concurrency` answers a plain-text 503, which no S3 client understands
   with the request unread often sees a reset instead) and answered with S3's `SlowDown` (503,
   XML, `Connection: close`), which SDKs retry with back-off.
 
-Timers are `loop.call_later` handles, one per connection phase rather than one per read: the
-body timer re-arms itself from the time of the last read, so a fast upload costs one timer.
+Timers are `loop.call_later` handles, armed only when a read leaves a head or a body incomplete
+(and once per connection, for its first head): a keep-alive request that arrives whole arms
+none. The body timer re-arms itself from the time of the last read, so an upload costs one
+timer, not one per read.
 
 A slow client holds a connection, never a thread: the body is read on the event loop (uvicorn
 hands it to the app through `receive`) and worker threads only hash, encode and write whole
@@ -178,8 +180,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._admitted = False
-        self._awaiting_head = True  # no request head in progress or complete: the next bytes start one
+        self._partial_head = False  # a request head has begun and is not complete
         self._in_body = False  # a head is complete, its body is not
+        self._completed_in_read = False  # the current read completed a request
         self._last_read = 0.0  # loop time of the last bytes received
         self._head_timer: TimerHandle | None = None
         self._body_timer: TimerHandle | None = None
@@ -207,23 +210,28 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         self._last_read = self.loop.time()
-        if self._awaiting_head and self._head_timer is None:
-            # The first bytes of the next request on a keep-alive connection (uvicorn has just
-            # stopped its keep-alive timer for them): the head must now complete in time.
+        self._completed_in_read = False
+        super().data_received(data)  # uvicorn stops its keep-alive timer: bytes came
+        if self.transport.is_closing():
+            return
+        # Timers are armed after the parser has seen the bytes, so that the usual read — a whole
+        # head, often a whole request — arms none. Bytes that began no request (blank lines
+        # before one) leave the connection neither idle nor in a request: they start the head
+        # timer too, or a client could hold the connection with a line feed now and then.
+        stray_bytes = not self._in_body and not self._completed_in_read
+        if self._head_timer is None and (self._partial_head or stray_bytes):
             self._head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
-        super().data_received(data)
-        if self._in_body and self._body_timer is None and not self.transport.is_closing():
+        elif self._in_body and self._body_timer is None:
             self._body_timer = self.loop.call_later(self.limits.body_idle_timeout, self._body_idle)
 
     # --- parser callbacks ------------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        if self._head_timer is None:  # a pipelined request starting inside the same read
-            self._head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
+        self._partial_head = True
 
     def on_headers_complete(self) -> None:
-        self._awaiting_head = False
+        self._partial_head = False
         self._in_body = True
         if self._head_timer is not None:
             self._head_timer.cancel()
@@ -233,7 +241,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._in_body = False
-        self._awaiting_head = True
+        self._completed_in_read = True
         if self._body_timer is not None:
             self._body_timer.cancel()
             self._body_timer = None

@@ -168,6 +168,18 @@ def test_a_half_sent_or_silent_head_is_closed_without_an_answer(quick: ServerPro
     assert closed_by_limit(quick, "header_timeout") >= before + 2
 
 
+@pytest.mark.parametrize("then", [HALF_HEAD, b"\r\n"], ids=["half-head", "blank-line"])
+def test_a_later_request_on_a_kept_alive_connection_must_complete_its_head_too(
+    quick: ServerProcess, then: bytes
+) -> None:
+    # Any bytes stop uvicorn's keep-alive timer; from then on the head timer must run.
+    with connect(quick) as sock:
+        sock.sendall(HEALTH)
+        assert read_response(sock)[0] == 200
+        sock.sendall(then)
+        assert read_until_closed(sock) == b""
+
+
 def test_hundreds_of_half_heads_are_all_closed(quick: ServerProcess) -> None:
     baseline = settled_fds(quick)
     sockets = []
