@@ -289,7 +289,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if answer:
             status, headers, body = _error_response(s3.RequestTimeout(), self.scope["method"],
                                                     self.scope.get("raw_path", b"").decode("latin-1"))
-            head = b"".join(name + b": " + value + b"\r\n" for name, value in headers)
+            head = b"".join(name + b": " + value + b"\r\n"
+                            for name, value in [*self.server_state.default_headers, *headers])  # date
             self.transport.write(STATUS_LINE[status] + head + b"\r\n" + body)
             self._close()
         else:
