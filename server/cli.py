@@ -25,6 +25,7 @@ from server import logs, malloc_tuning
 from server.admin_cli import add_admin_parser, run_admin
 from server.app import build_lifecycle, build_store, create_app
 from server.config import ServerConfig, load_config
+from server.connection_limits import ConnectionLimits, GuardedHttpToolsProtocol, raise_file_limit
 from server.workers import Supervisor, bind_sockets, inherited_sockets, signal_ready, worker_setup
 
 # Blocking work (disk, hashing, SQLite) runs in threads; many concurrent streams need many.
@@ -238,12 +239,20 @@ async def serve(
         sockets = bind_sockets(config.listen_host, config.listen_port, reuse_port=reuse_port, listen=False)
     gate = _DrainGate(create_app(config))
     _tune_runtime()
+    raise_file_limit(config.max_connections)
     trimmer = asyncio.create_task(malloc_tuning.trim_periodically()) if malloc_tuning.tune() else None
     uv_config = uvicorn.Config(
         gate,
         host=config.listen_host,
         port=config.listen_port,
-        http="httptools",
+        # httptools plus header/body timeouts and a connection cap (server/connection_limits.py);
+        # the same protocol class serves HTTPS and every worker.
+        http=GuardedHttpToolsProtocol.with_limits(ConnectionLimits(
+            header_timeout=config.header_timeout_seconds,
+            body_idle_timeout=config.body_idle_timeout_seconds,
+            max_connections=config.max_connections,
+        )),
+        ws="none",  # S3 has no WebSocket; an upgrade would also hand the connection out of the cap
         loop="none",
         lifespan="on",
         access_log=False,
@@ -253,7 +262,7 @@ async def serve(
         ssl_certfile=config.tls_cert or None,
         ssl_keyfile=config.tls_key or None,
         timeout_graceful_shutdown=30,
-        timeout_keep_alive=30,
+        timeout_keep_alive=config.keep_alive_timeout_seconds,  # type: ignore[arg-type]  # a float works (call_later)
     )
     server = _Server(uv_config, gate)
     task = asyncio.create_task(server.serve(sockets=sockets))

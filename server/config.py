@@ -19,6 +19,10 @@ Example (every key optional):
     access_log = false                     # true: one JSON line per request on logger "tierstore.access"
     status_page = "loopback"               # /_tierstore/: "loopback" | "authenticated" | "off"
     test_clock = false                     # allow `tierstore admin clock advance` (tests, demos)
+    header_timeout_seconds = 10            # a request head not complete by then: connection closed
+    body_idle_timeout_seconds = 60         # no body bytes for this long: RequestTimeout (400), closed
+    keep_alive_timeout_seconds = 30        # an idle connection between requests: closed
+    max_connections = 1024                 # per process; past it: SlowDown (503) and closed
 
     [metrics]
     per_bucket = false     # bucket labels in unsigned scrapes (bucket names are tenants' data)
@@ -116,6 +120,10 @@ class ServerConfig:
     test_clock: bool = False
     lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
     rebalance: RebalanceSettings = field(default_factory=RebalanceSettings)
+    header_timeout_seconds: float = 10.0
+    body_idle_timeout_seconds: float = 60.0
+    keep_alive_timeout_seconds: float = 30.0
+    max_connections: int = 1024
 
     @property
     def listen(self) -> str:
@@ -195,6 +203,16 @@ def load_config(
     cfg.tiers = _tier_configs(raw.get("tiers", {}), cfg.data_dir)
     clock_flag = pick("server", server, "test_clock", False)
     cfg.test_clock = bool(test_clock) or (_as_bool(clock_flag) if isinstance(clock_flag, str) else bool(clock_flag))
+    cfg.header_timeout_seconds = float(pick("server", server, "header_timeout_seconds", cfg.header_timeout_seconds))
+    cfg.body_idle_timeout_seconds = float(pick("server", server, "body_idle_timeout_seconds", cfg.body_idle_timeout_seconds))
+    cfg.keep_alive_timeout_seconds = float(pick("server", server, "keep_alive_timeout_seconds", cfg.keep_alive_timeout_seconds))
+    cfg.max_connections = int(pick("server", server, "max_connections", cfg.max_connections))
+    for key, value in (("header_timeout_seconds", cfg.header_timeout_seconds),
+                       ("body_idle_timeout_seconds", cfg.body_idle_timeout_seconds),
+                       ("keep_alive_timeout_seconds", cfg.keep_alive_timeout_seconds),
+                       ("max_connections", cfg.max_connections)):
+        if not value > 0:
+            raise ValueError(f"server.{key} must be positive, got {value}")
     cfg.lifecycle = _lifecycle_settings(raw.get("lifecycle", {}))
     cfg.rebalance = RebalanceSettings.from_config(raw.get("rebalance", {}))
     return cfg

@@ -46,6 +46,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from erasure.stats import CODEC
 from lifecycle.temperature import heat_histogram
+from server import connection_limits
 from tiering.domains import list_domains
 from tiering.heat import decayed
 
@@ -453,6 +454,7 @@ class Metrics:
             ProcessCollector(registry=self.registry)
         self.registry.register(StorageCollector(store, self.view))
         self.bucket_registry.register(BucketCollector(self.view))
+        self.registry.register(connection_limits.STATS)
 
     def observe(self, operation: str, status: int, started: float) -> None:
         self.requests.labels(operation, str(status)).inc()
