@@ -109,11 +109,11 @@ def _choose_targets(pool: ErasurePool, data_id: str, loc: Location, damaged: set
             continue
         if i not in damaged:
             taken.add(domain.label(level))
-        elif domain.online:
+        elif pool.writable(domain):  # rebuilt in place, unless the drive is full or failing
             targets[i] = domain
             taken.add(domain.label(level))
     for i in sorted(damaged - set(targets)):
-        found = place(data_id, pool.topology, level, 1, exclude_groups=taken)
+        found = place(data_id, pool.topology, level, 1, exclude_groups=taken, usable=pool.writable)
         if found:
             targets[i] = found[0]
             taken.add(found[0].label(level))

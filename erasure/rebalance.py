@@ -62,9 +62,12 @@ def desired_groups(data_id: str, topology: Topology, level: str, count: int) -> 
     return rank(data_id, [(g, sum(d.weight for d in ds)) for g, ds in groups.items()])[:count]
 
 
-def pick_drive(data_id: str, group_id: str, members: list[Domain]) -> Domain | None:
-    """The drive of a group that placement would write to: online and active, best HRW score."""
-    usable = {d.id: d for d in members if d.online and not d.draining}
+def pick_drive(
+    data_id: str, group_id: str, members: list[Domain], writable: Callable[[Domain], bool] | None = None,
+) -> Domain | None:
+    """The drive of a group that placement would write to: online, active and `writable` (not full
+    or failing), best HRW score."""
+    usable = {d.id: d for d in members if d.online and not d.draining and (writable is None or writable(d))}
     best = rank(f"{data_id}\0{group_id}", [(d.id, d.weight) for d in usable.values()])
     return usable[best[0]] if best else None
 
@@ -84,8 +87,14 @@ class MovePlan:
         return self.misplaced == 0
 
 
-def plan_moves(data_id: str, loc: Location, topology: Topology, level: str) -> MovePlan:
-    """The minimal matching of a blob's shards onto its desired groups (see the module doc)."""
+def plan_moves(
+    data_id: str, loc: Location, topology: Topology, level: str, writable: Callable[[Domain], bool] | None = None,
+) -> MovePlan:
+    """The minimal matching of a blob's shards onto its desired groups (see the module doc).
+
+    `writable` leaves out target drives that cannot take writes now (full, failing): a move there
+    is blocked, as to an offline drive, until the drive recovers.
+    """
     desired = desired_groups(data_id, topology, level, loc.width)
     plan = MovePlan(desired=desired)
     wanted = set(desired)
@@ -111,7 +120,7 @@ def plan_moves(data_id: str, loc: Location, topology: Topology, level: str) -> M
     for i, group in movers:
         if group in free:
             free.remove(group)
-            _assign(plan, data_id, i, group, members)
+            _assign(plan, data_id, i, group, members, writable)
         else:
             rest.append(i)
     for i in rest:
@@ -119,13 +128,16 @@ def plan_moves(data_id: str, loc: Location, topology: Topology, level: str) -> M
             plan.misplaced += 1
             plan.unplaceable += 1
             continue
-        _assign(plan, data_id, i, free.pop(0), members)
+        _assign(plan, data_id, i, free.pop(0), members, writable)
     return plan
 
 
-def _assign(plan: MovePlan, data_id: str, index: int, group: str, members: dict[str, list[Domain]]) -> None:
+def _assign(
+    plan: MovePlan, data_id: str, index: int, group: str, members: dict[str, list[Domain]],
+    writable: Callable[[Domain], bool] | None,
+) -> None:
     plan.misplaced += 1
-    target = pick_drive(data_id, group, members.get(group, []))
+    target = pick_drive(data_id, group, members.get(group, []), writable)
     if target is None:
         plan.blocked += 1
     else:
