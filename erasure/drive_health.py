@@ -92,7 +92,7 @@ class _Drive:
     condition: DriveCondition = DriveCondition.NORMAL
     detail: str = ""  # why it is marked: the errno, or the free space seen
     errors_in_a_row: int = 0
-    free_when_marked: int | None = None  # `full`: free bytes first seen after marking (None: not yet)
+    free_when_marked: int | None = None  # `full`: free bytes when marked, or at the first probe after ENOSPC
 
 
 class DriveHealth:
@@ -162,7 +162,8 @@ class DriveHealth:
         reserve = self.settings.reserve_bytes
         if self.condition(domain.id) is not DriveCondition.FULL:
             if free < reserve:
-                self._mark(domain.id, DriveCondition.FULL, f"{free} bytes free, below the reserve of {reserve}")
+                self._mark(domain.id, DriveCondition.FULL, f"{free} bytes free, below the reserve of {reserve}",
+                           free=free)
             return
         with self._lock:
             drive = self._drives[domain.id]
@@ -199,7 +200,7 @@ class DriveHealth:
 
     # -- state changes -----------------------------------------------------------------------
 
-    def _mark(self, domain_id: str, condition: DriveCondition, detail: str) -> None:
+    def _mark(self, domain_id: str, condition: DriveCondition, detail: str, free: int | None = None) -> None:
         with self._lock:
             drive = self._drives.setdefault(domain_id, _Drive())
             changed = drive.condition is not condition
@@ -209,7 +210,8 @@ class DriveHealth:
                 drive.detail = ""
             elif changed:
                 drive.detail = detail
-                drive.free_when_marked = None
+                # After ENOSPC (free None) the first probe measures it, once the failed shard is gone.
+                drive.free_when_marked = free
         if not changed:
             return
         if condition is DriveCondition.NORMAL:
