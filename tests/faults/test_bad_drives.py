@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from tests.conftest import ACCESS_KEY, SECRET_KEY, ServerProcess, make_client
 
@@ -54,11 +55,11 @@ def _drive_dir(data: Path, drive: str) -> Path:
     return data / "domains" / "hot" / node / disk
 
 
-def _config(data: Path) -> Path:
+def _config(data: Path, nodes: int = 8, drives_per_node: int = 2) -> Path:
     """The server's TOML: the hot tier's drives where the default layout puts them, weight 1 each."""
     drives = ", ".join(
         f'{{id = "hot-n{n}-d{d}", path = "{_drive_dir(data, f"hot-n{n}-d{d}")}", node = "n{n}", weight = 1.0}}'
-        for n in range(1, 9) for d in (1, 2)
+        for n in range(1, nodes + 1) for d in range(1, drives_per_node + 1)
     )
     path = data.parent / "tierstore.toml"
     path.write_text(f"""
@@ -94,27 +95,36 @@ def _fill(path: Path, leave: int) -> Path:
 
 
 @pytest.fixture
-def bad_drives(tmp_path: Path) -> Iterator[Path]:
-    """The data directory, with the three bad drives mounted; everything unmounted at the end."""
+def mount_tmpfs() -> Iterator[Callable[[Path, str], None]]:
+    """mount_tmpfs(path, options): a tmpfs of its own at `path`; everything unmounted at the end."""
     if os.geteuid() != 0:
         pytest.skip("mounting filesystems needs root")
-    data = tmp_path / "data"
     mounted: list[Path] = []
+
+    def mount(path: Path, options: str) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        done = _run("mount", "-t", "tmpfs", "-o", options, f"tierstore-{path.parent.name}-{path.name}", str(path))
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        mounted.append(path)
+
     try:
-        for drive, options in ((FULL, "size=1m"), (NEARLY_FULL, "size=3m"), (READ_ONLY, "ro,size=16m")):
-            path = _drive_dir(data, drive)
-            path.mkdir(parents=True)
-            done = _run("mount", "-t", "tmpfs", "-o", options, f"tierstore-{drive}", str(path))
-            if done.returncode != 0:
-                pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-            mounted.append(path)
-        _fill(_drive_dir(data, FULL), 0)
-        _fill(_drive_dir(data, NEARLY_FULL), 2 * MIB)
-        yield data
+        yield mount
     finally:
         for path in reversed(mounted):
             if _run("umount", str(path)).returncode != 0:
                 _run("umount", "-l", str(path))
+
+
+@pytest.fixture
+def bad_drives(tmp_path: Path, mount_tmpfs: Callable[[Path, str], None]) -> Path:
+    """The data directory, with the three bad drives mounted."""
+    data = tmp_path / "data"
+    for drive, options in ((FULL, "size=1m"), (NEARLY_FULL, "size=3m"), (READ_ONLY, "ro,size=16m")):
+        mount_tmpfs(_drive_dir(data, drive), options)
+    _fill(_drive_dir(data, FULL), 0)
+    _fill(_drive_dir(data, NEARLY_FULL), 2 * MIB)
+    return data
 
 
 def _body(seed: int, size: int) -> bytes:
@@ -197,6 +207,10 @@ def test_bad_drives_do_not_fail_puts(bad_drives: Path, spawn: Callable[..., Serv
     assert {d for d, h in health.items() if h != "normal"} == {FULL, NEARLY_FULL, READ_ONLY}
     states = _metric_states(server)
     assert (states[FULL], states[NEARLY_FULL], states[READ_ONLY]) == ("full", "full", "failing")
+    with urllib.request.urlopen(f"{server.endpoint}/_tierstore/status.json", timeout=30) as response:
+        page = {d["id"]: d for d in json.loads(response.read())["domains"] if d["tier"] == "hot"}
+    assert page[READ_ONLY]["health"] == "failing" and "EROFS" in page[READ_ONLY]["health_detail"]
+    assert page[FULL]["health"] == "full" and page[FULL]["state"] == "online"
 
     log = server.log()
     for drive, state in ((FULL, "full"), (NEARLY_FULL, "full"), (READ_ONLY, "failing")):
@@ -218,3 +232,25 @@ def test_bad_drives_do_not_fail_puts(bad_drives: Path, spawn: Callable[..., Serv
         s3.put_object(Bucket=BUCKET, Key=f"obj-{n}", Body=_body(n, 3 * MIB))
         body = s3.get_object(Bucket=BUCKET, Key=f"obj-{n}")["Body"].read()
         assert body == _body(n, 3 * MIB)
+
+
+def test_a_put_short_of_its_quorum_says_which_drives_failed_and_why(
+    tmp_path: Path, mount_tmpfs: Callable[[Path, str], None], spawn: Callable[..., ServerProcess],
+) -> None:
+    """Six drives for 4+2 and two of them read-only: nowhere to retry, so the PUT is refused — and
+    the 503 names both drives and the errno, not just "retry later"."""
+    data = tmp_path / "data"
+    for drive in ("hot-n2-d1", "hot-n5-d1"):
+        mount_tmpfs(_drive_dir(data, drive), "ro,size=1m")
+    server = spawn(data, extra_args=["--config", str(_config(data, nodes=6, drives_per_node=1)), "--no-lifecycle"])
+    s3 = make_client(server.endpoint, read_timeout=60, connect_timeout=10)
+    s3.create_bucket(Bucket=BUCKET)
+    with pytest.raises(ClientError) as raised:
+        s3.put_object(Bucket=BUCKET, Key="refused", Body=_body(1, 2 * MIB))
+    error = raised.value.response
+    assert error["ResponseMetadata"]["HTTPStatusCode"] == 503
+    assert error["Error"]["Code"] == "ServiceUnavailable"
+    message = error["Error"]["Message"]
+    assert "2 of 6 shards failed" in message, message
+    assert "hot-n2-d1 EROFS (Read-only file system)" in message, message
+    assert "hot-n5-d1 EROFS (Read-only file system)" in message, message
