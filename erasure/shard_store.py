@@ -224,6 +224,11 @@ class ShardFileWriter:
                 start_writeback(self._fd, self._written - self._unflushed, self._unflushed)
                 self._unflushed = 0
 
+    @property
+    def stripes_written(self) -> int:
+        """Frames appended whole so far."""
+        return self._next_stripe
+
     def relocate(self, store: ShardStore) -> ShardFileWriter:
         """A new writer on `store` holding the frames appended here so far; this one is left as is.
 

@@ -427,6 +427,8 @@ def _append(
                     lost[i] = exc
                     break
                 writers[i] = writer = moved
+                if moved.stripes_written > stripe:
+                    break  # the frame was whole before the failure: it moved with the rest
     return lost
 
 

@@ -147,3 +147,24 @@ def test_a_drive_below_the_reserve_is_full_until_space_is_freed(tmp_path: Path, 
         assert pool.health.condition(drive.id) is DriveCondition.NORMAL
     finally:
         asyncio.run(pool.close())
+
+
+def test_heal_rebuilds_a_shard_of_a_full_drive_elsewhere(tmp_path: Path, mount) -> None:
+    """Heal does not rebuild in place on a drive that is full: the shard goes to a writable drive."""
+    pool = make_pool(tmp_path, 7, DriveHealthSettings(reserve_bytes=256 << 10))
+    drive = pool.topology["hot-n4-d1"]
+    mount(drive.path, "size=1m")
+    data_id = data_id_placed_on(pool, drive.id)
+    data = blob(2 * K * BLOCK, 5)
+    loc = pool.write_blob(data_id, data)
+    index = loc["shards"].index(drive.id)
+    for shard in [p for p in drive.path.rglob(f"{data_id}.*") if p.is_file()]:
+        shard.unlink()  # lost: heal must rebuild it
+    (drive.path / "filler").write_bytes(b"\1" * (900 << 10))
+    pool.health.check(pool.topology)
+    assert pool.health.condition(drive.id) is DriveCondition.FULL
+
+    result = asyncio.run(pool.heal(data_id, loc, len(data)))
+    assert result.rebuilt == [index] and result.changed
+    assert result.location["shards"][index] not in (drive.id, None)
+    assert asyncio.run(pool.read_all(data_id, result.location, len(data))) == data
