@@ -15,7 +15,9 @@ import pytest
 
 from erasure import ErasurePool, WriteQuorumError, default_layout
 from erasure.drive_health import DriveCondition, DriveHealthSettings
+from erasure.location import Location
 from erasure.placement import place
+from erasure.rebalance import plan_moves
 
 K, M, BLOCK = 4, 2, 16 << 10
 SMALL = 4096
@@ -168,3 +170,15 @@ def test_heal_rebuilds_a_shard_of_a_full_drive_elsewhere(tmp_path: Path, mount) 
     assert result.rebuilt == [index] and result.changed
     assert result.location["shards"][index] not in (drive.id, None)
     assert asyncio.run(pool.read_all(data_id, result.location, len(data))) == data
+
+
+def test_rebalance_does_not_move_shards_onto_a_drive_that_cannot_take_writes(tmp_path: Path) -> None:
+    """A shard outside its desired group waits (blocked) while that group's drive is full or failing."""
+    topology = default_layout(tmp_path, "hot", nodes=8, drives_per_node=1, weight=1.0)
+    desired = [d.id for d in place("blob", topology, "drive", K + M)]
+    spare = next(d.id for d in topology if d.id not in desired)
+    # Shard 0 was retried onto the spare when its preferred drive failed.
+    loc = Location("ec", K, M, BLOCK, [spare, *desired[1:]])
+    assert plan_moves("blob", loc, topology, "drive").moves[0].id == desired[0]
+    plan = plan_moves("blob", loc, topology, "drive", lambda d: d.id != desired[0])
+    assert plan.moves == {} and plan.blocked == 1
