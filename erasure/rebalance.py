@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from erasure.checksum import block_checksum
 from erasure.errors import ErasureError
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from erasure.pool import ErasurePool
 
 Throttle = Callable[[int], Awaitable[None]]
+T = TypeVar("T")
 
 
 # --- placement arithmetic (pure) ------------------------------------------------------------------
@@ -182,14 +183,15 @@ async def move_shard(
         header = reader.header
         if (header.k, header.m, header.size, header.block_size) != (loc.k, loc.m, size, loc.block_size):
             raise ErasureError(f"{data_id}: shard {index} on {source_id} does not match its location")
-        writer = await asyncio.to_thread(dest.create, header)
+        writer = await _write_to(pool, target, dest.create, header)
         for stripe in range(header.geometry.stripe_count):
             block = await asyncio.to_thread(reader.read_block, stripe)  # CorruptShard if not intact
-            await asyncio.to_thread(writer.append, stripe, block_checksum(block, stripe, index), block)
+            await _write_to(pool, target, writer.append, stripe, block_checksum(block, stripe, index), block)
             if throttle is not None:
                 await throttle(len(block))
-        await asyncio.to_thread(writer.commit)
+        await _write_to(pool, target, writer.commit)
         committed = True
+        pool.health.write_succeeded(target.id)
         await asyncio.to_thread(_verify_copy, dest, header)
     except BaseException:
         if writer is not None and not committed:
@@ -202,6 +204,15 @@ async def move_shard(
         await asyncio.to_thread(reader.close)
     loc.shards[index] = target.id
     return loc.to_dict()
+
+
+async def _write_to(pool: ErasurePool, target: Domain, fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` in a worker thread; an OSError is the target drive's, and its drive health hears of it."""
+    try:
+        return await asyncio.to_thread(fn, *args)
+    except OSError as exc:
+        pool.health.write_failed(target, exc)
+        raise
 
 
 def _verify_copy(store: ShardStore, expected: ShardHeader) -> None:

@@ -7,14 +7,16 @@ would otherwise hardly ever be chosen). Three of its sixteen drives get a filesy
 
 - `hot-n2-d1`: full from the start (a 1 MiB tmpfs filled to the last byte);
 - `hot-n5-d2`: nearly full (2 MiB free over a 256 KiB reserve): it takes a few shards, then a
-  larger shard hits ENOSPC mid-write and must be moved to another drive while it streams;
+  larger shard hits ENOSPC mid-write and moves to another drive while it streams;
 - `hot-n7-d1`: a read-only tmpfs (root ignores permissions, not a read-only mount): every write
   fails with EROFS.
 
 Without drive health, a stripe that lands on two of them loses its write quorum (about one PUT
 in six answered 503). With it, 100 of 100 PUTs succeed and read back byte-exact, `admin domains`,
-`tierstore_domain_state` and the log (once per drive) name the drives full / failing, and once
-the faults are cleared (filler removed, remounted read-write) a re-probe brings them back.
+`tierstore_domain_state`, status.json and the log (once per drive) name the drives full /
+failing, a heal pass finds nothing degraded; once the faults are cleared (space freed, remounted
+read-write) a re-probe brings them back, and a rebalance moves retried shards where placement
+prefers them with every object still byte-exact.
 
 fsync errors are not injected: that needs device-mapper's `error` target (dmsetup), which this
 kernel does not offer to the test container; EROFS and ENOSPC come from real filesystems.
@@ -225,9 +227,12 @@ def test_bad_drives_do_not_fail_puts(bad_drives: Path, spawn: Callable[..., Serv
         assert len(marked) == 1, f"{drive} should be logged once as {state}, got {marked}"
     assert "EROFS" in log  # the errno that marked it
 
-    # Clear the faults: free the space, remount read-write. A re-probe brings each drive back.
-    (_drive_dir(bad_drives, FULL) / "filler").unlink()
-    (_drive_dir(bad_drives, NEARLY_FULL) / "filler").unlink()
+    # Clear the faults: free the space (and grow the filesystems, so that the rebalance below has
+    # room for the shards it moves back), remount read-write. A re-probe brings each drive back.
+    for drive in (FULL, NEARLY_FULL):
+        (_drive_dir(bad_drives, drive) / "filler").unlink()
+        done = _run("mount", "-o", "remount,size=64m", str(_drive_dir(bad_drives, drive)))
+        assert done.returncode == 0, done.stderr
     done = _run("mount", "-o", "remount,rw", str(_drive_dir(bad_drives, READ_ONLY)))
     assert done.returncode == 0, done.stderr
     _wait_for(lambda: set(_health(server).values()) == {"normal"}, "every hot drive back to normal")

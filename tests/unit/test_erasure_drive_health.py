@@ -182,3 +182,16 @@ def test_rebalance_does_not_move_shards_onto_a_drive_that_cannot_take_writes(tmp
     assert plan_moves("blob", loc, topology, "drive").moves[0].id == desired[0]
     plan = plan_moves("blob", loc, topology, "drive", lambda d: d.id != desired[0])
     assert plan.moves == {} and plan.blocked == 1
+
+
+def test_a_rebalance_move_that_hits_enospc_marks_the_target_full(tmp_path: Path, mount) -> None:
+    pool = make_pool(tmp_path, 7, DriveHealthSettings(reserve_bytes=0))
+    data = blob(12 * K * BLOCK, 6)
+    loc = pool.write_blob("moving", data)
+    target = next(d for d in pool.topology if d.id not in loc["shards"])
+    mount(target.path, "size=64k")
+    with pytest.raises(OSError):
+        asyncio.run(pool.move_shard("moving", loc, 0, target.id, len(data)))
+    assert pool.health.condition(target.id) is DriveCondition.FULL
+    assert pool.writable(target) is False  # the next plan blocks moves to it
+    assert [p for p in target.path.rglob("*") if p.is_file()] == []  # the partial copy is gone
