@@ -36,5 +36,9 @@ class DomainOffline(ErasureError):
     """The domain (a drive, or the node/rack/zone holding it) is unreachable."""
 
 
+class ShardUnreadable(ErasureError):
+    """A shard being written cannot be read back to move it to another drive (its drive failed)."""
+
+
 class CorruptShard(ErasureError):
     """A shard file or one of its blocks failed verification; it counts as missing."""

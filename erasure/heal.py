@@ -114,11 +114,11 @@ def _choose_targets(pool: ErasurePool, data_id: str, loc: Location, damaged: set
             continue
         if i not in damaged:
             taken.add(domain.label(level))
-        elif domain.online:
+        elif pool.writable(domain):  # rebuilt in place, unless the drive is full or failing
             targets[i] = domain
             taken.add(domain.label(level))
     for i in sorted(damaged - set(targets)):
-        found = place(data_id, pool.topology, level, 1, exclude_groups=taken)
+        found = place(data_id, pool.topology, level, 1, exclude_groups=taken, usable=pool.writable)
         if found:
             targets[i] = found[0]
             taken.add(found[0].label(level))
@@ -136,6 +136,8 @@ async def _rebuild(
         *(asyncio.to_thread(pool.store(d.id).create, headers[i]) for i, d in targets.items()),  # type: ignore[union-attr]
         return_exceptions=True,
     )
+    for i, outcome in zip(targets, created, strict=True):
+        _report(pool, targets[i], outcome)
     writers = {i: w for i, w in zip(targets, created, strict=True) if isinstance(w, ShardFileWriter)}
     try:
         for stripe in range(geo.stripe_count):
@@ -149,6 +151,7 @@ async def _rebuild(
             )
             for i, outcome in zip(list(writers), appended, strict=True):
                 if isinstance(outcome, BaseException):
+                    _report(pool, targets[i], outcome)
                     await asyncio.to_thread(writers.pop(i).discard)
         committed = await asyncio.gather(
             *(asyncio.to_thread(w.commit) for w in writers.values()), return_exceptions=True
@@ -156,9 +159,19 @@ async def _rebuild(
     except BaseException:
         await asyncio.gather(*(asyncio.to_thread(w.discard) for w in writers.values()))
         raise
+    for i, outcome in zip(writers, committed, strict=True):
+        _report(pool, targets[i], outcome)
     done = {i for i, outcome in zip(writers, committed, strict=True) if not isinstance(outcome, BaseException)}
     await asyncio.gather(*(asyncio.to_thread(w.discard) for i, w in writers.items() if i not in done))
     return {i: targets[i] for i in done}
+
+
+def _report(pool: ErasurePool, target: Domain, outcome: object) -> None:
+    """Tell drive health how a write to a heal target went (a full or failing drive is then skipped)."""
+    if isinstance(outcome, OSError):
+        pool.health.write_failed(target, outcome)
+    elif not isinstance(outcome, BaseException):
+        pool.health.write_succeeded(target.id)
 
 
 async def _good_blocks(

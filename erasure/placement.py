@@ -13,7 +13,7 @@ where *new* shards go: the catalog records actual locations, so reads never depe
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import xxhash
 
@@ -44,12 +44,15 @@ def place(
     *,
     exclude_groups: Collection[str] = (),
     online_only: bool = True,
+    usable: Callable[[Domain], bool] | None = None,
 ) -> list[Domain]:
     """Up to `count` drives in distinct `level` groups for `data_id`, best first.
 
     Group scores use the group's full capacity weight (offline members included), so a drive
     failing does not reshuffle which groups the other blobs prefer. Draining drives count for
-    nothing and receive nothing (erasure.rebalance computes the same ranking).
+    nothing and receive nothing (erasure.rebalance computes the same ranking). `usable` leaves
+    out drives that cannot take writes now (full or failing: erasure.drive_health); their group
+    then gets its next best drive.
     """
     groups = topology.groups(level)
     chosen: list[Domain] = []
@@ -57,7 +60,8 @@ def place(
     for group_id in rank(data_id, weights):
         if group_id in exclude_groups:
             continue
-        members = {d.id: d for d in groups[group_id] if (d.online or not online_only) and not d.draining}
+        members = {d.id: d for d in groups[group_id] if (d.online or not online_only) and not d.draining
+                   and (usable is None or usable(d))}
         if not members:
             continue
         best = rank(f"{data_id}\0{group_id}", [(d.id, d.weight) for d in members.values()])

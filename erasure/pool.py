@@ -10,25 +10,31 @@ Write quorum: by default k+1 shards (copies: 2) must be durable for a write to s
 EC `min_size` rule. A write accepted at quorum can lose one more domain before heal restores full
 width and still be read; accepting bare k would make the next failure lose acknowledged data.
 So writes tolerate m-1 unavailable domains, reads tolerate m.
+
+Drive health (drive_health.py): a drive that is full or keeps failing writes stays online for
+reads but is skipped by placement; a shard whose write fails is retried on another drive (see
+writer.py) before the quorum is judged. A background task re-probes marked drives.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from erasure.drive_health import DriveHealth, DriveHealthSettings
 from erasure.errors import DataLost, DataNotFound, DomainOffline, ErasureError
 from erasure.heal import HealResult, heal
 from erasure.location import Location
 from erasure.reader import PoolReader, read_healthy
 from erasure.rebalance import Throttle, move_shard, plan_moves
 from erasure.shard_store import ShardStore
-from erasure.topology import LEVELS, Topology
+from erasure.topology import LEVELS, Domain, Topology
 from erasure.writer import PoolWriter
 
 DEFAULT_BLOCK_SIZE = 1 << 20
@@ -57,6 +63,7 @@ class ErasurePool:
         write_quorum: int | None = None,
         small_object_threshold: int = DEFAULT_SMALL_OBJECT_THRESHOLD,
         heal_queue_size: int = 1024,
+        drive_health: DriveHealthSettings | None = None,
     ) -> None:
         if k < 1 or m < 0 or k + m > 256:
             raise ValueError(f"pool {name}: need k >= 1, m >= 0, k+m <= 256")
@@ -77,6 +84,8 @@ class ErasurePool:
         # Degraded reads enqueue here; when full, requests are dropped (a scrub finds them later).
         self.heal_requests: asyncio.Queue[HealRequest] = asyncio.Queue(heal_queue_size)
         self._stores: dict[str, ShardStore] = {}
+        self.health = DriveHealth(name, drive_health)
+        self._reprobe: asyncio.Task[None] | None = None
 
     # -- plumbing shared by writer, reader and heal -----------------------------------------
 
@@ -89,6 +98,15 @@ class ErasurePool:
             store = self._stores[domain_id] = ShardStore(domain)
         return store
 
+    def writable(self, domain: Domain) -> bool:
+        """May new shards go to `domain`? (Online, and not marked full or failing; draining is placement's.)"""
+        return domain.online and self.health.writable(domain.id)
+
+    def unwritable(self) -> list[str]:
+        """Online drives placement skips now, as "<drive> <full|failing>" (for error messages)."""
+        return [f"{d.id} {self.health.condition(d.id).value}" for d in self.topology
+                if d.online and not self.health.writable(d.id)]
+
     def write_quorum_for(self, layout: str) -> int:
         """Shards that must be durable; the replica layout keeps the same number of spare failures."""
         return self.write_quorum if layout == "ec" else self.write_quorum - self.k + 1
@@ -100,8 +118,10 @@ class ErasurePool:
     # -- lifecycle --------------------------------------------------------------------------
 
     async def start(self, tmp_max_age: float = 3600.0) -> None:
-        """Sweep abandoned temporary files and count shards on every online domain."""
+        """Sweep abandoned temporary files, count shards on every online domain, check drive health."""
         await asyncio.gather(*(asyncio.to_thread(self._start_domain, d.id, tmp_max_age) for d in self.topology))
+        if self._reprobe is None:
+            self._reprobe = asyncio.create_task(self._reprobe_drives(), name=f"drive-health-{self.name}")
 
     def _start_domain(self, domain_id: str, tmp_max_age: float) -> None:
         store = self.store(domain_id)
@@ -109,6 +129,16 @@ class ErasurePool:
         with contextlib.suppress(DomainOffline, OSError):
             store.sweep_tmp(tmp_max_age)
             store.scan()
+        self.health.check([store.domain])
+
+    async def _reprobe_drives(self) -> None:
+        """Every `reprobe_seconds`: free space on every drive, a probe write on failing ones."""
+        while True:
+            await asyncio.sleep(self.health.settings.reprobe_seconds)
+            try:
+                await asyncio.to_thread(self.health.check, list(self.topology))
+            except Exception:  # keep probing: one odd drive must not end it
+                logging.getLogger("tierstore.erasure.drives").exception("re-probing the drives of %s failed", self.name)
 
     async def sweep(self, max_age: float = 3600.0) -> int:
         """Remove temporary files older than `max_age` seconds; returns how many."""
@@ -119,7 +149,12 @@ class ErasurePool:
         return sum(c for c in counts if isinstance(c, int))
 
     async def close(self) -> None:
-        """Nothing runs in the background yet; present so owners can treat every pool alike."""
+        """Stop re-probing drives."""
+        task, self._reprobe = self._reprobe, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     # -- blobs ------------------------------------------------------------------------------
 
@@ -224,7 +259,7 @@ class ErasurePool:
 
     def desired_domains(self, data_id: str, location: dict[str, Any]) -> dict[int, str]:
         """Shard index → drive for the shards that should move now (empty: the blob is placed well)."""
-        plan = plan_moves(data_id, Location.from_dict(location), self.topology, self.spread_level)
+        plan = plan_moves(data_id, Location.from_dict(location), self.topology, self.spread_level, self.writable)
         return {i: d.id for i, d in plan.moves.items()}
 
     async def move_shard(
@@ -250,6 +285,7 @@ class ErasurePool:
                 "node": domain.node, "rack": domain.rack, "zone": domain.zone, "weight": domain.weight,
                 "shards": store.shard_count, "used_bytes": store.shard_bytes,
                 "free_bytes": None, "total_bytes": None,
+                "health": self.health.condition(domain.id).value, "health_detail": self.health.detail(domain.id),
             }
             if domain.online:
                 with contextlib.suppress(OSError):

@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from erasure.checksum import block_checksum
 from erasure.errors import ErasureError
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from erasure.pool import ErasurePool
 
 Throttle = Callable[[int], Awaitable[None]]
+T = TypeVar("T")
 
 
 # --- placement arithmetic (pure) ------------------------------------------------------------------
@@ -62,9 +63,12 @@ def desired_groups(data_id: str, topology: Topology, level: str, count: int) -> 
     return rank(data_id, [(g, sum(d.weight for d in ds)) for g, ds in groups.items()])[:count]
 
 
-def pick_drive(data_id: str, group_id: str, members: list[Domain]) -> Domain | None:
-    """The drive of a group that placement would write to: online and active, best HRW score."""
-    usable = {d.id: d for d in members if d.online and not d.draining}
+def pick_drive(
+    data_id: str, group_id: str, members: list[Domain], writable: Callable[[Domain], bool] | None = None,
+) -> Domain | None:
+    """The drive of a group that placement would write to: online, active and `writable` (not full
+    or failing), best HRW score."""
+    usable = {d.id: d for d in members if d.online and not d.draining and (writable is None or writable(d))}
     best = rank(f"{data_id}\0{group_id}", [(d.id, d.weight) for d in usable.values()])
     return usable[best[0]] if best else None
 
@@ -84,8 +88,14 @@ class MovePlan:
         return self.misplaced == 0
 
 
-def plan_moves(data_id: str, loc: Location, topology: Topology, level: str) -> MovePlan:
-    """The minimal matching of a blob's shards onto its desired groups (see the module doc)."""
+def plan_moves(
+    data_id: str, loc: Location, topology: Topology, level: str, writable: Callable[[Domain], bool] | None = None,
+) -> MovePlan:
+    """The minimal matching of a blob's shards onto its desired groups (see the module doc).
+
+    `writable` leaves out target drives that cannot take writes now (full, failing): a move there
+    is blocked, as to an offline drive, until the drive recovers.
+    """
     desired = desired_groups(data_id, topology, level, loc.width)
     plan = MovePlan(desired=desired)
     wanted = set(desired)
@@ -111,7 +121,7 @@ def plan_moves(data_id: str, loc: Location, topology: Topology, level: str) -> M
     for i, group in movers:
         if group in free:
             free.remove(group)
-            _assign(plan, data_id, i, group, members)
+            _assign(plan, data_id, i, group, members, writable)
         else:
             rest.append(i)
     for i in rest:
@@ -119,13 +129,16 @@ def plan_moves(data_id: str, loc: Location, topology: Topology, level: str) -> M
             plan.misplaced += 1
             plan.unplaceable += 1
             continue
-        _assign(plan, data_id, i, free.pop(0), members)
+        _assign(plan, data_id, i, free.pop(0), members, writable)
     return plan
 
 
-def _assign(plan: MovePlan, data_id: str, index: int, group: str, members: dict[str, list[Domain]]) -> None:
+def _assign(
+    plan: MovePlan, data_id: str, index: int, group: str, members: dict[str, list[Domain]],
+    writable: Callable[[Domain], bool] | None,
+) -> None:
     plan.misplaced += 1
-    target = pick_drive(data_id, group, members.get(group, []))
+    target = pick_drive(data_id, group, members.get(group, []), writable)
     if target is None:
         plan.blocked += 1
     else:
@@ -170,14 +183,15 @@ async def move_shard(
         header = reader.header
         if (header.k, header.m, header.size, header.block_size) != (loc.k, loc.m, size, loc.block_size):
             raise ErasureError(f"{data_id}: shard {index} on {source_id} does not match its location")
-        writer = await asyncio.to_thread(dest.create, header)
+        writer = await _write_to(pool, target, dest.create, header)
         for stripe in range(header.geometry.stripe_count):
             block = await asyncio.to_thread(reader.read_block, stripe)  # CorruptShard if not intact
-            await asyncio.to_thread(writer.append, stripe, block_checksum(block, stripe, index), block)
+            await _write_to(pool, target, writer.append, stripe, block_checksum(block, stripe, index), block)
             if throttle is not None:
                 await throttle(len(block))
-        await asyncio.to_thread(writer.commit)
+        await _write_to(pool, target, writer.commit)
         committed = True
+        pool.health.write_succeeded(target.id)
         await asyncio.to_thread(_verify_copy, dest, header)
     except BaseException:
         if writer is not None and not committed:
@@ -190,6 +204,15 @@ async def move_shard(
         await asyncio.to_thread(reader.close)
     loc.shards[index] = target.id
     return loc.to_dict()
+
+
+async def _write_to(pool: ErasurePool, target: Domain, fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` in a worker thread; an OSError is the target drive's, and its drive health hears of it."""
+    try:
+        return await asyncio.to_thread(fn, *args)
+    except OSError as exc:
+        pool.health.write_failed(target, exc)
+        raise
 
 
 def _verify_copy(store: ShardStore, expected: ShardHeader) -> None:

@@ -23,12 +23,13 @@ import xxhash
 
 from erasure.checksum import CHECKSUM_SIZE, block_checksum
 from erasure.durability import FlushBarrier, barrier_for, start_writeback
-from erasure.errors import CorruptShard, DomainOffline, ErasureError
+from erasure.errors import CorruptShard, DomainOffline, ErasureError, ShardUnreadable
 from erasure.shard_format import HEADER_SIZE, ShardHeader, file_size, frame_offset
 from erasure.topology import Domain
 
 TMP_DIR = ".tmp"
 WRITEBACK_BYTES = 1 << 20  # start writing a shard to disk every this many bytes
+RELOCATE_CHUNK = 1 << 20  # bytes copied at a time when a shard moves off a failed drive mid-write
 _DATA_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
 # Several processes may write to one domain (`tierstore serve --workers N`, a lifecycle process):
 # a temporary file's name ends in ".p<pid>.tmp", so that a sweep removes only what a dead writer
@@ -222,6 +223,48 @@ class ShardFileWriter:
                 # then waits for the tail only, not for the whole file.
                 start_writeback(self._fd, self._written - self._unflushed, self._unflushed)
                 self._unflushed = 0
+
+    @property
+    def stripes_written(self) -> int:
+        """Frames appended whole so far."""
+        return self._next_stripe
+
+    def relocate(self, store: ShardStore) -> ShardFileWriter:
+        """A new writer on `store` holding the frames appended here so far; this one is left as is.
+
+        For a drive that failed mid-write (full, remounted read-only): its temporary file is
+        read back — its bytes are whole up to the last complete frame, usually still in the page
+        cache — so a streamed shard can go on elsewhere without the bytes already sent. Raises
+        ShardUnreadable when this file cannot be read back, OSError when `store`'s drive fails.
+        """
+        with self._lock:
+            stripes = self._next_stripe
+            end = frame_offset(self.header.block_size, stripes)
+            try:
+                src = os.open(self._tmp, os.O_RDONLY)
+            except OSError as exc:
+                raise ShardUnreadable(f"{self._tmp}: {exc}") from exc
+        try:
+            moved = store.create(self.header)
+            try:
+                pos = HEADER_SIZE
+                while pos < end:
+                    want = min(RELOCATE_CHUNK, end - pos)
+                    try:
+                        chunk = os.pread(src, want, pos)
+                    except OSError as exc:
+                        raise ShardUnreadable(f"{self._tmp}: {exc}") from exc
+                    if len(chunk) != want:
+                        raise ShardUnreadable(f"{self._tmp}: short read at {pos}")
+                    moved._write_all([chunk])
+                    pos += want
+                moved._next_stripe = stripes
+            except BaseException:
+                moved.discard()
+                raise
+        finally:
+            os.close(src)
+        return moved
 
     def publish(self, header: ShardHeader | None = None) -> FlushBarrier | None:
         """Rewrite the header if given, rename the file into place; not yet durable.

@@ -9,21 +9,29 @@ A blob still wholly buffered at `finish()` — every small object — is placed,
 committed in a single hop: a few small files and one shared filesystem flush, not a dozen hops.
 `write_blob` does the same from a thread the caller already runs in (no hop of its own).
 
-A shard whose domain fails mid-write is dropped and recorded as missing in the location (heal
-recreates it later); the write fails only when fewer than the write quorum of shards are still alive.
+Placement skips drives marked full or failing (drive_health.py). A shard whose drive fails anyway
+is retried on another writable drive before the quorum is judged: first in a group (at the pool's
+spreading level) that holds no shard of this blob, else on another drive of the failed drive's own
+group — never where two shards would share a group. Mid-stream, the frames already written are
+copied from the failed drive's temporary file (`ShardFileWriter.relocate`); a whole blob held in
+memory is simply written again. Every failure is reported to the pool's `DriveHealth`, and the
+location records where each shard actually landed. A shard with nowhere left to go (or one that
+fails at the final flush of a streamed blob, when its bytes are no longer at hand) is dropped and
+recorded as missing (heal recreates it later); the write fails only when fewer than the write
+quorum of shards are still alive, with an error naming each failed drive and why.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from erasure.codec import Buffer, Codec, codec_for, encode_blocks
-from erasure.errors import ErasureError, OutOfSpace, WriteQuorumError
+from erasure.drive_health import describe_error, is_out_of_space
+from erasure.errors import ErasureError, OutOfSpace, ShardUnreadable, WriteQuorumError
 from erasure.location import Location
 from erasure.placement import place
 from erasure.shard_format import ShardHeader
@@ -35,6 +43,9 @@ if TYPE_CHECKING:
     from erasure.topology import Domain
 
 Failures = dict[int, BaseException]  # shard index → why that shard was dropped
+# Called (in the worker thread) when shard `index` failed with `error`; `old` is its open file, if
+# any. Returns the shard's writer on another drive, or None when it is dropped.
+Rescue = Callable[[int, BaseException, ShardFileWriter | None], ShardFileWriter | None]
 T = TypeVar("T")
 
 
@@ -55,6 +66,9 @@ class PoolWriter:
         self._stripe = 0
         self._quorum = 0
         self._out_of_space = False
+        self._failed: list[str] = []  # "<drive> <why>" for each failed shard write, for the error
+        self._tried: set[str] = set()  # drives that failed for this blob: never retried on
+        self._header_size = 0
         self._state = "open"
 
     async def write(self, chunk: bytes | memoryview) -> None:
@@ -140,17 +154,21 @@ class PoolWriter:
         k = pool.k if layout == "ec" else 1
         width = k + pool.m
         self._quorum = pool.write_quorum_for(layout)
-        domains = place(self.data_id, pool.topology, pool.spread_level, width)
+        domains = place(self.data_id, pool.topology, pool.spread_level, width, usable=pool.writable)
         shards: list[str | None] = [d.id for d in domains] + [None] * (width - len(domains))
         self._loc = Location(layout, k, pool.m, pool.block_size, shards, set(range(len(domains), width)))
         self._check_quorum(len(domains))
         return domains
 
     def _targets(self, domains: list[Domain], size: int) -> list[tuple[int, ShardStore, ShardHeader]]:
+        self._header_size = size  # what a shard opened on a replacement drive starts with
+        return self._targets_at(dict(enumerate(domains)), size)
+
+    def _targets_at(self, domains: dict[int, Domain], size: int) -> list[tuple[int, ShardStore, ShardHeader]]:
         loc = self._loc
         assert loc is not None
         targets = []
-        for i, domain in enumerate(domains):
+        for i, domain in domains.items():
             store = self._pool.store(domain.id)
             assert store is not None  # placement only returns domains of the pool's topology
             targets.append((i, store, ShardHeader(self.data_id, loc.layout, loc.k, loc.m, i, loc.block_size, size)))
@@ -159,14 +177,14 @@ class PoolWriter:
     async def _begin(self) -> None:
         """Streaming an erasure-coded blob: create its shard files (sizes are rewritten at the end)."""
         targets = self._targets(self._place("ec"), 0)
-        self._drop(await _blocking(_create, targets, self._writers))
+        self._drop(await _blocking(_create, targets, self._writers, self._rescue))
 
     async def _flush(self, blocks: list[Buffer]) -> None:
         assert self._loc is not None
         codec = codec_for(self._loc.k, self._loc.m)
         stripe, self._stripe = self._stripe, self._stripe + 1
         # Nothing else touches the writers while a stripe is in flight (see `_settle`).
-        self._drop(await _blocking(_append, codec, blocks, stripe, self._writers))
+        self._drop(await _blocking(_append, codec, blocks, stripe, self._writers, self._rescue))
 
     async def _settle(self) -> None:
         """Wait for the stripe in flight; its failure (write quorum lost, a bug) surfaces here."""
@@ -185,10 +203,26 @@ class PoolWriter:
         pool = self._pool
         layout = "replica" if self.size < pool.small_object_threshold else "ec"
         targets = self._targets(self._place(layout), self.size)
-        assert self._loc is not None
-        codec = codec_for(self._loc.k, self._loc.m)
-        geo = StripeLayout(self.size, self._loc.k, self._loc.block_size)
-        self._drop(_write_blob(targets, codec, data, geo, self._writers, self._committed))
+        loc = self._loc
+        assert loc is not None
+        codec = codec_for(loc.k, loc.m)
+        geo = StripeLayout(self.size, loc.k, loc.block_size)
+        lost, unflushed = _write_blob(targets, codec, data, geo, self._writers, self._committed, self._rescue)
+        # A shard that failed at its flush is written again, whole, on another drive: the bytes are at hand.
+        while unflushed:
+            retry = []
+            for i, error in unflushed.items():
+                self._fail(i, error)
+                target = self._replacement(i)
+                if target is None:
+                    lost[i] = error
+                    continue
+                loc.shards[i] = target.id
+                retry.extend(self._targets_at({i: target}, self.size))
+            lost_again, unflushed = _write_blob(retry, codec, data, geo, self._writers, self._committed, self._rescue)
+            lost.update(lost_again)
+        self._written()
+        self._drop(lost)
 
     async def _finish_stream(self) -> None:
         """Append the last (short) stripe, rewrite the headers with the size, commit: one hop."""
@@ -200,10 +234,15 @@ class PoolWriter:
         headers = {
             i: ShardHeader(self.data_id, loc.layout, loc.k, loc.m, i, loc.block_size, self.size) for i in self._writers
         }
-        failures = await _blocking(
-            _finish, codec_for(loc.k, loc.m), tail, self._stripe, block_len, self._writers, headers, self._committed
+        lost, unflushed = await _blocking(
+            _finish, codec_for(loc.k, loc.m), tail, self._stripe, block_len, self._writers, headers, self._committed,
+            self._rescue,
         )
-        self._drop(failures)
+        # A shard that failed at its final flush cannot be moved: its bytes are no longer at hand.
+        for i, error in unflushed.items():
+            self._fail(i, error)
+        self._written()
+        self._drop(lost | unflushed)
 
     def _take(self, size: int) -> Buffer:
         """The next `size` buffered bytes: a view when one chunk holds them, else one copy.
@@ -225,25 +264,106 @@ class PoolWriter:
             return parts[0]
         return b"".join(parts)
 
-    def _drop(self, failures: Failures) -> None:
-        """Record shards that failed (their files are already discarded); check the write quorum."""
-        for i, error in failures.items():
+    def _drop(self, lost: Failures) -> None:
+        """Record shards given up on (already reported, files discarded); check the write quorum."""
+        assert self._loc is not None
+        for i in lost:
             self._writers.pop(i, None)
-            self._note_failure(i, error)
+            self._loc.missing.add(i)
         self._check_quorum(len(self._writers) + len(self._committed))
 
-    def _note_failure(self, index: int, error: BaseException) -> None:
+    # -- a failed shard: report it, move it ---------------------------------------------------
+
+    def _fail(self, index: int, error: BaseException) -> None:
+        """Shard `index` failed on the drive the location names for it: tell the pool's drive health."""
         if not isinstance(error, ErasureError | OSError):
             raise error  # a bug, not a failed domain
-        assert self._loc is not None
-        self._loc.missing.add(index)
-        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        loc = self._loc
+        assert loc is not None
+        domain_id = loc.shards[index]
+        domain = self._pool.topology.get(domain_id) if domain_id else None
+        if domain is None:
+            return
+        self._tried.add(domain.id)
+        if isinstance(error, OSError):
+            self._pool.health.write_failed(domain, error)
+        if is_out_of_space(error):
             self._out_of_space = True
+            why = f"full ({describe_error(error).split(' ', 1)[0]})"
+        elif isinstance(error, OSError):
+            why = describe_error(error)
+        else:
+            why = f"({error})"
+        self._failed.append(f"{domain.id} {why}")
+
+    def _replacement(self, index: int) -> Domain | None:
+        """Another writable drive for shard `index`, keeping the blob's shards in distinct groups.
+
+        First a group no shard of this blob uses; else another drive of the failed shard's own
+        group (the failure freed it). Drives that already failed for this blob are not retried.
+        """
+        pool, loc = self._pool, self._loc
+        assert loc is not None
+        level = pool.spread_level
+        taken = set()
+        for j, domain_id in loc.present():
+            domain = pool.topology.get(domain_id)
+            if j != index and domain is not None:
+                taken.add(domain.label(level))
+        current = pool.topology.get(loc.shards[index] or "")
+        own = {current.label(level)} if current is not None else set()
+
+        def usable(domain: Domain) -> bool:
+            return domain.id not in self._tried and pool.writable(domain)
+
+        for exclude in (taken | own, taken):
+            found = place(self.data_id, pool.topology, level, 1, exclude_groups=exclude, usable=usable)
+            if found:
+                return found[0]
+        return None
+
+    def _rescue(self, index: int, error: BaseException, old: ShardFileWriter | None) -> ShardFileWriter | None:
+        """Blocking (a `Rescue`): report the failure, then open shard `index` on another drive —
+        with the frames `old` holds so far — or None when no drive is left (or `old` is unreadable)."""
+        loc = self._loc
+        assert loc is not None
+        try:
+            self._fail(index, error)
+            while (target := self._replacement(index)) is not None:
+                loc.shards[index] = target.id
+                store = self._pool.store(target.id)
+                assert store is not None
+                header = ShardHeader(self.data_id, loc.layout, loc.k, loc.m, index, loc.block_size,
+                                     self._header_size)
+                try:
+                    return old.relocate(store) if old is not None else store.create(header)
+                except ShardUnreadable:
+                    return None  # the failed drive cannot give back what it holds: the shard is lost
+                except (ErasureError, OSError) as exc:
+                    self._fail(index, exc)
+            return None
+        finally:
+            if old is not None:
+                old.discard()
+
+    def _written(self) -> None:
+        """Tell drive health about the drives that took their shard (a success ends an error run)."""
+        for writer in self._committed:
+            self._pool.health.write_succeeded(writer.store.domain.id)
 
     def _check_quorum(self, alive: int) -> None:
         if alive >= self._quorum:
             return
-        detail = f"{self.data_id}: only {alive} shard(s) writable, write quorum is {self._quorum}"
+        loc = self._loc
+        width = loc.width if loc is not None else self._quorum
+        if self._failed:
+            detail = (f"{width - alive} of {width} shards failed: {', '.join(self._failed)}; "
+                      f"write quorum is {self._quorum}")
+        else:
+            detail = f"only {alive} of {width} shards could be placed, write quorum is {self._quorum}"
+        skipped = self._pool.unwritable()
+        if skipped:
+            detail += f" (skipped: {', '.join(skipped)})"
         raise OutOfSpace(detail) if self._out_of_space else WriteQuorumError(detail)
 
     def _check_open(self) -> None:
@@ -270,29 +390,46 @@ async def _blocking(fn: Callable[..., T], *args: Any) -> T:
         raise
 
 
-def _create(targets: list[tuple[int, ShardStore, ShardHeader]], writers: dict[int, ShardFileWriter]) -> Failures:
-    failures: Failures = {}
+def _create(
+    targets: list[tuple[int, ShardStore, ShardHeader]], writers: dict[int, ShardFileWriter], rescue: Rescue,
+) -> Failures:
+    """Open every shard file; one that fails is opened elsewhere by `rescue`. Returns the shards lost."""
+    lost: Failures = {}
     for i, store, header in targets:
         try:
             writers[i] = store.create(header)
         except Exception as exc:
-            failures[i] = exc
-    return failures
+            moved = rescue(i, exc, None)
+            if moved is None:
+                lost[i] = exc
+            else:
+                writers[i] = moved
+    return lost
 
 
-def _append(codec: Codec, blocks: list[Buffer], stripe: int, writers: dict[int, ShardFileWriter]) -> Failures:
-    """Encode one stripe (its k data blocks) and append its frames; a shard that fails is discarded
-    (and left out of `writers`)."""
+def _append(
+    codec: Codec, blocks: list[Buffer], stripe: int, writers: dict[int, ShardFileWriter], rescue: Rescue,
+) -> Failures:
+    """Encode one stripe (its k data blocks) and append its frames. A shard that fails moves to
+    another drive (`rescue`) and the frame is appended there; one with nowhere to go is discarded
+    and left out of `writers`. Returns the shards lost."""
     frames = encode_blocks(codec, blocks, stripe)
-    failures: Failures = {}
+    lost: Failures = {}
     for i, writer in list(writers.items()):
-        try:
-            writer.append(stripe, *frames[i])
-        except Exception as exc:
-            writer.discard()
-            del writers[i]
-            failures[i] = exc
-    return failures
+        while True:  # bounded: each rescue rules out the drive that failed
+            try:
+                writer.append(stripe, *frames[i])
+                break
+            except Exception as exc:
+                moved = rescue(i, exc, writer)  # discards `writer`
+                if moved is None:
+                    del writers[i]
+                    lost[i] = exc
+                    break
+                writers[i] = writer = moved
+                if moved.stripes_written > stripe:
+                    break  # the frame was whole before the failure: it moved with the rest
+    return lost
 
 
 def _commit(
@@ -312,28 +449,34 @@ def _commit(
 
 def _write_blob(
     targets: list[tuple[int, ShardStore, ShardHeader]], codec: Codec, data: Buffer, geo: StripeLayout,
-    writers: dict[int, ShardFileWriter], committed: list[ShardFileWriter],
-) -> Failures:
-    """Create every shard with its final header, append all stripes, commit."""
-    failures = _create(targets, writers)
+    writers: dict[int, ShardFileWriter], committed: list[ShardFileWriter], rescue: Rescue,
+) -> tuple[Failures, Failures]:
+    """Create every shard with its final header, append all stripes, commit.
+
+    Returns (shards lost, already reported; shards whose flush failed, not yet reported)."""
+    lost = _create(targets, writers, rescue)
     view, pos = memoryview(data), 0
     for stripe in range(geo.stripe_count):
         length = geo.stripe_len(stripe)
         blocks = split_stripe(view[pos : pos + length], codec.k, geo.block_len(stripe))
-        failures.update(_append(codec, blocks, stripe, writers))
+        lost.update(_append(codec, blocks, stripe, writers, rescue))
         pos += length
-    _commit(writers, None, committed, failures)
-    return failures
+    unflushed: Failures = {}
+    _commit(writers, None, committed, unflushed)
+    return lost, unflushed
 
 
 def _finish(
     codec: Codec, tail: Buffer, stripe: int, block_len: int, writers: dict[int, ShardFileWriter],
-    headers: dict[int, ShardHeader], committed: list[ShardFileWriter],
-) -> Failures:
-    """Append the last stripe (if the size left one) and commit every shard with its final header."""
-    failures = _append(codec, split_stripe(tail, codec.k, block_len), stripe, writers) if block_len else {}
-    _commit(writers, headers, committed, failures)
-    return failures
+    headers: dict[int, ShardHeader], committed: list[ShardFileWriter], rescue: Rescue,
+) -> tuple[Failures, Failures]:
+    """Append the last stripe (if the size left one) and commit every shard with its final header.
+
+    Returns (shards lost, already reported; shards whose flush failed, not yet reported)."""
+    lost = _append(codec, split_stripe(tail, codec.k, block_len), stripe, writers, rescue) if block_len else {}
+    unflushed: Failures = {}
+    _commit(writers, headers, committed, unflushed)
+    return lost, unflushed
 
 
 def _discard(writers: list[ShardFileWriter], committed: list[ShardFileWriter]) -> None:

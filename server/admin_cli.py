@@ -135,7 +135,8 @@ def run_admin(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(rows, indent=2))
         else:
-            print(_table(rows, ["id", "tier", "node", "rack", "state", "shards", "used_bytes", "free_bytes", "path"]))
+            print(_table(rows, ["id", "tier", "node", "rack", "state", "health", "shards", "used_bytes", "free_bytes",
+                                "path", "health_detail"]))
         return 0
     if topology_cli.handles(args):
         return topology_cli.run(args, _call, _fmt)

@@ -56,6 +56,11 @@ Example (every key optional):
     concurrency = 4                # blobs moved (objects re-striped) at once
     settle_seconds = 2             # start once the last topology change is this old (batch several)
 
+    [drives]                       # drives of the erasure-coded tiers that cannot take writes
+    reserve_bytes = 1073741824     # less free space than this: the drive is "full", placement skips it
+    failing_after_errors = 3       # this many failed writes in a row: "failing", placement skips it
+    reprobe_seconds = 10           # how often marked drives are checked again (statvfs, a probe write)
+
     [tiers.hot]            # one table per tier: gpu-direct, hot, warm, cold
     backend = "erasure"    # a registered backend kind: "erasure" or "files"
     path = ""              # default: <data_dir>/domains (erasure) or <data_dir>/tiers/<name> (files)
@@ -90,6 +95,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from erasure.drive_health import DriveHealthSettings
 from lifecycle.daemon import LifecycleSettings
 from tiering.rebalance import RebalanceSettings
 from tiering.tiers import TIER_ORDER, TierConfig
@@ -124,6 +130,7 @@ class ServerConfig:
     body_idle_timeout_seconds: float = 60.0
     keep_alive_timeout_seconds: float = 30.0
     max_connections: int = 1024
+    drives: DriveHealthSettings = field(default_factory=DriveHealthSettings)
 
     @property
     def listen(self) -> str:
@@ -215,6 +222,10 @@ def load_config(
             raise ValueError(f"server.{key} must be positive, got {value}")
     cfg.lifecycle = _lifecycle_settings(raw.get("lifecycle", {}))
     cfg.rebalance = RebalanceSettings.from_config(raw.get("rebalance", {}))
+    cfg.drives = DriveHealthSettings.from_config(raw.get("drives", {}))
+    for tier in cfg.tiers:
+        if tier.backend == "erasure":
+            tier.options["drive_health"] = cfg.drives
     return cfg
 
 

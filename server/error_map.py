@@ -37,10 +37,11 @@ def to_s3_error(exc: t.TieringError) -> s3.S3Error:
             return s3.EntityTooLarge()
         case t.UnknownStorageClass():
             return s3.InvalidStorageClass(StorageClassRequested=exc.storage_class)
+        # The tier's own words say which drives failed and why (the operator's first question).
         case t.TierUnavailable():
-            return s3.ServiceUnavailable("The storage tier cannot take new data right now; retry later")
+            return s3.ServiceUnavailable(f"The storage tier cannot take new data right now ({exc}); retry later")
         case t.InsufficientCapacity():
-            return s3.ServiceUnavailable("The tier has no capacity left for this object")
+            return s3.ServiceUnavailable(f"The tier has no capacity left for this object ({exc})")
         case t.ObjectArchived():
             return s3.InvalidObjectState(
                 "The operation is not valid for the object's storage class", StorageClass="GLACIER"

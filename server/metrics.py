@@ -65,6 +65,7 @@ LATENCY_BUCKETS = (
 
 SLOW_STATS_TTL = 15.0  # seconds: heat per tier is a full catalog scan
 MAX_BUCKET_SERIES = 200  # the largest buckets get their own series; the rest are summed
+DRIVE_STATES = ("normal", "full", "failing")  # a drive's write health (erasure.drive_health)
 
 # Energy to move one GB through a medium (read or write), in joules: the active power of one
 # device divided by its streaming rate. Sources are typical datasheet values:
@@ -261,13 +262,18 @@ class StorageCollector(Collector):
         used = GaugeMetricFamily("tierstore_domain_used_bytes", "Shard bytes on a domain", labels=["tier", "domain"])
         free = GaugeMetricFamily("tierstore_domain_free_bytes", "Free bytes on a domain's file system",
                                  labels=["tier", "domain"])
+        health = GaugeMetricFamily("tierstore_domain_state",
+                                   "1 for a drive's write health: normal, full or failing (skipped by placement)",
+                                   labels=["tier", "domain", "state"])
         for d in list_domains(self.store):
+            for state in DRIVE_STATES:
+                health.add_metric([d["tier"], d["id"], state], 1 if d.get("health", "normal") == state else 0)
             up.add_metric([d["tier"], d["id"], d["node"]], 1 if d["state"] == "online" else 0)
             shards.add_metric([d["tier"], d["id"]], d["shards"])
             used.add_metric([d["tier"], d["id"]], d["used_bytes"])
             if d.get("free_bytes") is not None:
                 free.add_metric([d["tier"], d["id"]], d["free_bytes"])
-        yield from (up, shards, used, free)
+        yield from (up, shards, used, free, health)
 
     def _heal(self) -> Iterator[Metric]:
         progress = self.store.maintenance.progress

@@ -133,6 +133,16 @@ class TierBackend(ABC):
         """Cheap numbers for status and metrics (bytes used, capacity, ...)."""
         return {}
 
+    def domains(self) -> list[dict[str, Any]]:
+        """The drives (failure domains) under this backend, for admin, metrics and the status page.
+
+        One dict per drive: `id`, `path`, `node`, `rack`, `zone`, `weight`, `state` (online |
+        offline), `draining`, `health` (normal | full | failing: whether it takes new writes) and
+        `health_detail` (why), `shards`, `used_bytes`, `free_bytes`, `total_bytes`. A backend
+        without drives of its own answers [].
+        """
+        return []
+
 
 BackendFactory = Callable[..., TierBackend]
 _REGISTRY: dict[str, BackendFactory] = {}

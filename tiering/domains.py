@@ -38,10 +38,11 @@ def _pools(store: ObjectStore) -> dict[str, Any]:
 
 
 def list_domains(store: ObjectStore) -> list[dict[str, Any]]:
+    """Every drive of every tier, with its state, write health (normal | full | failing) and usage."""
     rows = []
-    for tier, pool in _pools(store).items():
-        for domain in pool.status()["domains"]:
-            rows.append({"tier": tier, **domain})
+    for name, tier in store.tiers.items():
+        for domain in tier.backend.domains():
+            rows.append({"tier": name, **domain})
     return rows
 
 

@@ -474,7 +474,7 @@ class Rebalancer:
                         p.per_tier[tier] = p.per_tier.get(tier, {"restripe_bytes": 0, "scanned": 0, "planned": 0})
                         p.per_tier[tier]["restripe_bytes"] += stored.size
                     continue
-                plan = placement.plan_moves(data_id, loc, pool.topology, pool.spread_level)
+                plan = placement.plan_moves(data_id, loc, pool.topology, pool.spread_level, pool.writable)
                 p.blocked += plan.blocked
                 p.unplaceable += plan.unplaceable
                 if plan.moves:
@@ -516,7 +516,7 @@ class Rebalancer:
         loc = Location.from_dict(before)
         if placement.stale_code(pool, loc):
             return False  # re-striping rewrites it whole
-        plan = placement.plan_moves(data_id, loc, pool.topology, pool.spread_level)
+        plan = placement.plan_moves(data_id, loc, pool.topology, pool.spread_level, pool.writable)
         if not plan.moves:
             return False
         intents = [(data_id, tier, d.id, i) for i, d in plan.moves.items()]

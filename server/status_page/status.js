@@ -84,13 +84,17 @@ function renderDomains(domains) {
   const rows = [];
   for (const [tier, list] of byTier) {
     const offline = list.filter((d) => d.state !== "online").length;
+    // Online but skipped by placement: full (below the free-space reserve) or failing writes.
+    const unwell = list.filter((d) => d.state === "online" && d.health && d.health !== "normal");
+    const notes = [offline ? `${offline} of ${list.length} offline` : `all ${list.length} online`,
+      ...unwell.map((d) => `${d.id} ${d.health}`)];
     rows.push(el("div", { class: "tier-domains" }, el("b", {}, tier),
       ...list.map((d) => el("span", {
-        class: "cell" + (d.state === "online" ? "" : " offline"),
-        title: `${d.id} (${d.node}) ${d.state}: ${d.shards} shards, ${bytes(d.used_bytes)}`,
+        class: "cell" + (d.state !== "online" ? " offline" : d.health && d.health !== "normal" ? ` ${d.health}` : ""),
+        title: `${d.id} (${d.node}) ${d.state}${d.health && d.health !== "normal" ? `, ${d.health}: ${d.health_detail}` : ""}`
+          + `: ${d.shards} shards, ${bytes(d.used_bytes)}`,
       })),
-      el("span", { class: "label" + (offline ? " bad" : "") },
-        offline ? `${offline} of ${list.length} offline` : `all ${list.length} online`)));
+      el("span", { class: "label" + (offline || unwell.length ? " bad" : "") }, notes.join("; "))));
   }
   $("#domains").replaceChildren(...(rows.length ? rows : [el("span", { class: "label" }, "no erasure-coded tiers")]));
 }

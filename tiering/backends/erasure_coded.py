@@ -5,7 +5,8 @@ errors to `tiering.backend` errors. All storage logic lives in `erasure`.
 
 Config (`TierConfig.options` for kind "erasure"): either `pool=` an ErasurePool, or
 `root`, `nodes`, `drives_per_node` (directories root/<name>/n<i>/d<j>), and the pool's `k`, `m`,
-`spread_level`, `block_size`, `write_quorum`, `small_object_threshold`.
+`spread_level`, `block_size`, `write_quorum`, `small_object_threshold`, and `drive_health`
+(`erasure.drive_health.DriveHealthSettings`: when a drive counts as full or failing).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 
 import erasure
 from erasure import ErasurePool, HealResult, PoolReader, PoolWriter, default_layout
+from erasure.drive_health import DriveHealthSettings
 from erasure.pool import DEFAULT_BLOCK_SIZE, DEFAULT_SMALL_OBJECT_THRESHOLD
 from erasure.topology import Domain, Topology
 from tiering.backend import (
@@ -102,6 +104,7 @@ class ErasureCodedBackend(TierBackend):
         write_quorum: int | None = None,
         small_object_threshold: int = DEFAULT_SMALL_OBJECT_THRESHOLD,
         domains: list[dict[str, Any]] | None = None,
+        drive_health: DriveHealthSettings | None = None,
         **_: Any,
     ) -> None:
         if pool is None:
@@ -121,6 +124,7 @@ class ErasureCodedBackend(TierBackend):
             pool = ErasurePool(
                 name, topology, k, m, spread_level=spread_level, block_size=block_size,
                 write_quorum=write_quorum or None, small_object_threshold=small_object_threshold,
+                drive_health=drive_health,
             )
         self.pool = pool
 
@@ -167,3 +171,6 @@ class ErasureCodedBackend(TierBackend):
 
     def stats(self) -> dict[str, Any]:
         return self.pool.status()
+
+    def domains(self) -> list[dict[str, Any]]:
+        return list(self.pool.status()["domains"])
