@@ -14,6 +14,7 @@ Every method here is synchronous and short; none does I/O on object data.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -980,13 +981,16 @@ class Catalog:
         with self._write() as db:
             if db.execute("SELECT 1 FROM uploads WHERE upload_id = ?", (upload.upload_id,)).fetchone() is None:
                 raise UploadNotFound(upload.upload_id)
+            parts = [_stored_from_json(raw) for (raw,) in db.execute(
+                "SELECT stored FROM parts WHERE upload_id = ?", (upload.upload_id,))]
+            # The parts' locations as they are now: the rebalancer may have moved a part's shards
+            # since the caller listed them (relocate_blob_if), and the old files are being retired.
+            current = {stored.data_id: stored for stored in parts}
+            record = dataclasses.replace(record, segments=tuple(
+                dataclasses.replace(s, stored=current.get(s.stored.data_id, s.stored)) for s in record.segments))
             committed = self._commit_object_in(db, record, if_match, if_none_match, None)
             used = {s.stored.data_id for s in record.segments}
-            unused = [
-                stored
-                for (raw,) in db.execute("SELECT stored FROM parts WHERE upload_id = ?", (upload.upload_id,))
-                if (stored := _stored_from_json(raw)).data_id not in used
-            ]
+            unused = [stored for stored in parts if stored.data_id not in used]
             self._retire(db, upload.tier, unused)
             db.execute("DELETE FROM parts WHERE upload_id = ?", (upload.upload_id,))
             db.execute("DELETE FROM uploads WHERE upload_id = ?", (upload.upload_id,))
