@@ -56,6 +56,7 @@ class PoolWriter:
         self._quorum = 0
         self._out_of_space = False
         self._state = "open"
+        self._placed_on: list[str] = []  # domains this writer holds a placement on (see ErasurePool)
 
     async def write(self, chunk: bytes | memoryview) -> None:
         self._check_open()
@@ -95,6 +96,7 @@ class PoolWriter:
             await self.abort()
             raise
         self._state = "finished"
+        self._release_placement()
         assert self._loc is not None
         return self._loc.to_dict()
 
@@ -112,9 +114,11 @@ class PoolWriter:
             self._write_whole(data)
         except BaseException:
             self._state = "aborted"
+            self._release_placement()
             _discard(list(self._writers.values()), self._committed)
             raise
         self._state = "finished"
+        self._release_placement()
         assert self._loc is not None
         return self._loc.to_dict()
 
@@ -123,6 +127,7 @@ class PoolWriter:
         if self._state in ("finished", "aborted"):
             return
         self._state = "aborted"
+        self._release_placement()
         task, self._inflight = self._inflight, None
         if task is not None:
             await asyncio.wait([task])  # its thread may still be appending: let it end first
@@ -141,10 +146,15 @@ class PoolWriter:
         width = k + pool.m
         self._quorum = pool.write_quorum_for(layout)
         domains = place(self.data_id, pool.topology, pool.spread_level, width)
+        self._placed_on = pool.hold_placement([d.id for d in domains])
         shards: list[str | None] = [d.id for d in domains] + [None] * (width - len(domains))
         self._loc = Location(layout, k, pool.m, pool.block_size, shards, set(range(len(domains), width)))
         self._check_quorum(len(domains))
         return domains
+
+    def _release_placement(self) -> None:
+        placed, self._placed_on = self._placed_on, []
+        self._pool.release_placement(placed)
 
     def _targets(self, domains: list[Domain], size: int) -> list[tuple[int, ShardStore, ShardHeader]]:
         loc = self._loc

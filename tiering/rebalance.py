@@ -24,6 +24,12 @@ find the file, so moved-away files go to the catalog's `shard_garbage` table and
 moved back). A copy is registered there *before* it is made (due in an hour), so a crash between
 copy and swap leaves nothing behind for good.
 
+Draining. `drain --wait` answers only when `remove` will succeed (`wait_drained`): the run is done,
+no writer of this process still writes shards it placed on the domain before it began draining,
+no live blob names the domain (one committed after a run's last scan gets another run), and the
+files retired from it have outlived the readers' grace and been collected. Writers of *other*
+processes that placed before the drain are seen only once they commit (the catalog re-check).
+
 Throttled by bytes/s (a `Throttle` the server builds from [rebalance] bytes_per_second) and by
 `concurrency` blobs at once.
 """
@@ -84,6 +90,11 @@ class RebalanceRefused(TieringError):
 
 class DomainNotEmpty(RebalanceRefused):
     code = "DomainNotEmpty"
+    status = 409
+
+
+class DrainIncomplete(RebalanceRefused):
+    code = "DrainIncomplete"
     status = 409
 
 
@@ -698,6 +709,77 @@ async def _drain_domain(store: ObjectStore, target: str) -> dict[str, Any]:
     await store.rebalancer._changed()
     log.info("draining %s on tier %s", ids, tier)
     return {"tier": tier, "target": target, "domains": ids, "status": "draining"}
+
+
+async def drain_state(store: ObjectStore, target: str) -> dict[str, Any]:
+    """How far a drain of `target` is from a `remove` that succeeds.
+
+    Three things keep a drained domain from being removable: blobs the catalog still places on it
+    (the rebalancer has not moved them yet, or they were committed after its last scan), writers
+    in this process that placed shards on it before it began draining and have not finished, and
+    retired files on it (moved away, overwritten, deleted) that readers may use until their grace
+    has passed and the collector has removed them.
+    """
+    tier, pool, domains = resolve_domains(store, target)
+    ids = [d.id for d in domains]
+    catalog = store.catalog
+    blobs = 0
+    retired = 0
+    due: float | None = None
+    for domain_id in ids:
+        blobs += len(await asyncio.to_thread(catalog.blobs_on_domain, tier, domain_id, 1000))
+        pending, latest = await asyncio.to_thread(catalog.shard_garbage_on, domain_id)
+        retired += pending
+        if latest is not None:
+            due = latest if due is None else max(due, latest)
+    writers = pool.writes_placed_on(ids)
+    return {
+        "tier": tier, "target": target, "domains": ids,
+        "draining": all(d.draining for d in domains),
+        "blobs": blobs, "writers": writers, "retired_files": retired,
+        "retired_wait_seconds": max((due or 0.0) - time.time(), 0.0) if retired else 0.0,
+        "removable": blobs == 0 and writers == 0 and retired == 0,
+    }
+
+
+async def wait_drained(store: ObjectStore, target: str, token: float,
+                       on_state: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Until `remove_domain(target)` can succeed: the rebalance run asked for by `token` is done,
+    no writer of this process still writes to the domains, no live blob names them, and the files
+    retired from them have outlived the readers' grace and been collected.
+
+    A blob that lands on the domains after a run's last scan (a write placed just before the
+    drain, committed after) is moved by another run, asked for here.
+    """
+    rebalancer = store.rebalancer
+    deadline = time.monotonic() + WAIT_LIMIT
+    rescan = False  # writers finished since the last run began: their blobs need another run
+    while time.monotonic() < deadline:
+        run = await rebalancer.wait(token)
+        state = await drain_state(store, target)
+        if on_state is not None:
+            on_state(state)
+        if not state["draining"]:
+            return state
+        if state["writers"]:
+            rescan = True
+            await asyncio.sleep(0.2)
+            continue
+        if state["blobs"] and not rescan and (run.get("blocked") or run.get("unplaceable") or run.get("state") == "stalled"):
+            raise DrainIncomplete(
+                f"{target} still holds shards of {state['blobs']} blob(s) the rebalancer cannot move now "
+                f"(blocked {run.get('blocked', 0)}, unplaceable {run.get('unplaceable', 0)}, "
+                f"failures {run.get('failures', 0)}): bring offline domains back or add capacity, then retry"
+            )
+        if state["blobs"] or rescan:
+            log.info("drain of %s: %d blob(s) on it after the last scan; rebalancing again", target, state["blobs"])
+            rescan = False
+            token = await rebalancer.request()
+            continue
+        if state["removable"]:
+            return state
+        await asyncio.sleep(min(max(state["retired_wait_seconds"], 0.2), 1.0))  # the collector's turn
+    raise TimeoutError(f"drain of {target} did not finish in time")
 
 
 async def remove_domain(store: ObjectStore, target: str) -> dict[str, Any]:
