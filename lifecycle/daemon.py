@@ -50,6 +50,7 @@ from lifecycle.temperature import (
     coldest_first,
     desired_tier,
     over_high_watermark,
+    temperature_managed,
 )
 from lifecycle.tracker import AccessTracker
 from tiering.clock import Clock
@@ -216,12 +217,12 @@ class LifecycleDaemon:
             last_access=record.last_access,
             heat=record.heat,
             heat_at=record.heat_at,
+            storage_class_explicit=record.meta.storage_class_explicit,
         )
 
     def _managed(self, record: ObjectRecord, policy: BucketPolicy) -> bool:
-        if record.meta.storage_class == "INTELLIGENT_TIERING":
-            return True
-        return not record.meta.storage_class_explicit and policy.manage_unclassified
+        """Heat and watermarks may move it (lifecycle.temperature.temperature_managed)."""
+        return temperature_managed(self.facts(record), policy.manage_unclassified)
 
     def _decide(
         self, record: ObjectRecord, policy: BucketPolicy, now: float
