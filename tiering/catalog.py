@@ -1227,11 +1227,12 @@ class Catalog:
         )
         return [self._upload_from_row(row) for row in rows]
 
-    def acquire_lease(self, name: str, holder: str, ttl: float, now: float) -> bool:
-        """Take or renew a named lease; False while another holder's lease is unexpired."""
+    def acquire_lease(self, name: str, holder: str, ttl: float, now: float, *, replacing: str | None = None) -> bool:
+        """Take or renew a named lease; False while another holder's lease is unexpired — unless
+        that holder is `replacing` (one the caller found dead: see tiering.lease_holders)."""
         with self._write() as db:
             row = db.execute("SELECT holder, expires FROM leases WHERE name = ?", (name,)).fetchone()
-            if row is not None and row[0] != holder and row[1] > now:
+            if row is not None and row[0] not in (holder, replacing) and row[1] > now:
                 return False
             db.execute(
                 "INSERT INTO leases (name, holder, expires) VALUES (?, ?, ?) "
@@ -1243,6 +1244,11 @@ class Catalog:
     def release_lease(self, name: str, holder: str) -> None:
         with self._write() as db:
             db.execute("DELETE FROM leases WHERE name = ? AND holder = ?", (name, holder))
+
+    def lease(self, name: str, now: float) -> tuple[str, float] | None:
+        """(holder, expires) of an unexpired lease."""
+        row = self._reader().execute("SELECT holder, expires FROM leases WHERE name = ?", (name,)).fetchone()
+        return (row[0], float(row[1])) if row and row[1] > now else None
 
     def lease_holder(self, name: str, now: float) -> str | None:
         row = self._reader().execute("SELECT holder, expires FROM leases WHERE name = ?", (name,)).fetchone()
