@@ -802,6 +802,12 @@ async def _remove_domain(store: ObjectStore, target: str) -> dict[str, Any]:
                     f"domain {d.id} holds shards of {len(holding)}{'+' if len(holding) >= 1000 else ''} "
                     f"blob(s); drain it first: tierstore admin domain drain {target} --wait"
                 )
+            writers = pool.writes_placed_on([d.id])
+            if writers:
+                raise DomainNotEmpty(
+                    f"domain {d.id} receives shards of {writers} write(s) placed before it began draining; "
+                    f"retry when they are done (drain {target} --wait waits for them)"
+                )
             pending, due = await asyncio.to_thread(catalog.shard_garbage_on, d.id)
             if pending:
                 wait = max((due or 0) - time.time(), 0)
