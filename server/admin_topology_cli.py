@@ -100,9 +100,9 @@ def _follow_drain(args: argparse.Namespace, call: Call, path: str) -> dict[str, 
 def run(args: argparse.Namespace, call: Call, fmt: Callable[[Any], str]) -> int:
     follow = getattr(args, "wait", False) and not args.json and sys.stderr.isatty()
     if follow and args.verb == "domain" and args.action == "drain" and args.target:
-        result = _follow_drain(args, call, f"domains/{urllib.parse.quote(args.target, safe='')}/drain")
-        print(f"drained {', '.join(result['domains'])}: nothing left on it, ready to remove")
-        print(_progress(result["rebalance"], fmt))
+        drained = _follow_drain(args, call, f"domains/{urllib.parse.quote(args.target, safe='')}/drain")
+        print(f"drained {', '.join(drained['domains'])}: nothing left on it, ready to remove")
+        print(_progress(drained["rebalance"], fmt))
         return 0
     wait = "wait=true" if getattr(args, "wait", False) and not follow else ""
     result = _run(args, call, fmt, wait)
@@ -144,7 +144,8 @@ def _run(args: argparse.Namespace, call: Call, fmt: Callable[[Any], str], wait: 
         raise SystemExit(f"tierstore admin domain {args.action}: name the drive or node (hot-n3)")
     elif args.action == "drain":
         result = call(args, "POST", f"domains/{urllib.parse.quote(args.target, safe='')}/drain", wait)
-        what = f"draining {', '.join(result['domains'])}"
+        what = (f"drained {', '.join(result['domains'])}: nothing left on it, ready to remove" if "drain" in result
+                else f"draining {', '.join(result['domains'])}")
     else:
         result = call(args, "POST", f"domains/{urllib.parse.quote(args.target, safe='')}/remove", "")
         what = f"removed {', '.join(result['domains'])}"

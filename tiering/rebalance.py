@@ -73,6 +73,7 @@ PUBLISH_INTERVAL = 1.0
 SCAN_BATCH = 256
 MAX_PASSES = 20
 WAIT_LIMIT = 3600.0  # `--wait` gives up (an error) after this long
+MAX_FRUITLESS_DRAIN_RUNS = 3  # `drain --wait` gives up after this many runs that moved nothing off
 INTENT_DELAY = 3600.0  # a copy not recorded in a location by then is an orphan
 REQUESTED, DONE, PROGRESS = "rebalance_requested", "rebalance_done", "rebalance_progress"
 TOPOLOGY_VERSION = "topology_version"
@@ -742,38 +743,40 @@ async def drain_state(store: ObjectStore, target: str) -> dict[str, Any]:
     }
 
 
-async def wait_drained(store: ObjectStore, target: str, token: float,
-                       on_state: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+async def wait_drained(store: ObjectStore, target: str, token: float) -> dict[str, Any]:
     """Until `remove_domain(target)` can succeed: the rebalance run asked for by `token` is done,
     no writer of this process still writes to the domains, no live blob names them, and the files
     retired from them have outlived the readers' grace and been collected.
 
     A blob that lands on the domains after a run's last scan (a write placed just before the
-    drain, committed after) is moved by another run, asked for here.
+    drain, committed after) is moved by another run, asked for here. Runs that leave as many
+    blobs as before (a source offline, no free node) end the wait with DrainIncomplete.
     """
     rebalancer = store.rebalancer
     deadline = time.monotonic() + WAIT_LIMIT
-    rescan = False  # writers finished since the last run began: their blobs need another run
+    rescan = False  # writers finished since the last run began: what they committed needs another run
+    left: int | None = None  # blobs on the domains after the previous run
+    fruitless = 0  # runs in a row that left no fewer blobs
     while time.monotonic() < deadline:
         run = await rebalancer.wait(token)
         state = await drain_state(store, target)
-        if on_state is not None:
-            on_state(state)
         if not state["draining"]:
             return state
         if state["writers"]:
             rescan = True
             await asyncio.sleep(0.2)
             continue
-        if state["blobs"] and not rescan and (run.get("blocked") or run.get("unplaceable") or run.get("state") == "stalled"):
-            raise DrainIncomplete(
-                f"{target} still holds shards of {state['blobs']} blob(s) the rebalancer cannot move now "
-                f"(blocked {run.get('blocked', 0)}, unplaceable {run.get('unplaceable', 0)}, "
-                f"failures {run.get('failures', 0)}): bring offline domains back or add capacity, then retry"
-            )
         if state["blobs"] or rescan:
-            log.info("drain of %s: %d blob(s) on it after the last scan; rebalancing again", target, state["blobs"])
-            rescan = False
+            fruitless = fruitless + 1 if left is not None and state["blobs"] >= left > 0 else 0
+            if fruitless >= MAX_FRUITLESS_DRAIN_RUNS:
+                raise DrainIncomplete(
+                    f"{target} still holds shards of {state['blobs']} blob(s) that {fruitless} rebalance runs "
+                    f"could not move (last run: blocked {run.get('blocked', 0)}, unplaceable "
+                    f"{run.get('unplaceable', 0)}, failures {run.get('failures', 0)}): bring offline domains "
+                    f"back or add capacity, then drain again"
+                )
+            left, rescan = state["blobs"], False
+            log.info("drain of %s: %d blob(s) on it after the last run; rebalancing again", target, state["blobs"])
             token = await rebalancer.request()
             continue
         if state["removable"]:
