@@ -42,7 +42,6 @@ import json
 import logging
 import os
 import re
-import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
@@ -58,6 +57,7 @@ from tiering.backend import BackendError
 from tiering.catalog import RETIRE_GRACE_SECONDS
 from tiering.domains import UnknownDomain
 from tiering.errors import TieringError
+from tiering.lease_holders import holder_is_dead, process_holder
 
 if TYPE_CHECKING:
     from tiering.store import ObjectStore
@@ -206,7 +206,7 @@ class Rebalancer:
         self.settings = RebalanceSettings()
         self.throttle: Throttle | None = None
         self.progress = RebalanceProgress()
-        self._holder = f"{socket.gethostname()}:{os.getpid()}:{id(self)}"
+        self._holder = process_holder(f"rebalancer-{id(self):x}")
         self._tasks: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
         self._gc_lock = asyncio.Lock()
@@ -293,9 +293,12 @@ class Rebalancer:
     def _hold_lease(self) -> bool:
         now = time.time()
         catalog = self.store.catalog
-        if catalog.lease_holder(LEASE, now) not in (None, self._holder):
-            return False
-        return catalog.acquire_lease(LEASE, self._holder, LEASE_TTL, now)
+        holder = catalog.lease_holder(LEASE, now)
+        if holder is not None and holder != self._holder:
+            if not holder_is_dead(holder):
+                return False
+            log.warning("the rebalancer lease was held by %s, which is no longer running: taking it over", holder)
+        return catalog.acquire_lease(LEASE, self._holder, LEASE_TTL, now, replacing=holder)
 
     async def _loop(self) -> None:
         while True:
