@@ -2,10 +2,11 @@
 
 Pass 1 verifies every block of every reachable shard (one worker thread per shard, one block in
 memory each). If some stripe has fewer than k good blocks the blob is reported lost and nothing is
-touched; `unrecoverable` when even the shards on offline domains could not make up k. Pass 2 rebuilds each damaged shard whole — from any k good blocks per stripe — into a new
-file that replaces the old one atomically: on its own domain if that is online, otherwise on
-another online domain in a group (at the pool's spreading level) that holds no other shard of the
-blob. The caller records the returned location when `changed` is true.
+touched; `unrecoverable` when even the shards on offline domains could not make up k. Pass 2
+rebuilds each damaged shard whole — from any k good blocks per stripe — into a new file that
+replaces the old one atomically: on its own domain if that is online, writable (not full or
+failing) and not draining, otherwise on another online domain in a group (at the pool's spreading
+level) that holds no other shard of the blob. The caller records the returned location when `changed` is true.
 """
 
 from __future__ import annotations
@@ -114,14 +115,18 @@ def _choose_targets(pool: ErasurePool, data_id: str, loc: Location, damaged: set
             continue
         if i not in damaged:
             taken.add(domain.label(level))
-        elif pool.writable(domain):  # rebuilt in place, unless the drive is full or failing
-            targets[i] = domain
+        elif pool.writable(domain) and not domain.draining:
+            targets[i] = domain  # rebuilt in place, unless the drive is full, failing or draining
             taken.add(domain.label(level))
+        # A draining domain is being emptied: its damaged shard is rebuilt elsewhere, like an
+        # offline one's, not written back to it for the rebalancer to move again.
     for i in sorted(damaged - set(targets)):
         found = place(data_id, pool.topology, level, 1, exclude_groups=taken, usable=pool.writable)
         if found:
             targets[i] = found[0]
             taken.add(found[0].label(level))
+        elif (own := pool.topology.get(loc.shards[i] or "")) is not None and own.online:
+            targets[i] = own  # draining, but nowhere else to go: full width beats an empty domain
     return targets
 
 

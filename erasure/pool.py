@@ -23,6 +23,8 @@ import contextlib
 import logging
 import os
 import shutil
+import threading
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,6 +88,11 @@ class ErasurePool:
         self._stores: dict[str, ShardStore] = {}
         self.health = DriveHealth(name, drive_health)
         self._reprobe: asyncio.Task[None] | None = None
+        # Writers in this process that chose their domains and have not finished yet, per domain.
+        # A write that placed a shard on a domain just before it began draining commits after
+        # placement excluded it; a drain waits for these before its last look at the catalog.
+        self._placements: Counter[str] = Counter()
+        self._placements_lock = threading.Lock()  # writers place from worker threads too
 
     # -- plumbing shared by writer, reader and heal -----------------------------------------
 
@@ -110,6 +117,22 @@ class ErasurePool:
     def write_quorum_for(self, layout: str) -> int:
         """Shards that must be durable; the replica layout keeps the same number of spare failures."""
         return self.write_quorum if layout == "ec" else self.write_quorum - self.k + 1
+
+    def hold_placement(self, domain_ids: list[str]) -> list[str]:
+        """A writer placed shards on these domains (released by `release_placement`)."""
+        with self._placements_lock:
+            self._placements.update(domain_ids)
+        return domain_ids
+
+    def release_placement(self, domain_ids: list[str]) -> None:
+        with self._placements_lock:
+            self._placements.subtract(domain_ids)
+            self._placements = +self._placements
+
+    def writes_placed_on(self, domain_ids: list[str]) -> int:
+        """Writers in this process still writing shards to any of these domains."""
+        with self._placements_lock:
+            return sum(self._placements[d] for d in domain_ids)
 
     def request_heal(self, data_id: str, location: dict[str, Any], size: int, reason: str) -> None:
         with contextlib.suppress(asyncio.QueueFull):

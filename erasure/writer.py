@@ -70,6 +70,7 @@ class PoolWriter:
         self._tried: set[str] = set()  # drives that failed for this blob: never retried on
         self._header_size = 0
         self._state = "open"
+        self._placed_on: list[str] = []  # domains this writer holds a placement on (see ErasurePool)
 
     async def write(self, chunk: bytes | memoryview) -> None:
         self._check_open()
@@ -109,6 +110,7 @@ class PoolWriter:
             await self.abort()
             raise
         self._state = "finished"
+        self._release_placement()
         assert self._loc is not None
         return self._loc.to_dict()
 
@@ -126,9 +128,11 @@ class PoolWriter:
             self._write_whole(data)
         except BaseException:
             self._state = "aborted"
+            self._release_placement()
             _discard(list(self._writers.values()), self._committed)
             raise
         self._state = "finished"
+        self._release_placement()
         assert self._loc is not None
         return self._loc.to_dict()
 
@@ -137,6 +141,7 @@ class PoolWriter:
         if self._state in ("finished", "aborted"):
             return
         self._state = "aborted"
+        self._release_placement()
         task, self._inflight = self._inflight, None
         if task is not None:
             await asyncio.wait([task])  # its thread may still be appending: let it end first
@@ -155,10 +160,15 @@ class PoolWriter:
         width = k + pool.m
         self._quorum = pool.write_quorum_for(layout)
         domains = place(self.data_id, pool.topology, pool.spread_level, width, usable=pool.writable)
+        self._placed_on = pool.hold_placement([d.id for d in domains])
         shards: list[str | None] = [d.id for d in domains] + [None] * (width - len(domains))
         self._loc = Location(layout, k, pool.m, pool.block_size, shards, set(range(len(domains), width)))
         self._check_quorum(len(domains))
         return domains
+
+    def _release_placement(self) -> None:
+        placed, self._placed_on = self._placed_on, []
+        self._pool.release_placement(placed)
 
     def _targets(self, domains: list[Domain], size: int) -> list[tuple[int, ShardStore, ShardHeader]]:
         self._header_size = size  # what a shard opened on a replacement drive starts with
@@ -319,6 +329,8 @@ class PoolWriter:
         for exclude in (taken | own, taken):
             found = place(self.data_id, pool.topology, level, 1, exclude_groups=exclude, usable=usable)
             if found:
+                # Held like the first placement, so a drain that began meanwhile waits for it too.
+                self._placed_on += pool.hold_placement([found[0].id])
                 return found[0]
         return None
 

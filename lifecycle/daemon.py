@@ -13,6 +13,10 @@ A pass (every `interval_seconds`, or on `tierstore admin lifecycle run`):
 Decisions are recomputed from the catalog on every pass, so a restart loses nothing: moves that
 were queued or half-copied are simply decided again (half-made copies are swept as orphans).
 Only one daemon acts at a time, whichever process it runs in: it holds a lease in the catalog.
+A lease whose holder was killed (kill -9) is taken over at the next pass, not after its ttl: the
+holder's name lets a process on the same machine prove it dead (tiering.lease_holders, which
+also says why two live processes never both hold it). A pass that cannot take the lease reports
+who holds it and until when (`tierstore admin lifecycle run --wait` prints it and exits 1).
 """
 
 from __future__ import annotations
@@ -21,8 +25,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
-import socket
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -50,10 +52,12 @@ from lifecycle.temperature import (
     coldest_first,
     desired_tier,
     over_high_watermark,
+    temperature_managed,
 )
 from lifecycle.tracker import AccessTracker
 from tiering.clock import Clock
 from tiering.errors import TieringError
+from tiering.lease_holders import describe, holder_is_dead, process_holder
 from tiering.records import ObjectRecord
 from tiering.store import ObjectStore
 from tiering.tiers import COLD, GPU_DIRECT, HOT, TIER_ORDER, WARM, tier_for_storage_class
@@ -99,6 +103,10 @@ class PassReport:
     restores_expired: int = 0
     uploads_aborted: int = 0
     watermark_moves: int = 0
+    # Set when the pass did not run because another live daemon holds the lease.
+    skipped: str = ""
+    lease_holder: str = ""
+    lease_expires: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -115,7 +123,8 @@ class LifecycleDaemon:
         self.mover = Mover(
             store, concurrency=settings.mover_concurrency, bytes_per_second=settings.mover_bytes_per_second
         )
-        self.holder = f"{socket.gethostname()}:{os.getpid()}:{id(self)}"
+        self.holder = process_holder(f"{id(self):x}")
+        self.lease_blocked_by: tuple[str, float] | None = None  # (holder, expires) when last turned away
         self.last_pass: PassReport | None = None
         self.passes = 0
         self._task: asyncio.Task[None] | None = None
@@ -154,8 +163,28 @@ class LifecycleDaemon:
                 log.exception("lifecycle pass failed")
 
     async def _take_lease(self) -> bool:
+        """Take or renew the lease; take it over from a holder that provably died. Remembers who
+        holds it when it cannot."""
         ttl = max(3 * self.settings.interval_seconds, 60.0)
-        return await asyncio.to_thread(self.store.catalog.acquire_lease, LEASE, self.holder, ttl, time.time())
+        catalog = self.store.catalog
+
+        def take() -> bool:
+            now = time.time()
+            if catalog.acquire_lease(LEASE, self.holder, ttl, now):
+                self.lease_blocked_by = None
+                return True
+            held = catalog.lease(LEASE, now)
+            if held is not None and holder_is_dead(held[0]):
+                log.warning("the lifecycle lease was held by %s, which is no longer running: taking it over",
+                            held[0])
+                if catalog.acquire_lease(LEASE, self.holder, ttl, now, replacing=held[0]):
+                    self.lease_blocked_by = None
+                    return True
+                held = catalog.lease(LEASE, now)
+            self.lease_blocked_by = held
+            return held is None and catalog.acquire_lease(LEASE, self.holder, ttl, now)  # it just ran out
+
+        return await asyncio.to_thread(take)
 
     def run_pass(self) -> asyncio.Task[PassReport]:
         """A pass that starts no earlier than this call: started now, or queued behind a running one.
@@ -216,12 +245,12 @@ class LifecycleDaemon:
             last_access=record.last_access,
             heat=record.heat,
             heat_at=record.heat_at,
+            storage_class_explicit=record.meta.storage_class_explicit,
         )
 
     def _managed(self, record: ObjectRecord, policy: BucketPolicy) -> bool:
-        if record.meta.storage_class == "INTELLIGENT_TIERING":
-            return True
-        return not record.meta.storage_class_explicit and policy.manage_unclassified
+        """Heat and watermarks may move it (lifecycle.temperature.temperature_managed)."""
+        return temperature_managed(self.facts(record), policy.manage_unclassified)
 
     def _decide(
         self, record: ObjectRecord, policy: BucketPolicy, now: float
@@ -260,7 +289,13 @@ class LifecycleDaemon:
     async def _pass(self) -> PassReport:
         report = PassReport(started=time.time())
         if not await self._take_lease():
-            log.info("another lifecycle daemon holds the lease; skipping this pass")
+            holder, expires = self.lease_blocked_by or ("", 0.0)
+            report.lease_holder, report.lease_expires = holder, expires
+            report.skipped = (f"the lifecycle lease is held by {describe(holder)} ({holder}) until "
+                              f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(expires))} "
+                              f"({max(expires - time.time(), 0):.0f}s from now)")
+            log.info("another lifecycle daemon holds the lease; skipping this pass: %s", report.skipped)
+            report.finished = time.time()
             return report
         await asyncio.to_thread(self.clock.reload)
         await self.tracker.flush()
@@ -395,6 +430,8 @@ class LifecycleDaemon:
             "passes": self.passes,
             "last_pass": self.last_pass.to_json() if self.last_pass else None,
             "running": self._running is not None and not self._running.done(),
+            "lease": {"holder": self.lease_blocked_by[0], "expires": self.lease_blocked_by[1], "ours": False}
+            if self.lease_blocked_by else None,
             "mover": {
                 "queued": stats.queued,
                 "active": stats.active,

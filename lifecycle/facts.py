@@ -29,6 +29,9 @@ class ObjectFacts:
     # When `heat` was last brought up to date. The catalog keeps it apart from last_access because a
     # sweep may decay and store heat without an access; None means "as of last_access".
     heat_at: float | None = None
+    # Did the writer name the class (x-amz-storage-class)? A lifecycle transition's class counts
+    # as named too, but the catalog need not say so: a class other than STANDARD was given by someone.
+    storage_class_explicit: bool = False
 
     @property
     def last_touched(self) -> float:

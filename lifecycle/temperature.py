@@ -5,6 +5,14 @@ to the catalog that stores it). This module turns heat and idle time into a desi
 instantly readable ones — gpu-direct, hot, warm — and never touches cold: archiving is for
 lifecycle rules and Intelligent-Tiering, restoring for an explicit restore.
 
+Which objects temperature moves at all (`temperature_managed`), as in S3, where reads never change
+an object's class: INTELLIGENT_TIERING objects, and objects without a class of their own — written
+without x-amz-storage-class and never given one by a lifecycle transition (S3 reports STANDARD).
+An object whose class the writer named or a lifecycle rule set stays on that class's tier, so
+HEAD's StorageClass and x-tierstore-tier agree; only lifecycle rules move it. Capacity watermarks
+evict only temperature-managed objects too: moving a classed object would make HEAD report a
+class whose tier does not hold the data.
+
 Every threshold has hysteresis against its opposite, so the daemon's moves settle instead of
 flapping: what desired_tier sends somewhere, it does not send back until the facts change.
 """
@@ -21,6 +29,7 @@ from tiering import heat as heat_math
 
 GPU_DIRECT, HOT, WARM, COLD = "gpu-direct", "hot", "warm", "cold"
 DEFAULT_BOUNDS = (0.1, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
+UNCLASSED = "STANDARD"  # what S3 reports for an object written without a class
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,16 @@ def bump(heat: float, last_update: float, now: float, half_life_s: float, weight
 def current_heat(obj: ObjectFacts, now: float, half_life_s: float) -> float:
     since = obj.heat_at if obj.heat_at is not None else obj.last_access
     return decayed(obj.heat, since, now, half_life_s)
+
+
+def temperature_managed(obj: ObjectFacts, manage_unclassified: bool = True) -> bool:
+    """May heat (and watermarks) move this object? See the module doc. `manage_unclassified`: the
+    server's and the bucket's say on objects without a class (tag tierstore:temperature=off)."""
+    if obj.storage_class == "INTELLIGENT_TIERING":
+        return True
+    if obj.storage_class_explicit or obj.storage_class != UNCLASSED:
+        return False  # named by the writer, or given by a lifecycle transition
+    return manage_unclassified
 
 
 def desired_tier(obj: ObjectFacts, policy: TemperaturePolicy, now: float) -> str | None:

@@ -170,9 +170,13 @@ def run_admin(args: argparse.Namespace) -> int:
             result = _call(args, "POST", "lifecycle/run", "wait=true" if args.wait else "")
         else:
             result = _call(args, "GET", "lifecycle")
+        skipped = (result.get("pass") or {}).get("skipped")
         if args.json:
             print(json.dumps(result, indent=2))
-        else:
+        if skipped:  # `run --wait` asked for a pass and none ran: say why, and fail
+            print(f"tierstore admin: lifecycle pass not run: {skipped}", file=sys.stderr)
+            return 1
+        if not args.json:
             done = result.get("pass") or result.get("last_pass") or {}
             print(f"lifecycle: passes {result['passes']}, last pass scanned {done.get('scanned', 0)}, "
                   f"transitions {done.get('transitions', 0)}, expired {done.get('expired', 0)}, "

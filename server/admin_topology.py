@@ -2,12 +2,14 @@
 
     POST   domains/add?tier=&path=&node=&rack=[&zone=&weight=&id=&wait=]
     POST   domains/<drive|tier-node>/drain[?wait=]
+    GET    domains/<drive|tier-node>/drain         (how far from removable: blobs, writers, retired files)
     POST   domains/<drive|tier-node>/remove        (also DELETE domains/<target>)
     POST   tiers/<tier>/recode?k=&m=[&wait=]
     POST   rebalance[?wait=]
     GET    rebalance
 
-`wait=true` answers only when the rebalance the change asked for has finished. The work itself is
+`wait=true` answers only when the rebalance the change asked for has finished; for a drain, only
+when the domain can be removed (`tiering.rebalance.wait_drained`). The work itself is
 `tiering.rebalance`; this module only translates HTTP to it.
 """
 
@@ -45,8 +47,15 @@ async def handle(store: ObjectStore, request: Request, parts: list[str]) -> Resp
                     params.get("rack", ""), zone=params.get("zone") or "zone1",
                     weight=float(params.get("weight") or 0.0), domain_id=params.get("id") or None,
                 )
+            case ["domains", target, "drain"] if request.method == "GET":
+                return _json(await rebalance.drain_state(store, target))
             case ["domains", target, "drain"]:
                 result = await rebalance.drain_domain(store, target)
+                token = await store.rebalancer.request()
+                if wait:
+                    result["drain"] = await rebalance.wait_drained(store, target, token)
+                result["rebalance"] = await store.rebalancer.status()
+                return _json(result)
             case ["domains", target, "remove"]:
                 return _json(await rebalance.remove_domain(store, target))
             case ["tiers", tier, "recode"]:

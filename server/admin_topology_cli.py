@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -62,8 +63,47 @@ def _follow(args: argparse.Namespace, call: Call) -> dict[str, Any]:
         time.sleep(0.5)
 
 
+def _follow_drain(args: argparse.Namespace, call: Call, path: str) -> dict[str, Any]:
+    """`domain drain --wait` on a terminal: the server waits (`wait=true`: until the domain can be
+    removed) while this shows the shards moving, then the readers' grace running out."""
+    answer: dict[str, Any] = {}
+
+    def drain() -> None:
+        try:
+            answer["result"] = call(args, "POST", path, "wait=true")
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            answer["error"] = exc
+
+    worker = threading.Thread(target=drain, daemon=True)
+    worker.start()
+    grace = 0.0
+    while worker.is_alive():
+        worker.join(0.5)
+        if not worker.is_alive():
+            break
+        moving = call(args, "GET", "rebalance", "")
+        if moving.get("running") or moving.get("pending"):
+            progress_bar("drain: shards moved", moving.get("shards_moved", 0), moving.get("shards_planned", 0))
+            continue
+        state = call(args, "GET", path, "")
+        if state.get("retired_files"):
+            left = float(state["retired_wait_seconds"])
+            grace = max(grace, left)  # the bar fills as the readers' grace on the moved-away files runs out
+            progress_bar(f"drain: readers' grace, {left:.0f}s left ({state['retired_files']} retired files)",
+                         int(grace - left), int(grace) or 1)
+    if "error" in answer:
+        raise answer["error"]
+    progress_bar("drain: done", 1, 1, final=True)
+    return answer["result"]  # type: ignore[no-any-return]
+
+
 def run(args: argparse.Namespace, call: Call, fmt: Callable[[Any], str]) -> int:
     follow = getattr(args, "wait", False) and not args.json and sys.stderr.isatty()
+    if follow and args.verb == "domain" and args.action == "drain" and args.target:
+        drained = _follow_drain(args, call, f"domains/{urllib.parse.quote(args.target, safe='')}/drain")
+        print(f"drained {', '.join(drained['domains'])}: nothing left on it, ready to remove")
+        print(_progress(drained["rebalance"], fmt))
+        return 0
     wait = "wait=true" if getattr(args, "wait", False) and not follow else ""
     result = _run(args, call, fmt, wait)
     if follow:
@@ -104,7 +144,8 @@ def _run(args: argparse.Namespace, call: Call, fmt: Callable[[Any], str], wait: 
         raise SystemExit(f"tierstore admin domain {args.action}: name the drive or node (hot-n3)")
     elif args.action == "drain":
         result = call(args, "POST", f"domains/{urllib.parse.quote(args.target, safe='')}/drain", wait)
-        what = f"draining {', '.join(result['domains'])}"
+        what = (f"drained {', '.join(result['domains'])}: nothing left on it, ready to remove" if "drain" in result
+                else f"draining {', '.join(result['domains'])}")
     else:
         result = call(args, "POST", f"domains/{urllib.parse.quote(args.target, safe='')}/remove", "")
         what = f"removed {', '.join(result['domains'])}"

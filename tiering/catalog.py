@@ -14,6 +14,7 @@ Every method here is synchronous and short; none does I/O on object data.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -1011,13 +1012,16 @@ class Catalog:
         with self._write() as db:
             if db.execute("SELECT 1 FROM uploads WHERE upload_id = ?", (upload.upload_id,)).fetchone() is None:
                 raise UploadNotFound(upload.upload_id)
+            parts = [_stored_from_json(raw) for (raw,) in db.execute(
+                "SELECT stored FROM parts WHERE upload_id = ?", (upload.upload_id,))]
+            # The parts' locations as they are now: the rebalancer may have moved a part's shards
+            # since the caller listed them (relocate_blob_if), and the old files are being retired.
+            current = {stored.data_id: stored for stored in parts}
+            record = dataclasses.replace(record, segments=tuple(
+                dataclasses.replace(s, stored=current.get(s.stored.data_id, s.stored)) for s in record.segments))
             committed = self._commit_object_in(db, record, if_match, if_none_match, None)
             used = {s.stored.data_id for s in record.segments}
-            unused = [
-                stored
-                for (raw,) in db.execute("SELECT stored FROM parts WHERE upload_id = ?", (upload.upload_id,))
-                if (stored := _stored_from_json(raw)).data_id not in used
-            ]
+            unused = [stored for stored in parts if stored.data_id not in used]
             self._retire(db, upload.tier, unused)
             db.execute("DELETE FROM parts WHERE upload_id = ?", (upload.upload_id,))
             db.execute("DELETE FROM uploads WHERE upload_id = ?", (upload.upload_id,))
@@ -1285,11 +1289,12 @@ class Catalog:
         )
         return [self._upload_from_row(row) for row in rows]
 
-    def acquire_lease(self, name: str, holder: str, ttl: float, now: float) -> bool:
-        """Take or renew a named lease; False while another holder's lease is unexpired."""
+    def acquire_lease(self, name: str, holder: str, ttl: float, now: float, *, replacing: str | None = None) -> bool:
+        """Take or renew a named lease; False while another holder's lease is unexpired — unless
+        that holder is `replacing` (one the caller found dead: see tiering.lease_holders)."""
         with self._write() as db:
             row = db.execute("SELECT holder, expires FROM leases WHERE name = ?", (name,)).fetchone()
-            if row is not None and row[0] != holder and row[1] > now:
+            if row is not None and row[0] not in (holder, replacing) and row[1] > now:
                 return False
             db.execute(
                 "INSERT INTO leases (name, holder, expires) VALUES (?, ?, ?) "
@@ -1301,6 +1306,11 @@ class Catalog:
     def release_lease(self, name: str, holder: str) -> None:
         with self._write() as db:
             db.execute("DELETE FROM leases WHERE name = ? AND holder = ?", (name, holder))
+
+    def lease(self, name: str, now: float) -> tuple[str, float] | None:
+        """(holder, expires) of an unexpired lease."""
+        row = self._reader().execute("SELECT holder, expires FROM leases WHERE name = ?", (name,)).fetchone()
+        return (row[0], float(row[1])) if row and row[1] > now else None
 
     def lease_holder(self, name: str, now: float) -> str | None:
         row = self._reader().execute("SELECT holder, expires FROM leases WHERE name = ?", (name,)).fetchone()

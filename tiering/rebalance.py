@@ -24,6 +24,12 @@ find the file, so moved-away files go to the catalog's `shard_garbage` table and
 moved back). A copy is registered there *before* it is made (due in an hour), so a crash between
 copy and swap leaves nothing behind for good.
 
+Draining. `drain --wait` answers only when `remove` will succeed (`wait_drained`): the run is done,
+no writer of this process still writes shards it placed on the domain before it began draining,
+no live blob names the domain (one committed after a run's last scan gets another run), and the
+files retired from it have outlived the readers' grace and been collected. Writers of *other*
+processes that placed before the drain are seen only once they commit (the catalog re-check).
+
 Throttled by bytes/s (a `Throttle` the server builds from [rebalance] bytes_per_second) and by
 `concurrency` blobs at once.
 """
@@ -36,7 +42,6 @@ import json
 import logging
 import os
 import re
-import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
@@ -52,6 +57,7 @@ from tiering.backend import BackendError
 from tiering.catalog import RETIRE_GRACE_SECONDS
 from tiering.domains import UnknownDomain
 from tiering.errors import TieringError
+from tiering.lease_holders import holder_is_dead, process_holder
 
 if TYPE_CHECKING:
     from tiering.store import ObjectStore
@@ -67,6 +73,7 @@ PUBLISH_INTERVAL = 1.0
 SCAN_BATCH = 256
 MAX_PASSES = 20
 WAIT_LIMIT = 3600.0  # `--wait` gives up (an error) after this long
+MAX_FRUITLESS_DRAIN_RUNS = 3  # `drain --wait` gives up after this many runs that moved nothing off
 INTENT_DELAY = 3600.0  # a copy not recorded in a location by then is an orphan
 REQUESTED, DONE, PROGRESS = "rebalance_requested", "rebalance_done", "rebalance_progress"
 TOPOLOGY_VERSION = "topology_version"
@@ -84,6 +91,11 @@ class RebalanceRefused(TieringError):
 
 class DomainNotEmpty(RebalanceRefused):
     code = "DomainNotEmpty"
+    status = 409
+
+
+class DrainIncomplete(RebalanceRefused):
+    code = "DrainIncomplete"
     status = 409
 
 
@@ -194,7 +206,7 @@ class Rebalancer:
         self.settings = RebalanceSettings()
         self.throttle: Throttle | None = None
         self.progress = RebalanceProgress()
-        self._holder = f"{socket.gethostname()}:{os.getpid()}:{id(self)}"
+        self._holder = process_holder(f"rebalancer-{id(self):x}")
         self._tasks: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
         self._gc_lock = asyncio.Lock()
@@ -281,9 +293,12 @@ class Rebalancer:
     def _hold_lease(self) -> bool:
         now = time.time()
         catalog = self.store.catalog
-        if catalog.lease_holder(LEASE, now) not in (None, self._holder):
-            return False
-        return catalog.acquire_lease(LEASE, self._holder, LEASE_TTL, now)
+        holder = catalog.lease_holder(LEASE, now)
+        if holder is not None and holder != self._holder:
+            if not holder_is_dead(holder):
+                return False
+            log.warning("the rebalancer lease was held by %s, which is no longer running: taking it over", holder)
+        return catalog.acquire_lease(LEASE, self._holder, LEASE_TTL, now, replacing=holder)
 
     async def _loop(self) -> None:
         while True:
@@ -700,6 +715,79 @@ async def _drain_domain(store: ObjectStore, target: str) -> dict[str, Any]:
     return {"tier": tier, "target": target, "domains": ids, "status": "draining"}
 
 
+async def drain_state(store: ObjectStore, target: str) -> dict[str, Any]:
+    """How far a drain of `target` is from a `remove` that succeeds.
+
+    Three things keep a drained domain from being removable: blobs the catalog still places on it
+    (the rebalancer has not moved them yet, or they were committed after its last scan), writers
+    in this process that placed shards on it before it began draining and have not finished, and
+    retired files on it (moved away, overwritten, deleted) that readers may use until their grace
+    has passed and the collector has removed them.
+    """
+    tier, pool, domains = resolve_domains(store, target)
+    ids = [d.id for d in domains]
+    catalog = store.catalog
+    blobs = 0
+    retired = 0
+    due: float | None = None
+    for domain_id in ids:
+        blobs += len(await asyncio.to_thread(catalog.blobs_on_domain, tier, domain_id, 1000))
+        pending, latest = await asyncio.to_thread(catalog.shard_garbage_on, domain_id)
+        retired += pending
+        if latest is not None:
+            due = latest if due is None else max(due, latest)
+    writers = pool.writes_placed_on(ids)
+    return {
+        "tier": tier, "target": target, "domains": ids,
+        "draining": all(d.draining for d in domains),
+        "blobs": blobs, "writers": writers, "retired_files": retired,
+        "retired_wait_seconds": max((due or 0.0) - time.time(), 0.0) if retired else 0.0,
+        "removable": blobs == 0 and writers == 0 and retired == 0,
+    }
+
+
+async def wait_drained(store: ObjectStore, target: str, token: float) -> dict[str, Any]:
+    """Until `remove_domain(target)` can succeed: the rebalance run asked for by `token` is done,
+    no writer of this process still writes to the domains, no live blob names them, and the files
+    retired from them have outlived the readers' grace and been collected.
+
+    A blob that lands on the domains after a run's last scan (a write placed just before the
+    drain, committed after) is moved by another run, asked for here. Runs that leave as many
+    blobs as before (a source offline, no free node) end the wait with DrainIncomplete.
+    """
+    rebalancer = store.rebalancer
+    deadline = time.monotonic() + WAIT_LIMIT
+    rescan = False  # writers finished since the last run began: what they committed needs another run
+    left: int | None = None  # blobs on the domains after the previous run
+    fruitless = 0  # runs in a row that left no fewer blobs
+    while time.monotonic() < deadline:
+        run = await rebalancer.wait(token)
+        state = await drain_state(store, target)
+        if not state["draining"]:
+            return state
+        if state["writers"]:
+            rescan = True
+            await asyncio.sleep(0.2)
+            continue
+        if state["blobs"] or rescan:
+            fruitless = fruitless + 1 if left is not None and state["blobs"] >= left > 0 else 0
+            if fruitless >= MAX_FRUITLESS_DRAIN_RUNS:
+                raise DrainIncomplete(
+                    f"{target} still holds shards of {state['blobs']} blob(s) that {fruitless} rebalance runs "
+                    f"could not move (last run: blocked {run.get('blocked', 0)}, unplaceable "
+                    f"{run.get('unplaceable', 0)}, failures {run.get('failures', 0)}): bring offline domains "
+                    f"back or add capacity, then drain again"
+                )
+            left, rescan = state["blobs"], False
+            log.info("drain of %s: %d blob(s) on it after the last run; rebalancing again", target, state["blobs"])
+            token = await rebalancer.request()
+            continue
+        if state["removable"]:
+            return state
+        await asyncio.sleep(min(max(state["retired_wait_seconds"], 0.2), 1.0))  # the collector's turn
+    raise TimeoutError(f"drain of {target} did not finish in time")
+
+
 async def remove_domain(store: ObjectStore, target: str) -> dict[str, Any]:
     """Forget a drive or node that holds no shard (drain it first). Refused otherwise."""
     async with store.rebalancer.topology_lock:
@@ -719,6 +807,12 @@ async def _remove_domain(store: ObjectStore, target: str) -> dict[str, Any]:
                 raise DomainNotEmpty(
                     f"domain {d.id} holds shards of {len(holding)}{'+' if len(holding) >= 1000 else ''} "
                     f"blob(s); drain it first: tierstore admin domain drain {target} --wait"
+                )
+            writers = pool.writes_placed_on([d.id])
+            if writers:
+                raise DomainNotEmpty(
+                    f"domain {d.id} receives shards of {writers} write(s) placed before it began draining; "
+                    f"retry when they are done (drain {target} --wait waits for them)"
                 )
             pending, due = await asyncio.to_thread(catalog.shard_garbage_on, d.id)
             if pending:

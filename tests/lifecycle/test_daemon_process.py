@@ -125,3 +125,46 @@ def test_separate_daemon_moves_objects_holds_the_lease_and_stops_cleanly(spawn, 
     assert time.monotonic() - started < 10
     assert lease_holders(data) == []
     assert "Traceback" not in second.log()
+
+
+def admin_exit(ts: Tiered, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS_KEY, "TIERSTORE_SECRET_KEY": SECRET_KEY}
+    return subprocess.run([sys.executable, "-m", "server.cli", "admin", "--endpoint", ts.endpoint, *args],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_a_server_killed_with_sigkill_takes_its_lease_back_when_it_restarts(spawn, tmp_path: Path) -> None:
+    """The killed server's lease (ttl 3 × the interval: hours here) must not stall the next one."""
+    data = tmp_path / "killed"
+    ts = spawn(data=data)
+    ts.s3.create_bucket(Bucket="killed")
+    ts.s3.put_object(Bucket="killed", Key="a", Body=b"a" * 5000)
+    assert admin_subprocess(ts, "lifecycle", "run", "--wait")["passes"] == 1
+    (holder, expires), = lease_holders(data)
+    assert expires > time.time() + 3600, "the dead server's lease would outlive the test"
+
+    ts.server.kill()  # SIGKILL: the lease is not released
+    assert lease_holders(data) == [(holder, expires)]
+    ts.server.start()
+    ts.advance(31)
+    result = admin_subprocess(ts, "lifecycle", "run", "--wait")  # check=True: exit 0
+    assert result["passes"] >= 1 and result["pass"]["scanned"] == 1, result
+    assert ts.tier("killed", "a") == "warm"
+    (new_holder, _), = lease_holders(data)
+    assert new_holder != holder and new_holder.split(":")[1] == str(ts.server.proc.pid)  # type: ignore[union-attr]
+
+
+def test_run_wait_names_the_live_holder_of_the_lease(spawn, daemons, tmp_path: Path) -> None:
+    data = tmp_path / "held"
+    ts = spawn(extra_args=["--no-lifecycle"], data=data)
+    other = daemons(data)  # a live `tierstore lifecycle` on the same data directory takes the lease
+    wait_for(lambda: len(lease_holders(data)) == 1)
+    (holder, expires), = lease_holders(data)
+    done = admin_exit(ts, "lifecycle", "run", "--wait")
+    assert done.returncode == 1, (done.returncode, done.stdout, done.stderr)
+    assert f"pid {other.proc.pid}" in done.stderr and holder in done.stderr, done.stderr
+    assert "until 20" in done.stderr and "UTC" in done.stderr, done.stderr
+    assert [h for h, _ in lease_holders(data)] == [holder], "a live holder keeps its lease"
+    assert other.stop() == 0
+    # Released on the way out: the server's pass runs now.
+    assert admin_subprocess(ts, "lifecycle", "run", "--wait")["passes"] == 1

@@ -108,6 +108,32 @@ def test_explicit_storage_classes_stay_where_their_class_says(ts: Tiered, bucket
     assert ts.tier(b, "express") == "gpu-direct" and ts.tier(b, "standard") == "hot"
 
 
+def test_a_lifecycle_transition_is_not_undone_by_reads(ts: Tiered, bucket) -> None:
+    """A rule gave the objects STANDARD_IA: from then on they are classed, and heat no longer moves
+    them (as in S3, where reads never change an object's class). HEAD's class and tier agree."""
+    b = bucket()
+    bodies = {f"t{i}": bytes([65 + i]) * 4000 for i in range(3)}
+    for key, body in bodies.items():
+        ts.s3.put_object(Bucket=b, Key=key, Body=body)  # no class: temperature-managed until the rule
+    ts.s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": [
+        {"ID": "to-ia", "Filter": {}, "Status": "Enabled", "Transitions": [{"Days": 30, "StorageClass": "STANDARD_IA"}]}]})
+    ts.advance(31)
+    ts.run_pass()
+    assert {k: (ts.tier(b, k), ts.storage_class(b, k)) for k in bodies} == {k: ("warm", "STANDARD_IA") for k in bodies}
+    for _ in range(3):
+        for key in bodies:
+            ts.heat_up(b, key, 8)  # heat 8 ≥ 6: an unclassed object would climb to gpu-direct
+        ts.run_pass()
+        for key, body in bodies.items():
+            assert (ts.tier(b, key), ts.storage_class(b, key)) == ("warm", "STANDARD_IA"), key
+            assert ts.get(b, key) == body
+    ts.advance(40)  # idle again, and later passes: still nothing moves
+    ts.run_pass()
+    for key in bodies:
+        assert (ts.tier(b, key), ts.storage_class(b, key)) == ("warm", "STANDARD_IA"), key
+        assert moves(ts, b, key) == [("hot", "warm", "lifecycle:to-ia")]
+
+
 def test_bucket_tag_turns_temperature_off_for_unclassified_objects(ts: Tiered, bucket) -> None:
     off, on = bucket(), bucket()
     ts.s3.put_bucket_tagging(Bucket=off, Tagging={"TagSet": [{"Key": "tierstore:temperature", "Value": "off"}]})

@@ -190,6 +190,27 @@ def test_heal_moves_shards_off_an_offline_domain(tmp_path: Path) -> None:
     run(scenario())
 
 
+def test_heal_rebuilds_a_damaged_shard_of_a_draining_domain_elsewhere(tmp_path: Path) -> None:
+    """Rebuilt in place, it would stay on a domain being emptied: the drain would need another run."""
+    pool = make_pool(tmp_path, nodes=4, drives=2)
+    size = 2 * K * BLOCK
+    data = blob(size, 6)
+
+    async def scenario() -> None:
+        loc = await put(pool, "obj", data)
+        draining = pool.topology[loc["shards"][0]]
+        draining.draining = True
+        corrupt(shard_path(pool, "obj", loc, 0), random.Random(3), flips=4)
+        healed = await pool.heal("obj", loc, size)
+        assert healed.changed and healed.rebuilt == [0]
+        target = pool.topology[healed.location["shards"][0]]
+        assert target.id != draining.id and not target.draining
+        assert (await pool.verify("obj", healed.location, size)).clean
+        assert await get(pool, "obj", healed.location, size) == data
+
+    run(scenario())
+
+
 def test_losing_more_than_m_shards_raises_data_lost(tmp_path: Path) -> None:
     pool = make_pool(tmp_path)
     size = 4 * K * BLOCK + 1

@@ -20,6 +20,7 @@ from lifecycle.temperature import (
     desired_tier,
     heat_histogram,
     over_high_watermark,
+    temperature_managed,
 )
 
 T0 = 1_700_000_000.0
@@ -206,3 +207,19 @@ def test_heat_histogram_counts_everything_once(values: list[float]) -> None:
     assert counts == sorted(counts)
     assert hist["+Inf"] == len(values)
     assert hist["2"] == sum(1 for v in values if v <= 2)
+
+
+@pytest.mark.parametrize(("storage_class", "explicit", "unclassified_on", "managed"), [
+    ("STANDARD", False, True, True),  # written without a class
+    ("STANDARD", False, False, False),  # ... in a bucket (or server) that turned temperature off
+    ("STANDARD", True, True, False),  # the writer named STANDARD
+    ("STANDARD_IA", False, True, False),  # a lifecycle transition gave it STANDARD_IA
+    ("STANDARD_IA", True, True, False),
+    ("EXPRESS_ONEZONE", True, True, False),
+    ("INTELLIGENT_TIERING", True, False, True),  # always: that class *is* temperature management
+])
+def test_only_unclassed_and_intelligent_tiering_objects_follow_temperature(
+    storage_class: str, explicit: bool, unclassified_on: bool, managed: bool
+) -> None:
+    obj = ObjectFacts("k", 100, {}, storage_class, "warm", T0, T0, 50.0, storage_class_explicit=explicit)
+    assert temperature_managed(obj, unclassified_on) is managed
