@@ -109,7 +109,7 @@ class Environment:
 def _decode(raw: str, annotation: Any) -> Any:
     """An environment string as the value a TOML file would give: lists are comma-separated
     (`a,b`) or JSON (`[{"id": ...}]`); scalars stay strings for pydantic to convert and check."""
-    if typing.get_origin(annotation) is list or list in typing.get_args(annotation):
+    if any(typing.get_origin(t) is list for t in (annotation, *typing.get_args(annotation))):
         text = raw.strip()
         if text.startswith("["):
             try:

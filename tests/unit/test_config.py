@@ -116,11 +116,14 @@ def test_environment_overrides_the_file_and_flags_override_both(
     monkeypatch.setenv("TIERSTORE_CATALOG_DURABLE", "false")
     monkeypatch.setenv("TIERSTORE_ACCESS_KEY", "shortcut-key")
     monkeypatch.setenv("TIERSTORE_CREDENTIALS_ACCESS_KEY", "long-form-key")
+    monkeypatch.setenv("TIERSTORE_TIERS_COLD_DOMAINS", f'[{{"id": "c1", "path": "{tmp_path / "c1"}"}}]')
     config = load_config(path)
     assert config.lifecycle.interval_seconds == 5.0
     tiers = {t.name: t for t in config.tiers}
     assert (tiers["hot"].options["k"], tiers["hot"].options["m"]) == (3, 1)  # env over file, file over default
     assert tiers["gpu-direct"].capacity_bytes == 1000
+    assert tiers["cold"].options["domains"] == [  # JSON for a list of tables
+        {"id": "c1", "path": str(tmp_path / "c1"), "rack": "rack1", "zone": "zone1", "weight": 0.0}]
     assert config.virtual_host_domains == ["localhost", "s3.internal"]
     assert config.listen == "127.0.0.1:9200" and config.catalog_durable is False
     assert config.access_key == "shortcut-key"
