@@ -28,7 +28,7 @@ Example (every key optional):
     header_timeout_seconds = 10            # a request's headers must arrive within this
     body_idle_timeout_seconds = 60         # a request body may stall this long between reads
     keep_alive_timeout_seconds = 30        # an idle keep-alive connection is closed after this
-    max_connections = 1024                 # connections open at once; more wait to be accepted
+    max_connections = 1024                 # at most this many client connections open at once
 
     [credentials]
     access_key = "tierstore"
@@ -85,11 +85,11 @@ Example (every key optional):
     # Or declare the domains explicitly instead of nodes/drives_per_node:
     # domains = [{id = "hot-a", path = "/mnt/a", node = "n1", rack = "r1", zone = "z1", weight = 1.0}, ...]
 
-    [tiers.gpu-direct]     # RAM in front of files: "memory" takes path, cache_bytes, fsync
+    [tiers.gpu-direct]     # "memory": RAM in front of files; "files": one file per blob (path, fsync)
     backend = "memory"
-    cache_bytes = 1073741824
+    cache_bytes = 1073741824      # RAM for recently used blobs
     capacity_bytes = 4294967296
-    fsync = true           # ("files", one file per blob, takes path and fsync)
+    fsync = true           # memory, files: fsync each blob before a PUT is acknowledged
 
     [tiers.cold]           # or keep a tier's blobs in an external S3 bucket (cloud, another tierstore)
     backend = "s3"
