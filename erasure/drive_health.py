@@ -28,7 +28,6 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 from erasure.shard_store import TMP_DIR, tmp_owner_tag
 from erasure.topology import Domain
@@ -51,22 +50,6 @@ class DriveHealthSettings:
         if self.reserve_bytes < 0 or self.failing_after_errors < 1 or self.reprobe_seconds <= 0:
             raise ValueError("drives: need reserve_bytes >= 0, failing_after_errors >= 1, reprobe_seconds > 0")
 
-    @classmethod
-    def from_config(cls, table: dict[str, Any], env: dict[str, str] | None = None) -> DriveHealthSettings:
-        """From a `[drives]` table; each key overridable as TIERSTORE_DRIVES_<KEY>."""
-        env = dict(os.environ) if env is None else env
-        defaults = cls()
-
-        def get(key: str, default: Any) -> Any:
-            raw = env.get(f"TIERSTORE_DRIVES_{key.upper()}")
-            return type(default)(raw if raw is not None else table.get(key, default))
-
-        unknown = set(table) - {"reserve_bytes", "failing_after_errors", "reprobe_seconds"}
-        if unknown:
-            raise ValueError(f"drives: unknown keys {sorted(unknown)}")
-        return cls(int(get("reserve_bytes", defaults.reserve_bytes)),
-                   int(get("failing_after_errors", defaults.failing_after_errors)),
-                   float(get("reprobe_seconds", defaults.reprobe_seconds)))
 
 
 class DriveCondition(StrEnum):

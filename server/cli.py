@@ -21,7 +21,7 @@ from pathlib import Path
 
 import uvicorn
 
-from server import logs, malloc_tuning
+from server import config_check, logs, malloc_tuning
 from server.admin_cli import add_admin_parser, run_admin
 from server.app import build_lifecycle, build_store, create_app
 from server.config import ServerConfig, load_config
@@ -187,6 +187,11 @@ def _parser() -> argparse.ArgumentParser:
     daemon.add_argument("--config", type=Path, help="TOML configuration file (the server's)")
     daemon.add_argument("--data", type=Path, help="data directory (the server's)")
     daemon.add_argument("--test-clock", action="store_true", help="follow the server's test clock")
+    config = commands.add_parser("config", help="check a configuration file")
+    config_commands = config.add_subparsers(dest="config_command", required=True)
+    check = config_commands.add_parser(
+        "check", help="print the effective configuration (file + environment + defaults) or its errors")
+    check.add_argument("file", type=Path, nargs="?", help="TOML configuration file")
     add_admin_parser(commands)
     return parser
 
@@ -363,6 +368,8 @@ def _main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "admin":
         return run_admin(args)
+    if args.command == "config":
+        return config_check.check(args.file)
     if args.command in ("serve", "lifecycle"):
         try:
             if args.command == "serve":
@@ -376,6 +383,8 @@ def _main(argv: list[str] | None = None) -> int:
             print(f"tierstore: bad configuration: {exc}", file=sys.stderr)
             return 2
         logs.configure(config.log_level)
+        for warning in config.warnings:
+            logs.console.warning("%s", warning)
         config.data_dir.mkdir(parents=True, exist_ok=True)
         if args.command == "lifecycle":
             _run(run_lifecycle_only(config))

@@ -2,8 +2,14 @@
 
 Precedence (highest first): command-line flags → environment variables → the TOML file →
 embedded defaults. Environment names are `TIERSTORE_<SECTION>_<KEY>` upper-cased (for example
-`TIERSTORE_SERVER_LISTEN`), plus the two credential shortcuts `TIERSTORE_ACCESS_KEY` and
-`TIERSTORE_SECRET_KEY` that the README and the admin CLI use.
+`TIERSTORE_SERVER_LISTEN`, `TIERSTORE_TIERS_GPU_DIRECT_CAPACITY_BYTES`; lists are comma-separated
+or JSON), plus the two credential shortcuts `TIERSTORE_ACCESS_KEY` and `TIERSTORE_SECRET_KEY` that
+the README and the admin CLI use.
+
+Everything is validated before the server starts: an unknown key (a typo), a value of the wrong
+type or out of range, in the file or in a `TIERSTORE_<SECTION>_...` variable, is refused with where
+it was set and the keys that are valid there. `tierstore config check FILE` prints the effective
+configuration, or those errors (exit 2).
 
 Example (every key optional):
 
@@ -15,25 +21,30 @@ Example (every key optional):
     tls_cert = ""                          # both set → HTTPS
     tls_key = ""
     max_clock_skew_seconds = 900
-    log_level = "info"
+    log_level = "info"                     # critical | error | warning | info | debug
     access_log = false                     # true: one JSON line per request on logger "tierstore.access"
     status_page = "loopback"               # /_tierstore/: "loopback" | "authenticated" | "off"
     test_clock = false                     # allow `tierstore admin clock advance` (tests, demos)
-    header_timeout_seconds = 10            # a request head not complete by then: connection closed
-    body_idle_timeout_seconds = 60         # no body bytes for this long: RequestTimeout (400), closed
-    keep_alive_timeout_seconds = 30        # an idle connection between requests: closed
-    max_connections = 1024                 # per process; past it: SlowDown (503) and closed
-
-    [metrics]
-    per_bucket = false     # bucket labels in unsigned scrapes (bucket names are tenants' data)
+    header_timeout_seconds = 10            # a request's headers must arrive within this
+    body_idle_timeout_seconds = 60         # a request body may stall this long between reads
+    keep_alive_timeout_seconds = 30        # an idle keep-alive connection is closed after this
+    max_connections = 1024                 # at most this many client connections open at once
 
     [credentials]
     access_key = "tierstore"
-    secret_key = "tierstore-secret"
+    secret_key = "tierstore-secret-key"
 
     [catalog]
     path = ""          # default: <data_dir>/catalog/catalog.db
     durable = true     # fsync every commit (an acknowledged write survives power loss)
+
+    [metrics]
+    per_bucket = false  # also label request metrics by bucket (one series per bucket)
+
+    [drives]                        # the drives (failure domains) of the erasure-coded tiers
+    reserve_bytes = 1073741824      # a drive with less free space takes no new shards
+    failing_after_errors = 3        # consecutive I/O errors before a drive counts as failing
+    reprobe_seconds = 10            # how often a failing drive is tried again
 
     [lifecycle]                    # the daemon that moves data between tiers
     enabled = true
@@ -45,60 +56,95 @@ Example (every key optional):
     demote_after_idle_days = 30    # hot → warm after this long without access
     gpu_idle_seconds = 3600        # gpu-direct → hot after this long without access
     it_infrequent_after_days = 30  # INTELLIGENT_TIERING: frequent → infrequent (warm)
+    it_min_monitored_size = 131072 # ... smaller objects stay frequent (as on AWS)
     high_watermark = 0.90          # of a tier's capacity_bytes: start moving the coldest down
     low_watermark = 0.75           # ... until usage is below this
     mover_concurrency = 4
     mover_bytes_per_second = 0     # 0: unlimited
     restore_tier = "warm"          # where RestoreObject puts the temporary copy
+    min_transition_size = 0        # smaller objects are not moved by lifecycle rules
 
     [rebalance]                    # moving shards after `admin domain add/drain`, `admin tier recode`
     bytes_per_second = 0           # 0: unlimited
     concurrency = 4                # blobs moved (objects re-striped) at once
     settle_seconds = 2             # start once the last topology change is this old (batch several)
 
-    [drives]                       # drives of the erasure-coded tiers that cannot take writes
-    reserve_bytes = 1073741824     # less free space than this: the drive is "full", placement skips it
-    failing_after_errors = 3       # this many failed writes in a row: "failing", placement skips it
-    reprobe_seconds = 10           # how often marked drives are checked again (statvfs, a probe write)
-
     [tiers.hot]            # one table per tier: gpu-direct, hot, warm, cold
-    backend = "erasure"    # a registered backend kind: "erasure" or "files"
-    path = ""              # default: <data_dir>/domains (erasure) or <data_dir>/tiers/<name> (files)
+    backend = "erasure"    # a backend kind: "erasure", "files", "memory" or "s3"; its keys below
+    enabled = true         # false: no such tier
+    capacity_bytes = 0     # 0: the disk's size
+    path = ""              # default: <data_dir>/domains (erasure) or <data_dir>/tiers/<name>
     k = 4                  # data shards per stripe
     m = 2                  # parity shards: any m domains may fail
     nodes = 8              # simulated nodes: directories <path>/<tier>/n<i>/d<j>
     drives_per_node = 2
-    spread_level = "node"  # a stripe's shards land on distinct drives / nodes / racks / zones
+    spread_level = "node"  # a stripe's shards land on distinct drives / nodes / racks / zones / regions
     write_quorum = 0       # 0: k+1 shards must be durable before a PUT is acknowledged
-    capacity_bytes = 0     # 0: the disk's size
+    block_size = 1048576   # bytes of data per stripe
+    small_object_threshold = 65536  # smaller objects are written whole, in one go
     # Or declare the domains explicitly instead of nodes/drives_per_node:
     # domains = [{id = "hot-a", path = "/mnt/a", node = "n1", rack = "r1", zone = "z1", weight = 1.0}, ...]
+
+    [tiers.gpu-direct]     # "memory": RAM in front of files; "files": one file per blob (path, fsync)
+    backend = "memory"
+    cache_bytes = 1073741824      # RAM for recently used blobs
+    capacity_bytes = 4294967296
+    fsync = true           # memory, files: fsync each blob before a PUT is acknowledged
 
     [tiers.cold]           # or keep a tier's blobs in an external S3 bucket (cloud, another tierstore)
     backend = "s3"
     endpoint = "https://s3.example.com"
-    bucket = "archive"
+    bucket = "archive"     # required
     access_key = ""        # empty: boto3's default credential chain
     secret_key = ""
     region = "us-east-1"
     prefix = "tierstore/"  # blobs are <prefix><data id>, never object keys
-    addressing_style = "path"
+    addressing_style = "path"  # or "virtual", "auto"
     part_size = 16777216   # remote multipart part size (>= 5 MiB)
     verify_tls = true      # or a CA bundle path
+    connect_timeout = 5
+    read_timeout = 60
+    max_attempts = 3
+
+A [tiers.NAME] table overrides the embedded default's keys (DEFAULT_TIERS below) when it keeps
+the default's backend, and replaces the table when it names another backend.
 """
 
 from __future__ import annotations
 
 import os
-import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, Self, cast
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from erasure.drive_health import DriveHealthSettings
+from erasure.topology import LEVELS
 from lifecycle.daemon import LifecycleSettings
+from lifecycle.intelligent_tiering import ITPolicy
+from lifecycle.temperature import TemperaturePolicy, Watermarks
+from server.config_sources import ConfigError, Environment, Origins, describe, read_file
+from tiering.backends.erasure_coded import DEFAULT_BLOCK_SIZE, DEFAULT_SMALL_OBJECT_THRESHOLD
+from tiering.backends.memory import DEFAULT_CACHE_BYTES
+from tiering.backends.s3_remote import DEFAULT_PART_SIZE, MIN_PART_SIZE
 from tiering.rebalance import RebalanceSettings
 from tiering.tiers import TIER_ORDER, TierConfig
+
+__all__ = ["ConfigError", "ServerConfig", "Settings", "load_config", "load_settings"]
 
 DEFAULT_ACCESS_KEY = "tierstore"
 DEFAULT_SECRET_KEY = "tierstore-secret-key"
@@ -115,9 +161,8 @@ class ServerConfig:
     tls_key: str = ""
     max_clock_skew_seconds: int = 900
     log_level: str = "info"
-    access_log: bool = False  # off for a quiet trial console; services turn it on (deploy/tierstore.toml)
+    access_log: bool = False
     status_page: str = "loopback"
-    metrics_per_bucket: bool = False
     access_key: str = DEFAULT_ACCESS_KEY
     secret_key: str = DEFAULT_SECRET_KEY
     catalog_path: Path | None = None
@@ -130,7 +175,10 @@ class ServerConfig:
     body_idle_timeout_seconds: float = 60.0
     keep_alive_timeout_seconds: float = 30.0
     max_connections: int = 1024
+    metrics_per_bucket: bool = False
     drives: DriveHealthSettings = field(default_factory=DriveHealthSettings)
+    # TIERSTORE_* variables that configure nothing here (perhaps another program's): said at start.
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def listen(self) -> str:
@@ -143,132 +191,198 @@ class ServerConfig:
 
 def parse_listen(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
+    if not sep or not port.isdigit() or int(port) > 65535:
         raise ValueError(f"listen address must be HOST:PORT, got {value!r}")
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def _env(section: str, key: str) -> str | None:
-    return os.environ.get(f"TIERSTORE_{section}_{key}".upper().replace("-", "_"))
+# --- the model: one class per table -----------------------------------------------------------
+
+def _lower(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value
 
 
-def _as_bool(value: str) -> bool:
-    return value.strip().lower() in ("1", "true", "yes", "on")
+TierName = Literal["gpu-direct", "hot", "warm", "cold"]
+assert TierName.__args__ == TIER_ORDER  # type: ignore[attr-defined]  # one list of tiers
 
 
-def load_config(
-    path: Path | None = None,
-    *,
-    data_dir: Path | None = None,
-    listen: str | None = None,
-    tls_cert: str | None = None,
-    tls_key: str | None = None,
-    test_clock: bool | None = None,
-) -> ServerConfig:
-    raw: dict[str, Any] = {}
-    if path is not None:
-        with open(path, "rb") as f:
-            raw = tomllib.load(f)
-    server = raw.get("server", {})
-    creds = raw.get("credentials", {})
-    catalog = raw.get("catalog", {})
-    cfg = ServerConfig()
-
-    def pick(section: str, table: dict[str, Any], key: str, default: Any) -> Any:
-        env = _env(section, key)
-        if env is not None:
-            return env
-        return table.get(key, default)
-
-    listen_value = listen or pick("server", server, "listen", cfg.listen)
-    cfg.listen_host, cfg.listen_port = parse_listen(str(listen_value))
-    cfg.data_dir = Path(data_dir or pick("server", server, "data_dir", cfg.data_dir))
-    cfg.region = str(pick("server", server, "region", cfg.region))
-    domains = pick("server", server, "virtual_host_domains", cfg.virtual_host_domains)
-    cfg.virtual_host_domains = domains.split(",") if isinstance(domains, str) else list(domains)
-    cfg.tls_cert = tls_cert or str(pick("server", server, "tls_cert", ""))
-    cfg.tls_key = tls_key or str(pick("server", server, "tls_key", ""))
-    cfg.max_clock_skew_seconds = int(pick("server", server, "max_clock_skew_seconds", 900))
-    cfg.log_level = str(pick("server", server, "log_level", "info"))
-    access = pick("server", server, "access_log", False)
-    cfg.access_log = _as_bool(access) if isinstance(access, str) else bool(access)
-    cfg.status_page = str(pick("server", server, "status_page", "loopback")).lower()
-    if cfg.status_page not in ("loopback", "authenticated", "off"):
-        raise ValueError(f"server.status_page must be loopback, authenticated or off, got {cfg.status_page!r}")
-    per_bucket = pick("metrics", raw.get("metrics", {}), "per_bucket", False)
-    cfg.metrics_per_bucket = _as_bool(per_bucket) if isinstance(per_bucket, str) else bool(per_bucket)
-    cfg.access_key = os.environ.get("TIERSTORE_ACCESS_KEY") or str(
-        pick("credentials", creds, "access_key", DEFAULT_ACCESS_KEY)
-    )
-    cfg.secret_key = os.environ.get("TIERSTORE_SECRET_KEY") or str(
-        pick("credentials", creds, "secret_key", DEFAULT_SECRET_KEY)
-    )
-    catalog_path = pick("catalog", catalog, "path", "")
-    cfg.catalog_path = Path(catalog_path) if catalog_path else cfg.data_dir / "catalog" / "catalog.db"
-    durable = pick("catalog", catalog, "durable", True)
-    cfg.catalog_durable = _as_bool(durable) if isinstance(durable, str) else bool(durable)
-    cfg.tiers = _tier_configs(raw.get("tiers", {}), cfg.data_dir)
-    clock_flag = pick("server", server, "test_clock", False)
-    cfg.test_clock = bool(test_clock) or (_as_bool(clock_flag) if isinstance(clock_flag, str) else bool(clock_flag))
-    cfg.header_timeout_seconds = float(pick("server", server, "header_timeout_seconds", cfg.header_timeout_seconds))
-    cfg.body_idle_timeout_seconds = float(pick("server", server, "body_idle_timeout_seconds", cfg.body_idle_timeout_seconds))
-    cfg.keep_alive_timeout_seconds = float(pick("server", server, "keep_alive_timeout_seconds", cfg.keep_alive_timeout_seconds))
-    cfg.max_connections = int(pick("server", server, "max_connections", cfg.max_connections))
-    for key, value in (("header_timeout_seconds", cfg.header_timeout_seconds),
-                       ("body_idle_timeout_seconds", cfg.body_idle_timeout_seconds),
-                       ("keep_alive_timeout_seconds", cfg.keep_alive_timeout_seconds),
-                       ("max_connections", cfg.max_connections)):
-        if not value > 0:
-            raise ValueError(f"server.{key} must be positive, got {value}")
-    cfg.lifecycle = _lifecycle_settings(raw.get("lifecycle", {}))
-    cfg.rebalance = RebalanceSettings.from_config(raw.get("rebalance", {}))
-    cfg.drives = DriveHealthSettings.from_config(raw.get("drives", {}))
-    for tier in cfg.tiers:
-        if tier.backend == "erasure":
-            tier.options["drive_health"] = cfg.drives
-    return cfg
+class _Table(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-def _lifecycle_settings(table: dict[str, Any]) -> LifecycleSettings:
-    """[lifecycle] keys, each overridable as TIERSTORE_LIFECYCLE_<KEY>."""
-    defaults = LifecycleSettings()
-    temp, it, wm = defaults.temperature, defaults.intelligent_tiering, defaults.watermarks
+class ServerSection(_Table):
+    listen: str = "127.0.0.1:9000"
+    data_dir: Path = Path("./data")
+    region: str = "us-east-1"
+    virtual_host_domains: list[str] = ["localhost"]
+    tls_cert: str = ""
+    tls_key: str = ""
+    max_clock_skew_seconds: NonNegativeInt = 900
+    log_level: Annotated[Literal["critical", "error", "warning", "info", "debug"], BeforeValidator(_lower)] = "info"
+    access_log: bool = False
+    status_page: Annotated[Literal["loopback", "authenticated", "off"], BeforeValidator(_lower)] = "loopback"
+    test_clock: bool = False
+    header_timeout_seconds: PositiveFloat = 10.0
+    body_idle_timeout_seconds: PositiveFloat = 60.0
+    keep_alive_timeout_seconds: PositiveFloat = 30.0
+    max_connections: PositiveInt = 1024
 
-    def get(key: str, default: Any) -> Any:
-        value = _env("lifecycle", key)
-        if value is None:
-            return table.get(key, default)
-        if isinstance(default, bool):
-            return _as_bool(value)
-        return type(default)(value)
+    @field_validator("listen")
+    @classmethod
+    def _host_and_port(cls, value: str) -> str:
+        parse_listen(value)
+        return value
 
-    day = 86400.0
-    return LifecycleSettings(
-        enabled=bool(get("enabled", defaults.enabled)),
-        interval_seconds=float(get("interval_seconds", defaults.interval_seconds)),
-        manage_unclassified=bool(get("manage_unclassified", defaults.manage_unclassified)),
-        temperature=replace(
-            temp,
-            half_life_s=float(get("heat_half_life_seconds", temp.half_life_s)),
-            promote_to_gpu=float(get("promote_to_gpu_heat", temp.promote_to_gpu)),
-            promote_to_hot=float(get("promote_to_hot_heat", temp.promote_to_hot)),
-            demote_after_idle_s=float(get("demote_after_idle_days", temp.demote_after_idle_s / day)) * day,
-            gpu_idle_s=float(get("gpu_idle_seconds", temp.gpu_idle_s)),
-        ),
-        intelligent_tiering=replace(
-            it,
-            infrequent_after_days=float(get("it_infrequent_after_days", it.infrequent_after_days)),
-            min_monitored_size=int(get("it_min_monitored_size", it.min_monitored_size)),
-        ),
-        watermarks=replace(
-            wm, high=float(get("high_watermark", wm.high)), low=float(get("low_watermark", wm.low))
-        ),
-        mover_concurrency=int(get("mover_concurrency", defaults.mover_concurrency)),
-        mover_bytes_per_second=float(get("mover_bytes_per_second", defaults.mover_bytes_per_second)),
-        restore_tier=str(get("restore_tier", defaults.restore_tier)),
-        min_transition_size=int(get("min_transition_size", defaults.min_transition_size)),
-    )
 
+class CredentialsSection(_Table):
+    access_key: str = Field(default=DEFAULT_ACCESS_KEY, min_length=1)
+    secret_key: str = Field(default=DEFAULT_SECRET_KEY, min_length=1)
+
+
+class CatalogSection(_Table):
+    path: str = ""
+    durable: bool = True
+
+
+class MetricsSection(_Table):
+    per_bucket: bool = False
+
+
+_DRIVES = DriveHealthSettings()
+
+
+class DrivesSection(_Table):
+    reserve_bytes: NonNegativeInt = _DRIVES.reserve_bytes
+    failing_after_errors: PositiveInt = _DRIVES.failing_after_errors
+    reprobe_seconds: PositiveFloat = _DRIVES.reprobe_seconds
+
+
+_LIFECYCLE = LifecycleSettings()
+_TEMPERATURE, _IT, _WATERMARKS = _LIFECYCLE.temperature, _LIFECYCLE.intelligent_tiering, _LIFECYCLE.watermarks
+DAY = 86400.0
+
+
+class LifecycleSection(_Table):
+    enabled: bool = _LIFECYCLE.enabled
+    interval_seconds: PositiveFloat = _LIFECYCLE.interval_seconds
+    manage_unclassified: bool = _LIFECYCLE.manage_unclassified
+    heat_half_life_seconds: PositiveFloat = _TEMPERATURE.half_life_s
+    promote_to_gpu_heat: PositiveFloat = _TEMPERATURE.promote_to_gpu
+    promote_to_hot_heat: PositiveFloat = _TEMPERATURE.promote_to_hot
+    demote_after_idle_days: PositiveFloat = _TEMPERATURE.demote_after_idle_s / DAY
+    gpu_idle_seconds: PositiveFloat = _TEMPERATURE.gpu_idle_s
+    it_infrequent_after_days: NonNegativeFloat = _IT.infrequent_after_days
+    it_min_monitored_size: NonNegativeInt = _IT.min_monitored_size
+    high_watermark: float = Field(default=_WATERMARKS.high, ge=0.0, le=1.0)
+    low_watermark: float = Field(default=_WATERMARKS.low, ge=0.0, le=1.0)
+    mover_concurrency: PositiveInt = _LIFECYCLE.mover_concurrency
+    mover_bytes_per_second: NonNegativeFloat = _LIFECYCLE.mover_bytes_per_second
+    restore_tier: TierName = cast(TierName, _LIFECYCLE.restore_tier)
+    min_transition_size: NonNegativeInt = _LIFECYCLE.min_transition_size
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.low_watermark > self.high_watermark:
+            raise ValueError(f"low_watermark ({self.low_watermark}) is above high_watermark ({self.high_watermark})")
+        if self.promote_to_hot_heat > self.promote_to_gpu_heat:
+            raise ValueError(f"promote_to_hot_heat ({self.promote_to_hot_heat}) is above "
+                             f"promote_to_gpu_heat ({self.promote_to_gpu_heat})")
+        self.settings()  # and whatever else the policies refuse
+        return self
+
+    def settings(self) -> LifecycleSettings:
+        return LifecycleSettings(
+            enabled=self.enabled,
+            interval_seconds=self.interval_seconds,
+            manage_unclassified=self.manage_unclassified,
+            temperature=TemperaturePolicy(
+                half_life_s=self.heat_half_life_seconds,
+                promote_to_gpu=self.promote_to_gpu_heat,
+                promote_to_hot=self.promote_to_hot_heat,
+                demote_after_idle_s=self.demote_after_idle_days * DAY,
+                gpu_idle_s=self.gpu_idle_seconds,
+            ),
+            intelligent_tiering=ITPolicy(infrequent_after_days=self.it_infrequent_after_days,
+                                         min_monitored_size=self.it_min_monitored_size),
+            watermarks=Watermarks(high=self.high_watermark, low=self.low_watermark),
+            mover_concurrency=self.mover_concurrency,
+            mover_bytes_per_second=self.mover_bytes_per_second,
+            restore_tier=self.restore_tier,
+            min_transition_size=self.min_transition_size,
+        )
+
+
+_REBALANCE = RebalanceSettings()
+
+
+class RebalanceSection(_Table):
+    bytes_per_second: NonNegativeFloat = _REBALANCE.bytes_per_second
+    concurrency: PositiveInt = _REBALANCE.concurrency
+    settle_seconds: NonNegativeFloat = _REBALANCE.settle_seconds
+
+
+# --- tiers: one model per backend kind, chosen by `backend` --------------------------------------
+
+class _Tier(_Table):
+    enabled: bool = True
+    capacity_bytes: NonNegativeInt = 0  # 0: the disk's size
+
+
+class _LocalTier(_Tier):
+    path: str = ""  # "": under data_dir (resolved by Settings)
+
+
+class DomainSpec(_Table):
+    id: str = Field(min_length=1)
+    path: str = Field(min_length=1)
+    node: str | None = None  # None: the domain's id
+    rack: str = "rack1"
+    zone: str = "zone1"
+    weight: NonNegativeFloat = 0.0  # 0: the size of the filesystem under path
+
+
+class ErasureTier(_LocalTier):
+    backend: Literal["erasure"]
+    k: PositiveInt = 4
+    m: NonNegativeInt = 2
+    nodes: PositiveInt = 1
+    drives_per_node: PositiveInt = 6
+    spread_level: Literal[LEVELS] = "drive"  # type: ignore[valid-type]
+    write_quorum: NonNegativeInt = 0  # 0: k+1
+    block_size: PositiveInt = DEFAULT_BLOCK_SIZE
+    small_object_threshold: NonNegativeInt = DEFAULT_SMALL_OBJECT_THRESHOLD
+    domains: list[DomainSpec] | None = None
+
+
+class FilesTier(_LocalTier):
+    backend: Literal["files"]
+    fsync: bool = True
+
+
+class MemoryTier(_LocalTier):
+    backend: Literal["memory"]
+    cache_bytes: NonNegativeInt = DEFAULT_CACHE_BYTES
+    fsync: bool = True
+
+
+class S3Tier(_Tier):
+    backend: Literal["s3"]
+    endpoint: str = ""
+    bucket: str = Field(min_length=1)
+    access_key: str = ""
+    secret_key: str = ""
+    region: str = "us-east-1"
+    prefix: str = "tierstore/"
+    addressing_style: Literal["path", "virtual", "auto"] = "path"
+    part_size: int = Field(default=DEFAULT_PART_SIZE, ge=MIN_PART_SIZE)
+    verify_tls: bool | str = True
+    connect_timeout: PositiveFloat = 5.0
+    read_timeout: PositiveFloat = 60.0
+    max_attempts: PositiveInt = 3
+
+
+TierTable = Annotated[ErasureTier | FilesTier | MemoryTier | S3Tier, Field(discriminator="backend")]
+TIER_KINDS: dict[str, type[_Tier]] = {"erasure": ErasureTier, "files": FilesTier, "memory": MemoryTier, "s3": S3Tier}
 
 # The embedded default: gpu-direct served from RAM (written through to files), and the other
 # tiers erasure-coded over simulated failure domains, one directory per drive. Each code spreads
@@ -280,25 +394,196 @@ DEFAULT_TIERS: dict[str, dict[str, Any]] = {
     "warm": {"backend": "erasure", "k": 8, "m": 3, "nodes": 12, "drives_per_node": 2, "spread_level": "node"},
     "cold": {"backend": "erasure", "k": 10, "m": 4, "nodes": 16, "drives_per_node": 1, "spread_level": "node"},
 }
-_INT_OPTIONS = ("cache_bytes", "capacity_bytes", "k", "m", "nodes", "drives_per_node", "write_quorum", "block_size", "small_object_threshold", "part_size")
 
 
-def _tier_configs(tables: dict[str, dict[str, Any]], data_dir: Path) -> list[TierConfig]:
-    """All four tiers by default; a [tiers.NAME] table overrides keys, `enabled = false` drops it."""
-    configs = []
-    for name in TIER_ORDER:
-        table = {**DEFAULT_TIERS[name], **tables.get(name, {})}
-        section = f"tiers_{name}"
-        for key in list(table) + list(_INT_OPTIONS) + ["spread_level", "backend", "path", "enabled"]:
-            env = _env(section, key)
-            if env is not None:
-                table[key] = int(env) if key in _INT_OPTIONS else env
-        if not _as_bool(str(table.pop("enabled", True))):
-            continue
-        backend = str(table.pop("backend"))
-        default_root = data_dir / ("domains" if backend == "erasure" else "tiers") / ("" if backend == "erasure" else name)
-        path = table.pop("path", "") or str(default_root)
-        capacity = int(table.pop("capacity_bytes", 0)) or None
-        options: dict[str, Any] = {"root": path, "name": name, **table}
-        configs.append(TierConfig(name=name, backend=backend, options=options, capacity_bytes=capacity))
-    return configs
+# --- the whole configuration ------------------------------------------------------------------
+
+class Settings(BaseSettings):
+    """The validated configuration: flags over environment over file over defaults."""
+
+    model_config = SettingsConfigDict(extra="forbid", case_sensitive=True)
+
+    config_file: Path | None = Field(default=None, exclude=True)  # read by the file source
+    server: ServerSection = Field(default_factory=ServerSection)
+    credentials: CredentialsSection = Field(default_factory=CredentialsSection)
+    catalog: CatalogSection = Field(default_factory=CatalogSection)
+    metrics: MetricsSection = Field(default_factory=MetricsSection)
+    drives: DrivesSection = Field(default_factory=DrivesSection)
+    lifecycle: LifecycleSection = Field(default_factory=LifecycleSection)
+    rebalance: RebalanceSection = Field(default_factory=RebalanceSection)
+    tiers: dict[TierName, TierTable] = Field(default_factory=dict, validate_default=True)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Ours replace pydantic's environment reader: TIERSTORE_TIERS_<TIER>_<KEY> needs the tier
+        # names, and a variable under a section's prefix that names no key must be refused.
+        config_file = cast(InitSettingsSource, init_settings).init_kwargs.get("config_file")
+        return init_settings, _EnvironmentSource(settings_cls), _FileSource(settings_cls, config_file)
+
+    @field_validator("tiers", mode="before")
+    @classmethod
+    def _over_defaults(cls, tables: Any) -> Any:
+        """Every tier, its table laid over the embedded default (or replacing it: another backend)."""
+        if not isinstance(tables, dict):
+            return tables
+        merged: dict[str, Any] = {}
+        for name, default in DEFAULT_TIERS.items():
+            table = tables.get(name, {})
+            same_backend = isinstance(table, dict) and table.get("backend", default["backend"]) == default["backend"]
+            merged[name] = {**default, **table} if same_backend else table
+        return {**merged, **{k: v for k, v in tables.items() if k not in merged}}
+
+    @model_validator(mode="after")
+    def _resolve_paths(self) -> Self:
+        """Paths left empty take their place under data_dir, so what is shown is what is used."""
+        data_dir = self.server.data_dir
+        if not self.catalog.path:
+            self.catalog.path = str(data_dir / "catalog" / "catalog.db")
+        for name, tier in self.tiers.items():
+            if isinstance(tier, _LocalTier) and not tier.path:
+                tier.path = str(data_dir / "domains" if isinstance(tier, ErasureTier) else data_dir / "tiers" / name)
+        return self
+
+
+SECTIONS: dict[str, type[_Table]] = {
+    name: info.annotation for name, info in Settings.model_fields.items()  # type: ignore[misc]
+    if isinstance(info.annotation, type) and issubclass(info.annotation, _Table)
+}
+_TIER_FIELDS: dict[str, Any] = {k: f.annotation for m in TIER_KINDS.values() for k, f in m.model_fields.items()}
+
+
+def _environment() -> Environment:
+    return Environment.read(os.environ, SECTIONS, TIER_ORDER, _TIER_FIELDS)
+
+
+class _EnvironmentSource(PydanticBaseSettingsSource):
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ reads everything at once
+
+    def __call__(self) -> dict[str, Any]:
+        return _environment().values
+
+
+class _FileSource(InitSettingsSource):
+    def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
+        super().__init__(settings_cls, read_file(Path(path))[0] if path is not None else {})
+
+
+# --- loading ------------------------------------------------------------------------------------
+
+# The command-line flags of `tierstore serve` that set [server] keys.
+FLAGS = {"data_dir": "--data", "listen": "--listen", "tls_cert": "--tls-cert", "tls_key": "--tls-key",
+         "test_clock": "--test-clock"}
+
+
+def load_settings(path: Path | None = None, *, flags: dict[str, Any] | None = None) -> tuple[Settings, list[str]]:
+    """The validated settings and warnings; a ConfigError names every problem and where it is.
+
+    `flags`: [server] keys given on the command line (the highest precedence)."""
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    environment = _environment()
+    try:
+        init: dict[str, Any] = {"config_file": path, "server": flags}
+        settings = Settings(**init)
+    except ValidationError as error:
+        text = read_file(Path(path))[1] if path is not None else ""
+        origins = Origins(path, text, environment.origins, {("server", k): FLAGS[k] for k in flags})
+        raise describe(error, origins, _valid_keys, _user_path) from None
+    warnings = [f"environment variable {name} is not a configuration key (ignored)"
+                for name in environment.unrecognised]
+    return settings, warnings
+
+
+def _user_path(loc: tuple[int | str, ...]) -> tuple[str, ...]:
+    """pydantic's error location as the key path a user writes: no union tags, no `[key]`."""
+    parts = [str(p) for p in loc if p != "[key]"]
+    if len(parts) > 2 and parts[0] == "tiers" and parts[2] in TIER_KINDS:
+        del parts[2]
+    return tuple(parts)
+
+
+def _valid_keys(loc: tuple[int | str, ...]) -> list[str] | None:
+    """The keys the table holding `loc` accepts."""
+    parent = [str(p) for p in loc[:-1]]
+    if not parent:
+        return [name for name in Settings.model_fields if name != "config_file"]
+    if parent[0] == "tiers" and len(parent) >= 3 and parent[2] in TIER_KINDS:
+        model: type[BaseModel] = TIER_KINDS[parent[2]]
+        if len(parent) == 3:
+            return ["backend", *(k for k in model.model_fields if k != "backend")]
+        return list(DomainSpec.model_fields) if parent[3] == "domains" else None
+    if len(parent) == 1 and parent[0] in SECTIONS:
+        return list(SECTIONS[parent[0]].model_fields)
+    return None
+
+
+def load_config(
+    path: Path | None = None,
+    *,
+    data_dir: Path | None = None,
+    listen: str | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    test_clock: bool | None = None,
+) -> ServerConfig:
+    """The server's configuration; ConfigError (a ValueError) when any of it is wrong."""
+    settings, warnings = load_settings(path, flags={
+        "data_dir": data_dir, "listen": listen, "tls_cert": tls_cert or None, "tls_key": tls_key or None,
+        "test_clock": True if test_clock else None,
+    })
+    return server_config(settings, warnings)
+
+
+def server_config(settings: Settings, warnings: list[str] | None = None) -> ServerConfig:
+    """What the rest of the server reads, from validated settings."""
+    server = settings.server
+    host, port = parse_listen(server.listen)
+    drives = DriveHealthSettings(**settings.drives.model_dump())
+    return ServerConfig(
+        listen_host=host,
+        listen_port=port,
+        data_dir=server.data_dir,
+        region=server.region,
+        virtual_host_domains=list(server.virtual_host_domains),
+        tls_cert=server.tls_cert,
+        tls_key=server.tls_key,
+        max_clock_skew_seconds=server.max_clock_skew_seconds,
+        log_level=server.log_level,
+        access_log=server.access_log,
+        status_page=server.status_page,
+        access_key=settings.credentials.access_key,
+        secret_key=settings.credentials.secret_key,
+        catalog_path=Path(settings.catalog.path),
+        catalog_durable=settings.catalog.durable,
+        tiers=[_tier_config(name, tier, drives) for name, tier in settings.tiers.items() if tier.enabled],
+        test_clock=server.test_clock,
+        lifecycle=settings.lifecycle.settings(),
+        rebalance=RebalanceSettings(**settings.rebalance.model_dump()),
+        header_timeout_seconds=server.header_timeout_seconds,
+        body_idle_timeout_seconds=server.body_idle_timeout_seconds,
+        keep_alive_timeout_seconds=server.keep_alive_timeout_seconds,
+        max_connections=server.max_connections,
+        metrics_per_bucket=settings.metrics.per_bucket,
+        drives=drives,
+        warnings=list(warnings or []),
+    )
+
+
+def _tier_config(name: str, tier: _Tier, drives: DriveHealthSettings) -> TierConfig:
+    options = tier.model_dump(exclude={"backend", "enabled", "capacity_bytes", "path", "domains"})
+    if isinstance(tier, ErasureTier):
+        options["drive_health"] = drives  # every erasure-coded pool judges its drives by [drives]
+    if isinstance(tier, _LocalTier):
+        options["root"] = tier.path
+    if isinstance(tier, ErasureTier) and tier.domains:
+        options["domains"] = [d.model_dump(exclude_none=True) for d in tier.domains]
+    backend = cast(str, tier.backend)  # type: ignore[attr-defined]
+    return TierConfig(name=name, backend=backend, options={"name": name, **options},
+                      capacity_bytes=tier.capacity_bytes or None)

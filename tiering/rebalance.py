@@ -40,7 +40,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -106,29 +105,13 @@ class UnknownTier(RebalanceRefused):
 
 @dataclass
 class RebalanceSettings:
-    """[rebalance] keys, each overridable as TIERSTORE_REBALANCE_<KEY>."""
+    """[rebalance] keys (server/config.py reads and validates them)."""
 
     bytes_per_second: float = 0.0  # 0: unlimited
     concurrency: int = 4  # blobs moved (or objects re-striped) at once
     # A run starts once the last request is this old: an operator adding several drives one by one
     # gets one rebalance to the final topology, not a cascade of moves to intermediate ones.
     settle_seconds: float = 2.0
-
-    @classmethod
-    def from_config(cls, table: dict[str, Any], env: dict[str, str] | None = None) -> RebalanceSettings:
-        env = dict(os.environ) if env is None else env
-        defaults = cls()
-
-        def get(key: str, default: Any) -> Any:
-            raw = env.get(f"TIERSTORE_REBALANCE_{key.upper()}")
-            return type(default)(raw if raw is not None else table.get(key, default))
-
-        settings = cls(float(get("bytes_per_second", defaults.bytes_per_second)),
-                       int(get("concurrency", defaults.concurrency)),
-                       float(get("settle_seconds", defaults.settle_seconds)))
-        if settings.concurrency < 1 or settings.bytes_per_second < 0 or settings.settle_seconds < 0:
-            raise ValueError("rebalance: concurrency must be >= 1 and bytes_per_second >= 0")
-        return settings
 
 
 @dataclass
