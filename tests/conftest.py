@@ -16,10 +16,17 @@ import boto3
 import pytest
 from botocore.config import Config
 
+from tests import reliability as reliability_plugin
+from tests.reliability import reliability  # noqa: F401 - the fixture, for every test family
+
 ACCESS_KEY = "test-access-key"
 SECRET_KEY = "test-secret-key-0123456789"
 REGION = "us-east-1"
 START_TIMEOUT = 30.0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    reliability_plugin.register(config)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
