@@ -19,10 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -42,6 +39,7 @@ from erasure.checksum import CHECKSUM_SIZE
 from erasure.shard_format import HEADER_SIZE, ShardHeader, frame_offset
 from tests.conftest import ACCESS_KEY, REGION, SECRET_KEY, ServerProcess, free_port, make_client
 from tests.reliability import Recorder
+from tests.support import admin
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -72,11 +70,6 @@ OFFLINE_DRIVES: dict[str, set[str]] = {
 }
 
 
-def _tierstore_cmd() -> list[str]:
-    script = Path(sys.executable).with_name("tierstore")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "server.cli"]
-
-
 # --- the server, the CLI, the disk ----------------------------------------------------------
 
 
@@ -101,13 +94,7 @@ class Cluster:
 
     # admin CLI, exactly as an operator runs it
     def admin(self, *args: str) -> Any:
-        env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS_KEY, "TIERSTORE_SECRET_KEY": SECRET_KEY}
-        done = subprocess.run(
-            [*_tierstore_cmd(), "admin", *args, "--endpoint", self.server.endpoint, "--json"],
-            env=env, capture_output=True, text=True, timeout=300,
-        )
-        assert done.returncode == 0, f"tierstore admin {' '.join(args)} failed: {done.stderr}"
-        return json.loads(done.stdout)
+        return admin(self.server.endpoint, *args, timeout=300)
 
     def status(self) -> dict[str, Any]:
         return self.admin("status")  # type: ignore[no-any-return]
