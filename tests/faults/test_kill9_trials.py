@@ -140,7 +140,11 @@ class Trial:
 
     def check(self) -> None:
         for key, allowed in sorted(self.allowed.items()):
-            state = self.seen(key)
+            try:
+                state = self.seen(key)
+            except ClientError as exc:  # e.g. 503: its shards are gone
+                self.recorder.lost(f"{key}: {exc}")
+                continue
             if state not in allowed:
                 self.recorder.lost(f"{key}: {state} not in {allowed}")
         self.recorder.record(verified=len(self.allowed))
