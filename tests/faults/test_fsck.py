@@ -17,6 +17,7 @@ import xxhash
 
 from tests.conftest import ServerProcess, make_client
 from tests.faults.conftest import MiB, pattern
+from tests.reliability import Recorder
 from tests.support import admin, run_admin
 
 Spawn = Callable[..., ServerProcess]
@@ -52,7 +53,7 @@ def plant(beside: Path, data_id: str, age: float) -> Path:
     return path
 
 
-def test_fsck_clean_orphan_repair_dangling_lost(spawn: Spawn, tmp_path: Path) -> None:
+def test_fsck_clean_orphan_repair_dangling_lost(spawn: Spawn, tmp_path: Path, reliability: Recorder) -> None:
     data = tmp_path / "data"
     server = spawn(data)
     s3 = make_client(server.endpoint)
@@ -106,9 +107,10 @@ def test_fsck_clean_orphan_repair_dangling_lost(spawn: Spawn, tmp_path: Path) ->
         if key != "doomed":
             assert s3.get_object(Bucket="fsck", Key=key)["Body"].read() == body, key
     assert all(p.exists() for key in ("small", "big") for p in files[key])
+    reliability.record(inputs=len(bodies) + 1, faults=2 + 1 + 3, operations=len(bodies) * 2 + 3, verified=len(bodies) - 1)
 
 
-def test_fsck_verify_finds_a_corrupt_block(spawn: Spawn, tmp_path: Path) -> None:
+def test_fsck_verify_finds_a_corrupt_block(spawn: Spawn, tmp_path: Path, reliability: Recorder) -> None:
     data = tmp_path / "data"
     server = spawn(data)
     s3 = make_client(server.endpoint)
@@ -127,3 +129,4 @@ def test_fsck_verify_finds_a_corrupt_block(spawn: Spawn, tmp_path: Path) -> None
     code, report = fsck(server, "--verify")
     assert code == 0, report
     assert s3.get_object(Bucket="fsck", Key="rot")["Body"].read() == body
+    reliability.record(inputs=1, faults=1, operations=3, verified=1)

@@ -22,7 +22,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import BotoCoreError, ClientError
 
-from tests.conftest import ServerProcess, free_port, make_client
+from tests.conftest import ServerProcess, make_client
 from tests.faults.conftest import MiB, StreamingPut, pattern, pattern_md5
 from tests.reliability import Recorder
 from tests.support import AdminError, admin, run_admin
@@ -76,6 +76,7 @@ class Trial:
     """One server's life through a kill: the keys' possible states and what was acknowledged."""
 
     server: ServerProcess
+    spawn: Callable[..., ServerProcess]  # the faults fixture: starts a server, kills it at the end
     rng: random.Random
     recorder: Recorder
     allowed: dict[str, set[Version]] = field(default_factory=dict)  # key -> states that may be seen
@@ -112,8 +113,7 @@ class Trial:
         return delay
 
     def restart(self) -> None:
-        self.server = ServerProcess(self.server.data_dir, free_port(), env=dict(SERVER_ENV),
-                                    extra_args=["--test-clock"]).start()
+        self.server = self.spawn(self.server.data_dir, env=dict(SERVER_ENV), extra_args=["--test-clock"])
         self.s3 = make_client(self.server.endpoint, read_timeout=120, connect_timeout=10, max_pool_connections=16)
 
     # --- after the restart ----------------------------------------------------------------------
@@ -310,30 +310,19 @@ TRIALS: dict[str, Callable[[Trial], None]] = {
 }
 
 
-@pytest.fixture
-def servers() -> Iterator[list[ServerProcess]]:
-    started: list[ServerProcess] = []
-    yield started
-    for server in started:
-        server.kill()
-
-
 @pytest.mark.parametrize("kind", KINDS)
 def test_kill9_trials(kind: str, tmp_path: Path, request: pytest.FixtureRequest, reliability: Recorder,
-                      servers: list[ServerProcess]) -> None:
+                      spawn: Callable[..., ServerProcess]) -> None:
     count = trials_per_kind(request.config)
     print(f"\nkill -9 trials: {count} x {kind}, seed {SEED} (replay: TIERSTORE_KILL9_SEED={SEED})")
     for number in range(count):
         rng = random.Random(f"{SEED}-{kind}-{number}")
-        server = ServerProcess(tmp_path / f"trial{number}", free_port(), env=dict(SERVER_ENV),
-                               extra_args=["--test-clock"])
-        servers.append(server.start())
-        trial = Trial(server, rng, reliability)
+        server = spawn(tmp_path / f"trial{number}", env=dict(SERVER_ENV), extra_args=["--test-clock"])
+        trial = Trial(server, spawn, rng, reliability)
         trial.s3.create_bucket(Bucket=BUCKET)
         TRIALS[kind](trial)
         assert trial.server.proc is None, "the trial did not kill its server"
         trial.restart()
-        servers.append(trial.server)
         for check in trial.after_restart:
             check()
         trial.check()
