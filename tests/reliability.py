@@ -12,7 +12,7 @@ alone, so an unrelated run never erases the figures.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -61,11 +61,11 @@ class ReliabilityPlugin:
         self.recorders.append((recorder, outcome))
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item) -> Iterator[pytest.TestReport]:
-        report: pytest.TestReport = yield  # type: ignore[misc]
+    def pytest_runtest_makereport(self, item: pytest.Item) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
         if report.when == "call":
             item.stash[CALL_REPORT] = report  # the fixture's teardown reads the test's outcome
-        return report  # type: ignore[misc]
+        return report
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if not self.recorders or hasattr(self.config, "workerinput"):  # nothing ran, or an xdist worker
