@@ -89,6 +89,7 @@ class ReliabilityPlugin:
             "Written by the test suite (`tests/reliability.py`) at the end of a pytest run: do not edit by hand.",
             "Each family is a test module; its tests report what they tried through the `reliability` fixture.",
             "A test that loses an acknowledged object fails, so *lost* is 0 in any run that passed.",
+            "Longer runs: `--soak` (or TIERSTORE_KILL9_TRIALS=N, TIERSTORE_SOAK_SECONDS=S).",
             "",
             f"- run: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, commit {_commit()}, soak: {'yes' if soak else 'no'}",
             f"- tests that reported: {len(self.recorders)}",
@@ -110,8 +111,9 @@ def _commit() -> str:
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                               cwd=REPORT.parent, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, cwd=REPORT.parent, timeout=10).stdout.strip()
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                                 text=True, cwd=REPORT.parent, timeout=10).stdout.splitlines()
+        dirty = [line for line in changed if not line.endswith(REPORT.name)]  # this file is not the code
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return f"{head}{' (with local changes)' if dirty else ''}"
