@@ -44,6 +44,17 @@ DEFAULT_SMALL_OBJECT_THRESHOLD = 64 << 10
 
 
 @dataclass(frozen=True)
+class ShardFile:
+    """A committed shard file found on a domain (see `ErasurePool.list_shards`)."""
+
+    data_id: str
+    index: int
+    domain: str
+    mtime: float
+    size: int
+
+
+@dataclass(frozen=True)
 class HealRequest:
     """A blob a reader found degraded; whoever drains `ErasurePool.heal_requests` calls `heal`."""
 
@@ -221,20 +232,10 @@ class ErasurePool:
         for domain in self.topology:
             if not domain.online:
                 continue
-            for top in _subdirs(domain.path):
-                for sub in _subdirs(top):
-                    for entry in os.scandir(sub):
-                        data_id, _, index = entry.name.rpartition(".")
-                        if not data_id or not index.isdigit():
-                            continue
-                        try:
-                            mtime = entry.stat().st_mtime
-                        except FileNotFoundError:
-                            continue
-                        if not since <= mtime < until:
-                            continue
-                        blob = found.setdefault(data_id, {"shards": {}})
-                        blob["shards"][int(index)] = domain.id
+            for shard in self.list_shards(domain.id):
+                if since <= shard.mtime < until:
+                    blob = found.setdefault(shard.data_id, {"shards": {}})
+                    blob["shards"][shard.index] = domain.id
         locations: dict[str, dict[str, Any]] = {}
         for data_id, blob in found.items():
             index, domain_id = next(iter(blob["shards"].items()))
@@ -252,6 +253,48 @@ class ErasurePool:
                 "size": header.size,
             }
         return locations
+
+    def list_shards(self, domain_id: str) -> list[ShardFile]:
+        """Every committed shard file on one domain (not temporary files being written).
+
+        For the consistency check (`tierstore admin fsck`) and the orphan sweep: the caller
+        compares them with the locations it recorded. Blocking (walks the fan-out directories):
+        call it from a worker thread. Raises DomainOffline when the domain is offline.
+        """
+        store = self.store(domain_id)
+        if store is None:
+            raise DataNotFound(f"no domain {domain_id!r} in pool {self.name}")
+        store.check_online()
+        shards = []
+        for top in _subdirs(store.domain.path):
+            for sub in _subdirs(top):
+                for entry in os.scandir(sub):
+                    data_id, _, index = entry.name.rpartition(".")
+                    if not data_id or not index.isdigit():
+                        continue
+                    try:
+                        stat = entry.stat()
+                    except FileNotFoundError:
+                        continue  # deleted while we looked
+                    shards.append(ShardFile(data_id, int(index), domain_id, stat.st_mtime, stat.st_size))
+        return shards
+
+    def shards_present(self, data_id: str, location: dict[str, Any]) -> dict[int, bool | None]:
+        """Shard index -> is its file where the location says (None: that domain is offline).
+
+        Blocking (one stat per shard): call it from a worker thread.
+        """
+        present: dict[int, bool | None] = {}
+        for index, domain_id in Location.from_dict(location).present():
+            store = self.store(domain_id)
+            if store is None:
+                present[index] = False
+                continue
+            try:
+                present[index] = store.has(data_id, index)
+            except DomainOffline:
+                present[index] = None
+        return present
 
     async def exists(self, data_id: str, location: dict[str, Any]) -> bool:
         """True while at least k shard files are reachable (the blob can be opened)."""
@@ -332,4 +375,4 @@ def _subdirs(path: Path) -> list[Path]:
         return []
 
 
-__all__ = ["DataLost", "DataNotFound", "ErasurePool", "HealRequest", "HealResult"]
+__all__ = ["DataLost", "DataNotFound", "ErasurePool", "HealRequest", "HealResult", "ShardFile"]

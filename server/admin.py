@@ -22,6 +22,7 @@ from server.router import bucket_from_host
 from tiering.clock import ClockLocked
 from tiering.domains import UnknownDomain, list_domains, set_domain_state
 from tiering.errors import RestoreInProgress, TieringError
+from tiering.fsck import ORPHAN_AGE, fsck
 from tiering.heat import decayed
 from tiering.records import ObjectRecord
 
@@ -33,6 +34,10 @@ ADMIN_PREFIX = "/_tierstore/admin/"
 
 def json_response(value: Any, status: int = 200) -> Response:
     return Response(json.dumps(value, indent=2, default=str), status_code=status, media_type="application/json")
+
+
+def _flag(value: str | None) -> bool:
+    return (value or "").lower() in ("1", "true", "yes")
 
 
 # Classes whose objects may sit in the archive tier (bulk restore looks only at these).
@@ -76,6 +81,8 @@ class AdminApi:
                 if request.query_params.get("wait", "").lower() in ("1", "true", "yes"):
                     await asyncio.shield(task)
                 return json_response(store.maintenance.progress.to_json())
+            case "POST", ["fsck"]:
+                return json_response(await self._fsck(request))
             case "GET", ["heal"]:
                 return json_response(store.maintenance.progress.to_json())
             case "POST", ["clock", "advance"]:
@@ -125,6 +132,17 @@ class AdminApi:
         except ValueError as exc:
             return json_response({"error": "InvalidArgument", "message": str(exc)}, 400)
         return json_response({"now": clock(), "offset_seconds": clock.offset})
+
+    async def _fsck(self, request: Request) -> dict[str, Any]:
+        params = request.query_params
+        orphan_age = float(params.get("orphan_age", ORPHAN_AGE))
+        if orphan_age < 0:
+            raise ValueError("orphan_age must not be negative")
+        report = await fsck(
+            self.gateway.store, verify=_flag(params.get("verify")), repair=_flag(params.get("repair")),
+            orphan_age=orphan_age,
+        )
+        return report.to_json()
 
     async def _tiers(self) -> list[dict[str, Any]]:
         lifecycle = self.gateway.lifecycle

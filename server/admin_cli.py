@@ -44,6 +44,15 @@ def add_admin_parser(commands: argparse._SubParsersAction) -> None:  # type: ign
     heal = verbs.add_parser("heal", parents=[common],
                             help="verify every shard now and rebuild what is missing or corrupt")
     heal.add_argument("--wait", action="store_true", help="return only when the pass is complete")
+    check = verbs.add_parser("fsck", parents=[common],
+                             help="cross-check catalog and shards: dangling references, lost objects, orphans "
+                                  "(exit 1 when not clean)")
+    check.add_argument("--verify", action="store_true", help="also read every block and check its checksum")
+    check.add_argument("--repair", action="store_true",
+                       help="hand the orphans to the garbage collector (never touches referenced data)")
+    check.add_argument("--orphan-age", type=float, default=None, metavar="SECONDS",
+                       help="only unreferenced shards older than this are orphans (default 3600: younger "
+                            "ones may belong to a write in flight)")
     clock = verbs.add_parser("clock", parents=[common], help="the test clock (server started with --test-clock)")
     clock.add_argument("action", choices=["advance", "show"])
     clock.add_argument("days", nargs="?", type=float, default=0.0)
@@ -157,6 +166,8 @@ def run_admin(args: argparse.Namespace) -> int:
                   f"{result['shards_healed']} shards healed, {result['relocated']} relocated, "
                   f"{result['degraded_objects']} degraded, {result['lost_objects']} lost")
         return 0
+    if args.verb == "fsck":
+        return _fsck(args)
     if args.verb == "clock":
         if args.action == "advance":
             result = _call(args, "POST", "clock/advance", urllib.parse.urlencode({"days": args.days}))
@@ -237,6 +248,36 @@ def _user(args: argparse.Namespace) -> int:
     result = _call(args, "DELETE", f"users/{urllib.parse.quote(args.name, safe='')}")
     print(json.dumps(result, indent=2) if args.json else f"removed {result['removed']}")
     return 0
+
+
+def _fsck(args: argparse.Namespace) -> int:
+    query = {"verify": "true" if args.verify else "", "repair": "true" if args.repair else ""}
+    if args.orphan_age is not None:
+        query["orphan_age"] = str(args.orphan_age)
+    result = _call(args, "POST", "fsck", urllib.parse.urlencode(query))
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0 if result["clean"] else 1
+    counts = result["counts"]
+    for entry in result["lost"]:
+        print(f"LOST: {entry['tier']} {entry['bucket']}/{entry['key']} (blob {entry['data_id']})")
+    for entry in result["dangling"]:
+        print(f"DANGLING: {entry['tier']} {entry['bucket']}/{entry['key']} shard {entry['shard']} "
+              f"missing on {entry['domain']} (blob {entry['data_id']})")
+    for entry in result["corrupt"]:
+        print(f"CORRUPT: {entry['tier']} {entry['bucket']}/{entry['key']} shards {entry['shards']}")
+    for entry in result["orphans"]:
+        print(f"ORPHAN: {entry['tier']} {entry['domain']} {entry['data_id']}.{entry['shard']} "
+              f"({_fmt(entry['size'])}, {entry['age_s']} s old)")
+    print(f"fsck: {result['blobs']} blobs, {result['pieces_referenced']} shards referenced, "
+          f"{result['pieces_listed']} shard files listed in {result['seconds']:.1f}s")
+    print(f"  dangling {counts['dangling']}, lost {counts['lost']}, corrupt {counts['corrupt']}, "
+          f"orphans {counts['orphans']} (repaired {result['repaired']})")
+    print(f"  not judged: {result['young_unreferenced']} unreferenced shards younger than "
+          f"{result['orphan_age']:.0f}s (writes in flight or garbage due), {result['queued_garbage']} queued "
+          f"for the collector, {result['unreachable']} on offline domains {result['offline_domains'] or ''}")
+    print("clean" if result["clean"] else "NOT CLEAN")
+    return 0 if result["clean"] else 1
 
 
 def _heal_with_progress(args: argparse.Namespace) -> dict[str, Any]:

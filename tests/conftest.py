@@ -16,6 +16,9 @@ import boto3
 import pytest
 from botocore.config import Config
 
+from tests import reliability as reliability_plugin
+from tests.reliability import reliability  # noqa: F401 - the fixture, for every test family
+
 ACCESS_KEY = "test-access-key"
 SECRET_KEY = "test-secret-key-0123456789"
 REGION = "us-east-1"
@@ -27,6 +30,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    reliability_plugin.register(config)
     if config.getoption("--soak"):
         # The property tests read this when imported (tests/fuzzing.py): long random runs.
         os.environ.setdefault("TIERSTORE_FUZZ", "soak")

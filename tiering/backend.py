@@ -46,6 +46,32 @@ class StoredData:
     location: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class DataFile:
+    """One stored piece of a blob found on a backend's media (an erasure shard file on a domain).
+
+    What `TierBackend.list_data` answers, for the consistency check (`tiering.fsck`) to compare
+    with the catalog. `place`/`piece` name it the way the catalog's shard garbage does (domain,
+    shard index), so an unreferenced one can be handed to the collector.
+    """
+
+    data_id: str
+    place: str
+    piece: int
+    mtime: float
+    size: int
+
+
+@dataclass
+class DataCheck:
+    """What a backend found when asked whether one recorded blob is all where it says."""
+
+    missing: list[tuple[int, str]] = field(default_factory=list)  # (piece, place) recorded, absent
+    unreachable: list[tuple[int, str]] = field(default_factory=list)  # on offline places: unknown
+    corrupt: list[int] = field(default_factory=list)  # pieces with bad checksums (verify only)
+    lost: bool = False  # too few good pieces left to read the blob
+
+
 class DataWriter(ABC):
     """Receives a blob's bytes in order; nothing is visible to readers until the catalog commits."""
 
@@ -128,6 +154,18 @@ class TierBackend(ABC):
         A backend that cannot enumerate its blobs returns nothing (and leaks after a crash).
         """
         return []
+
+    # Capability: `list_data` enumerates what the backend holds, so the consistency check can
+    # find data no catalog row references. A backend that cannot answers with nothing listed.
+    lists_data: bool = False
+
+    async def list_data(self) -> tuple[list[DataFile], list[str]]:
+        """Every stored piece, and the places that could not be listed (offline domains)."""
+        return [], []
+
+    async def check(self, stored: StoredData, *, verify: bool = False) -> DataCheck:
+        """Is this recorded blob whole where the catalog says? `verify` also reads checksums."""
+        return DataCheck(lost=not await self.exists(stored))
 
     def stats(self) -> dict[str, Any]:
         """Cheap numbers for status and metrics (bytes used, capacity, ...)."""

@@ -1472,6 +1472,11 @@ class Catalog:
         with self._write() as db:
             db.executemany("DELETE FROM shard_garbage WHERE data_id = ? AND domain = ? AND shard = ?", entries)
 
+    def shard_garbage_of(self, data_id: str) -> set[tuple[str, int]]:
+        """(domain, shard) files of this blob already queued for the shard collector."""
+        rows = self._reader().execute("SELECT domain, shard FROM shard_garbage WHERE data_id = ?", (data_id,))
+        return {(domain, int(shard)) for domain, shard in rows}
+
     def shard_garbage_on(self, domain_id: str) -> tuple[int, float | None]:
         """(pending entries, latest due time) of retired data still on a domain: shard files a
         rebalance moved away, and retired blobs (overwritten, deleted) the collector has not removed."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -13,6 +12,7 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
+from tests import support
 from tests.conftest import ACCESS_KEY, REGION, SECRET_KEY, ServerProcess
 
 
@@ -33,12 +33,7 @@ def scrape(server: ServerProcess) -> dict[str, float]:
 
 
 def admin(server: ServerProcess, *args: str) -> dict | list:
-    env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS_KEY, "TIERSTORE_SECRET_KEY": SECRET_KEY}
-    out = subprocess.run(
-        [sys.executable, "-m", "server.cli", "admin", "--endpoint", server.endpoint, *args, "--json"],
-        capture_output=True, text=True, env=env, timeout=120, check=True,
-    )
-    return json.loads(out.stdout)
+    return support.admin(server.endpoint, *args, timeout=120)  # type: ignore[no-any-return]
 
 
 def test_request_and_tier_metrics_move_with_traffic(server: ServerProcess, s3, bucket: str) -> None:

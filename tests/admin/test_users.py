@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 
 import boto3
@@ -14,14 +12,11 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from tests.conftest import ACCESS_KEY, REGION, SECRET_KEY, ServerProcess
+from tests.support import run_admin
 
 
 def admin(server: ServerProcess, *args: str, keys: tuple[str, str] = (ACCESS_KEY, SECRET_KEY)) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TIERSTORE_ACCESS_KEY": keys[0], "TIERSTORE_SECRET_KEY": keys[1]}
-    return subprocess.run(
-        [sys.executable, "-m", "server.cli", "admin", "--endpoint", server.endpoint, *args, "--json"],
-        capture_output=True, text=True, env=env, timeout=120,
-    )
+    return run_admin(server.endpoint, *args, keys=keys, timeout=120)
 
 
 def client(server: ServerProcess, access: str, secret: str):

@@ -16,7 +16,6 @@ from tests.conftest import ServerProcess
 
 AWS = Path(sys.executable).with_name("aws")
 FILES = 2000
-BUDGET_S = 60.0  # both directions together; measured ~25-35 s on a 2-core runner
 
 
 def make_tree(root: Path, count: int) -> None:
@@ -68,7 +67,6 @@ def test_aws_s3_sync_2000_files(
     assert (
         aws("s3", "sync", str(up), f"s3://{bucket}/imagenet-mini").stdout.strip() == ""
     )  # nothing left to do
-    assert finished - started < BUDGET_S, f"sync took {finished - started:.1f}s (budget {BUDGET_S}s)"
     aws(
         "s3", "rm", "--recursive", "--only-show-errors", f"s3://{bucket}/imagenet-mini"
     )  # batched DeleteObjects

@@ -14,17 +14,11 @@ from pathlib import Path
 
 from tests.conftest import ServerProcess, make_client
 from tests.faults.conftest import MiB, StreamingPut, data_bytes, pattern, pattern_md5
+from tests.reliability import Recorder
+from tests.support import wait_for
 
 Spawn = Callable[..., ServerProcess]
 SETTLE = 30.0  # how long the restarted server may take to collect what the crash left
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
 
 
 def get_md5(s3, bucket: str, key: str) -> str:
@@ -35,7 +29,7 @@ def get_md5(s3, bucket: str, key: str) -> str:
     return digest.hexdigest()
 
 
-def test_sigkill_during_large_put_keeps_old_version(spawn: Spawn, tmp_path: Path) -> None:
+def test_sigkill_during_large_put_keeps_old_version(spawn: Spawn, tmp_path: Path, reliability: Recorder) -> None:
     data = tmp_path / "data"
     server = spawn(data)
     s3 = make_client(server.endpoint)
@@ -63,9 +57,10 @@ def test_sigkill_during_large_put_keeps_old_version(spawn: Spawn, tmp_path: Path
     wait_for(lambda: data_bytes(data) <= baseline, SETTLE, f"orphaned v2 bytes to be collected "
              f"(baseline {baseline}, now {data_bytes(data)})")  # fmt: skip
     assert get_md5(s3, "crash", "big") == pattern_md5(1, v1_size)
+    reliability.record(inputs=2, faults=1, operations=5, verified=2)
 
 
-def test_sigkill_during_multipart_part(spawn: Spawn, tmp_path: Path) -> None:
+def test_sigkill_during_multipart_part(spawn: Spawn, tmp_path: Path, reliability: Recorder) -> None:
     data = tmp_path / "data"
     server = spawn(data)
     s3 = make_client(server.endpoint)
@@ -102,9 +97,10 @@ def test_sigkill_during_multipart_part(spawn: Spawn, tmp_path: Path) -> None:
     s3.abort_multipart_upload(Bucket="mpu", Key="dropped", UploadId=dropped)
     assert "Uploads" not in s3.list_multipart_uploads(Bucket="mpu")
     assert [o["Key"] for o in s3.list_objects_v2(Bucket="mpu")["Contents"]] == ["kept"]
+    reliability.record(inputs=2, faults=1, operations=14, verified=2)
 
 
-def test_sigterm_drains_an_upload_in_flight(spawn: Spawn, tmp_path: Path) -> None:
+def test_sigterm_drains_an_upload_in_flight(spawn: Spawn, tmp_path: Path, reliability: Recorder) -> None:
     data = tmp_path / "data"
     server = spawn(data)
     s3 = make_client(server.endpoint)
@@ -128,3 +124,4 @@ def test_sigterm_drains_an_upload_in_flight(spawn: Spawn, tmp_path: Path) -> Non
     s3 = make_client(server.endpoint)
     assert s3.head_object(Bucket="drain", Key="obj")["ETag"] == f'"{upload.md5.hexdigest()}"'
     assert get_md5(s3, "drain", "obj") == upload.md5.hexdigest()
+    reliability.record(inputs=1, faults=1, operations=4, verified=1)

@@ -19,10 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -41,6 +38,8 @@ from urllib3.exceptions import ProtocolError
 from erasure.checksum import CHECKSUM_SIZE
 from erasure.shard_format import HEADER_SIZE, ShardHeader, frame_offset
 from tests.conftest import ACCESS_KEY, REGION, SECRET_KEY, ServerProcess, free_port, make_client
+from tests.reliability import Recorder
+from tests.support import admin
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -71,11 +70,6 @@ OFFLINE_DRIVES: dict[str, set[str]] = {
 }
 
 
-def _tierstore_cmd() -> list[str]:
-    script = Path(sys.executable).with_name("tierstore")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "server.cli"]
-
-
 # --- the server, the CLI, the disk ----------------------------------------------------------
 
 
@@ -100,13 +94,7 @@ class Cluster:
 
     # admin CLI, exactly as an operator runs it
     def admin(self, *args: str) -> Any:
-        env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS_KEY, "TIERSTORE_SECRET_KEY": SECRET_KEY}
-        done = subprocess.run(
-            [*_tierstore_cmd(), "admin", *args, "--endpoint", self.server.endpoint, "--json"],
-            env=env, capture_output=True, text=True, timeout=300,
-        )
-        assert done.returncode == 0, f"tierstore admin {' '.join(args)} failed: {done.stderr}"
-        return json.loads(done.stdout)
+        return admin(self.server.endpoint, *args, timeout=300)
 
     def status(self) -> dict[str, Any]:
         return self.admin("status")  # type: ignore[no-any-return]
@@ -215,11 +203,13 @@ class Cluster:
         status, body = self.get(obj.key, "bytes=-100")
         assert (status, body) == (206, obj.data[-100:])
 
-    def check_all(self, objs: list[Stored], seed: int) -> None:
+    def check_all(self, objs: list[Stored], seed: int) -> int:
+        """Check every object; how many were verified."""
         def one(item: tuple[int, Stored]) -> None:
             self.check(item[1], random.Random(seed * 100_003 + item[0]))
 
         list(self.pool.map(one, enumerate(objs)))
+        return len(objs)
 
 
 def drive_of(tier: str, path: Path) -> str:
@@ -340,12 +330,13 @@ def test_written_objects_are_spread_as_promised(cluster: Cluster) -> None:
     assert layouts == {"replica": 3, "ec": 6}
 
 
-def test_reads_before_faults(cluster: Cluster) -> None:
-    cluster.check_all(list(cluster.objects.values()), seed=1)
+def test_reads_before_faults(cluster: Cluster, reliability: Recorder) -> None:
+    verified = cluster.check_all(list(cluster.objects.values()), seed=1)
+    reliability.record(inputs=len(cluster.objects), verified=verified)
 
 
 @pytest.mark.parametrize("tier", list(TIERS))
-def test_m_domains_offline(cluster: Cluster, tier: str) -> None:
+def test_m_domains_offline(cluster: Cluster, tier: str, reliability: Recorder) -> None:
     storage_class, k, m, nodes, drives = TIERS[tier]
     before_status = cluster.api_status()["heal"]
     before_domains = cluster.api_domains()
@@ -371,7 +362,7 @@ def test_m_domains_offline(cluster: Cluster, tier: str) -> None:
 
     # Every object of the tier reads back byte-exact, whole and in ranges.
     objs = tier_objects(cluster, tier)
-    cluster.check_all(objs, seed=31 * len(tier))
+    reliability.record(faults=len(changed), verified=cluster.check_all(objs, seed=31 * len(tier)))
 
     # Each blob with a shard on an offline domain was found degraded by those reads; the heal
     # queue only marks it (the domains went down less than rebuild_delay ago): nothing moves.
@@ -396,7 +387,7 @@ def test_m_domains_offline(cluster: Cluster, tier: str) -> None:
     list(cluster.pool.map(cluster.put, new))
     mpu = Stored(f"{tier}/degraded-mpu", tier, rng.randbytes(5 * MIB + 300))
     cluster.put(mpu, [5 * MIB, 300])
-    cluster.check_all([*new, mpu], seed=7)
+    reliability.record(inputs=len(new) + 1, verified=cluster.check_all([*new, mpu], seed=7))
     for path in cluster.all_paths(tier) - files_before:
         assert drive_of(tier, path) not in changed, f"{path} landed on an offline domain"
     # A blob written short of full width (too few nodes left) is degraded from birth.
@@ -454,7 +445,7 @@ def _corrupt(path: Path, rng: random.Random, stripes: list[int]) -> int:
     return len(stripes)
 
 
-def test_corrupt_blocks_are_read_around_and_healed(cluster: Cluster) -> None:
+def test_corrupt_blocks_are_read_around_and_healed(cluster: Cluster, reliability: Recorder) -> None:
     rng = random.Random(99)
     by_blob: list[tuple[str, str, dict[int, Path]]] = []
     for tier in TIERS:
@@ -497,7 +488,8 @@ def test_corrupt_blocks_are_read_around_and_healed(cluster: Cluster) -> None:
     before = cluster.api_status()["heal"]
 
     # Reads return the right bytes (bad blocks fail their checksums and are rebuilt on the fly)…
-    cluster.check_all(list(cluster.objects.values()), seed=11)
+    verified = cluster.check_all(list(cluster.objects.values()), seed=11)
+    reliability.record(faults=blocks_total, verified=verified)
 
     # …and queue a heal, which rewrites the corrupt data shards in place at once.
     wait_for(lambda: cluster.api_status()["heal"]["shards_healed"] - before["shards_healed"], files_read_path,
@@ -536,7 +528,7 @@ def _get_fails_cleanly(cluster: Cluster, key: str, byte_range: str | None = None
     raise AssertionError(f"GET {key} ({byte_range}) returned {status} with {len(body)} bytes")
 
 
-def test_more_than_m_lost_shards_fail_cleanly_and_are_reported(cluster: Cluster) -> None:
+def test_more_than_m_lost_shards_fail_cleanly_and_are_reported(cluster: Cluster, reliability: Recorder) -> None:
     _, k, m, _, _ = TIERS["hot"]
     rng = random.Random(5)
     lost: dict[str, set[str]] = {}
@@ -573,5 +565,6 @@ def test_more_than_m_lost_shards_fail_cleanly_and_are_reported(cluster: Cluster)
     # Still unreadable after heal (nothing to rebuild from), now known for good: not retryable.
     for key in lost:
         _get_fails_cleanly(cluster, key, expected=(410, "ObjectDataLost"))
-    # Everything else is untouched.
-    cluster.check_all([cluster.objects[k] for k in sorted(cluster.objects)[::5]], seed=13)
+    # Everything else is untouched. (The destroyed objects are faults injected, not losses.)
+    verified = cluster.check_all([cluster.objects[k] for k in sorted(cluster.objects)[::5]], seed=13)
+    reliability.record(inputs=len(lost), faults=len(lost) * (m + 1), verified=verified)

@@ -21,11 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -41,7 +38,8 @@ from botocore.exceptions import ClientError
 from erasure.location import Location
 from erasure.rebalance import desired_groups
 from erasure.topology import Domain, Topology
-from tests.conftest import ACCESS_KEY, SECRET_KEY, ServerProcess, free_port, make_client
+from tests.conftest import ServerProcess, free_port, make_client
+from tests.support import AdminError, admin
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -49,15 +47,6 @@ BUCKET = "rebalance"
 KIB, MIB = 1 << 10, 1 << 20
 GRACE = 3.0  # TIERSTORE_RETIRE_GRACE_SECONDS for this server: retired shard files go quickly
 LOAD_SECONDS = 0.0  # the load runs for as long as the admin operation takes, plus this
-
-
-def _tierstore_cmd() -> list[str]:
-    script = Path(sys.executable).with_name("tierstore")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "server.cli"]
-
-
-class AdminError(Exception):
-    pass
 
 
 @dataclass
@@ -70,16 +59,12 @@ class Cluster:
         self.s3 = make_client(self.server.endpoint, read_timeout=120, connect_timeout=10, max_pool_connections=16)
 
     def admin(self, *args: str, ok: bool = True) -> Any:
-        env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS_KEY, "TIERSTORE_SECRET_KEY": SECRET_KEY}
-        done = subprocess.run(
-            [*_tierstore_cmd(), "admin", *args, "--endpoint", self.server.endpoint, "--json"],
-            env=env, capture_output=True, text=True, timeout=400,
-        )
-        if done.returncode != 0:
+        try:
+            return admin(self.server.endpoint, *args, timeout=400)
+        except AdminError as exc:
             if ok:
-                raise AssertionError(f"tierstore admin {' '.join(args)} failed: {done.stderr}")
-            raise AdminError(done.stderr.strip())
-        return json.loads(done.stdout)
+                raise AssertionError(str(exc)) from exc
+            raise
 
     # --- the catalog and the disk, read-only ----------------------------------------------------
 

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from tests.clients.wire import sign_v4
 from tests.conftest import ServerProcess, make_client
+from tests.support import wait_for
 
 Spawn = Callable[..., ServerProcess]
 BUCKET = "rolling"
@@ -128,14 +129,6 @@ class MixedLoad:
         for key in random.Random(0).sample(sorted(self.acked), min(40, len(self.acked))):
             body = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
             assert hashlib.md5(body).hexdigest() == self.acked[key], key
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
 
 
 def test_sighup_replaces_workers_one_at_a_time(spawn: Spawn) -> None:

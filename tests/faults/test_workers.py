@@ -25,19 +25,12 @@ from server.app import build_store
 from server.config import load_config
 from tests.conftest import ServerProcess, make_client
 from tests.faults.conftest import MiB, StreamingPut
+from tests.support import wait_for
 from tiering import domains
 from tiering.clock import Clock
 from tiering.peers import ProcessRegistry
 
 Spawn = Callable[..., ServerProcess]
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def dead_pid() -> int:

