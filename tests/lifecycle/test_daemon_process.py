@@ -147,7 +147,7 @@ def test_run_wait_names_the_live_holder_of_the_lease(spawn, daemons, tmp_path: P
     data = tmp_path / "held"
     ts = spawn(extra_args=["--no-lifecycle"], data=data)
     other = daemons(data)  # a live `tierstore lifecycle` on the same data directory takes the lease
-    wait_for(lambda: len(lease_holders(data)) == 1)
+    wait_for(lambda: len(lease_holders(data)) == 1, 60, "the daemon to take the lease")
     (holder, expires), = lease_holders(data)
     done = admin_exit(ts, "lifecycle", "run", "--wait")
     assert done.returncode == 1, (done.returncode, done.stdout, done.stderr)
