@@ -105,6 +105,14 @@ SCHEMA = [
         name TEXT PRIMARY KEY,
         value TEXT NOT NULL
     )""",
+    # Catalog-wide counters. `generation`: every change to an object row takes the next value, so
+    # a key's generation never repeats — not even after a delete and a new PUT of the same key,
+    # which a per-row `generation + 1` restarted at 1, letting a mover that copied the old object
+    # compare-and-swap its copy over the new one (an acknowledged write lost). See _next_generation.
+    """CREATE TABLE IF NOT EXISTS counters (
+        name TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    )""",
     # Which process may run a singleton job (the lifecycle daemon) until when.
     """CREATE TABLE IF NOT EXISTS leases (
         name TEXT PRIMARY KEY,
@@ -370,6 +378,12 @@ class Catalog:
                     "UPDATE objects SET storage_class = ? WHERE bucket = ? AND key = ?",
                     (json.loads(meta).get("sc", "STANDARD"), bucket, key),
                 )
+        # A catalog made before `counters` starts its generation counter past every generation in it.
+        # INSERT OR IGNORE: processes opening the catalog together start it once.
+        self._writer.execute(
+            "INSERT OR IGNORE INTO counters (name, value) "
+            "SELECT 'generation', COALESCE(MAX(generation), 0) FROM objects"
+        )
         if "checksum_type" not in {row[1] for row in self._writer.execute("PRAGMA table_info(uploads)")}:
             # NULL for an upload begun before: it completes COMPOSITE, as it would have then.
             with contextlib.suppress(sqlite3.OperationalError):  # another process added it just now
@@ -617,6 +631,17 @@ class Catalog:
             raise ObjectNotFound(bucket, key)
         return self._object_from_row(row)
 
+    @staticmethod
+    def _next_generation(db: sqlite3.Connection) -> int:
+        """The next value of the catalog-wide generation counter (inside the caller's transaction).
+
+        An object's generation is the compare-and-swap token of movers, the restriper and the
+        expiry (`expected_generation`): it must never take a value it had before, or a mover that
+        copied an older object could commit its copy over a newer one of the same key.
+        """
+        row = db.execute("UPDATE counters SET value = value + 1 WHERE name = 'generation' RETURNING value").fetchone()
+        return int(row[0])
+
     def _current_if(self, db: sqlite3.Connection, bucket: str, key: str, expected_generation: int) -> ObjectRecord:
         """The object as it is now, if it is still the version a mover looked at (the CAS check)."""
         row = db.execute(f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?", (bucket, key)).fetchone()
@@ -695,7 +720,7 @@ class Catalog:
                 raise PreconditionFailed("If-Match")
         if expected_generation is not None and (current is None or current.generation != expected_generation):
             raise PreconditionFailed("generation")
-        generation = (current.generation if current else 0) + 1
+        generation = self._next_generation(db)
         now = record.last_modified
         # A write is an access: the new version inherits the key's heat, bumped.
         heat = bump(current.heat, current.heat_at, now) if current else 1.0
@@ -747,14 +772,13 @@ class Catalog:
             if if_etag is not None and current.etag != if_etag:
                 raise PreconditionFailed("etag")
             now = time.time()
+            generation = self._next_generation(db)
             db.execute(
                 "UPDATE objects SET meta = ?, tags = ?, storage_class = ?, last_modified = ?, "
-                "generation = generation + 1 WHERE bucket = ? AND key = ?",
-                (_dumps(meta.to_json()), _dumps(meta.tags), meta.storage_class, now, bucket, key),
+                "generation = ? WHERE bucket = ? AND key = ?",
+                (_dumps(meta.to_json()), _dumps(meta.tags), meta.storage_class, now, generation, bucket, key),
             )
-        return ObjectRecord(
-            **{**current.__dict__, "meta": meta, "last_modified": now, "generation": current.generation + 1}
-        )
+        return ObjectRecord(**{**current.__dict__, "meta": meta, "last_modified": now, "generation": generation})
 
     def put_tags(self, bucket: str, key: str, tags: dict[str, str]) -> None:
         with self._write() as db:
@@ -802,13 +826,15 @@ class Catalog:
         with self._write() as db:
             if db.execute("SELECT 1 FROM buckets WHERE name = ?", (bucket,)).fetchone() is None:
                 raise BucketNotFound(bucket)
-            # A new object's row as commit_object writes it: generation 1, heat 1 (one write).
+            # A new object's row as commit_object writes it: a fresh generation, heat 1 (one write).
+            # One generation serves the whole batch: it only has to be new for each key.
+            generation = self._next_generation(db)
             # Existing keys are filtered out, not left to ON CONFLICT DO NOTHING: the usage
             # counters' BEFORE INSERT trigger would fire for them (USAGE_SCHEMA).
             cursor = db.executemany(
                 f"INSERT INTO objects ({OBJECT_COLUMNS}, storage_class) SELECT {OBJECT_PLACEHOLDERS}, ? "
                 "WHERE NOT EXISTS (SELECT 1 FROM objects WHERE bucket = ? AND key = ?)",
-                ((bucket, key, 1, 0, EMPTY_ETAG, now, tier, meta_json, tags_json, None, None, "[]",
+                ((bucket, key, generation, 0, EMPTY_ETAG, now, tier, meta_json, tags_json, None, None, "[]",
                   1.0, now, now, now, None, meta.storage_class, bucket, key) for key in keys),
             )
             return cursor.rowcount
@@ -1218,11 +1244,12 @@ class Catalog:
                 self._retire(db, restore.tier, [s.stored for s in restore.segments])
                 restore = None
             self._claim_blobs(db, tier, bucket, key, segments)
+            generation = self._next_generation(db)
             db.execute(
                 "UPDATE objects SET tier = ?, segments = ?, meta = ?, storage_class = ?, tier_since = ?, "
-                "restore = ?, generation = generation + 1 WHERE bucket = ? AND key = ?",
+                "restore = ?, generation = ? WHERE bucket = ? AND key = ?",
                 (tier, _dumps([s.to_json() for s in segments]), _dumps(meta.to_json()), meta.storage_class, now,
-                 _dumps(restore.to_json()) if restore else None, bucket, key),
+                 _dumps(restore.to_json()) if restore else None, generation, bucket, key),
             )
             db.execute(
                 "INSERT INTO moves (bucket, key, at, from_tier, to_tier, size, reason) VALUES (?,?,?,?,?,?,?)",
@@ -1230,7 +1257,7 @@ class Catalog:
             )
         return ObjectRecord(
             **{**current.__dict__, "tier": tier, "segments": segments, "meta": meta, "tier_since": now,
-               "restore": restore, "generation": current.generation + 1}
+               "restore": restore, "generation": generation}
         )
 
     def set_restore(
@@ -1250,11 +1277,12 @@ class Catalog:
                         "INSERT INTO moves (bucket, key, at, from_tier, to_tier, size, reason) VALUES (?,?,?,?,?,?,?)",
                         (bucket, key, now, current.tier, restore.tier, current.size, "restore"),
                     )
+            generation = self._next_generation(db)
             db.execute(
-                "UPDATE objects SET restore = ?, generation = generation + 1 WHERE bucket = ? AND key = ?",
-                (_dumps(restore.to_json()) if restore else None, bucket, key),
+                "UPDATE objects SET restore = ?, generation = ? WHERE bucket = ? AND key = ?",
+                (_dumps(restore.to_json()) if restore else None, generation, bucket, key),
             )
-        return ObjectRecord(**{**current.__dict__, "restore": restore, "generation": current.generation + 1})
+        return ObjectRecord(**{**current.__dict__, "restore": restore, "generation": generation})
 
     def objects_after(self, bucket: str, key: str, limit: int) -> list[ObjectRecord]:
         """Objects of every bucket in (bucket, key) order after a cursor: the daemon's scan."""
@@ -1426,11 +1454,12 @@ class Catalog:
             keep = {s.stored.data_id for s in segments}
             self._retire(db, current.tier, [s.stored for s in current.segments if s.stored.data_id not in keep])
             self._claim_blobs(db, current.tier, bucket, key, segments)
+            generation = self._next_generation(db)
             db.execute(
-                "UPDATE objects SET segments = ?, generation = generation + 1 WHERE bucket = ? AND key = ?",
-                (_dumps([s.to_json() for s in segments]), bucket, key),
+                "UPDATE objects SET segments = ?, generation = ? WHERE bucket = ? AND key = ?",
+                (_dumps([s.to_json() for s in segments]), generation, bucket, key),
             )
-        return ObjectRecord(**{**current.__dict__, "segments": segments, "generation": current.generation + 1})
+        return ObjectRecord(**{**current.__dict__, "segments": segments, "generation": generation})
 
     def blobs_on_domain(self, tier: str, domain_id: str, limit: int = 1000) -> list[str]:
         """Data ids of live blobs whose recorded location names `domain_id` (an admin-time scan)."""
