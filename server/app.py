@@ -25,6 +25,7 @@ from server.admin import ADMIN_PREFIX, AdminApi
 from server.authorization import Authorizer
 from server.config import ServerConfig
 from server.context import S3Request
+from server.cors import CorsRules, preflight_target
 from server.credentials import UserCredentials
 from server.error_map import to_s3_error
 from server.handlers import HANDLERS
@@ -105,6 +106,7 @@ class Gateway:
         self.lifecycle = lifecycle
         self.credentials = UserCredentials({config.access_key: config.secret_key}, store.catalog)
         self.authorizer = Authorizer(store)
+        self.cors = CorsRules(store)
         self.max_skew = timedelta(seconds=config.max_clock_skew_seconds)
         self.metrics = Metrics(store, lifecycle, per_bucket=config.metrics_per_bucket)
         self._request_ids = RequestIds()
@@ -130,7 +132,10 @@ class Gateway:
         method = request.method
         raw_path = scope.get("raw_path", b"").decode("latin-1") or scope["path"]
         try:
-            response = await self._dispatch(request, method, raw_path, request_id)
+            if method == "OPTIONS":
+                response = await self._preflight(request, raw_path)
+            else:
+                response = await self._dispatch(request, method, raw_path, request_id)
         except s3.S3Error as exc:
             request.state.error_code = exc.code
             response = self._error(exc, method, raw_path, request_id)
@@ -141,6 +146,8 @@ class Gateway:
             log.exception("internal error on %s %s", method, raw_path)
             request.state.error_code = "InternalError"
             response = self._error(s3.InternalError(), method, raw_path, request_id)
+        if "origin" in request.headers and method != "OPTIONS":
+            await self._add_cors_headers(request, response)
         if response.status_code >= 300 and "100-continue" in request.headers.get("expect", "").lower():
             # A client waiting for "100 Continue" never sends the body when refused, but uvicorn
             # keeps the connection: its next request would be parsed as the unsent body.
@@ -164,6 +171,7 @@ class Gateway:
             "x-amz-copy-source" in headers,
             self.config.virtual_host_domains,
         )
+        request.state.bucket = routed.bucket  # also for the CORS headers of an auth failure
         auth = authenticate(
             RequestToVerify(
                 method=method,
@@ -177,7 +185,6 @@ class Gateway:
             max_skew=self.max_skew,
         )
         request.state.operation = routed.operation.value
-        request.state.bucket = routed.bucket
         identity = self.credentials.identity(auth.access_key)
         await self.authorizer.check(identity, routed.operation, routed.bucket)
         handler = HANDLERS.get(routed.operation)
@@ -196,9 +203,26 @@ class Gateway:
             lifecycle=self.lifecycle,
             identity=identity,
             authorizer=self.authorizer,
+            cors=self.cors,
             request_id=request_id,
         )
         return await handler(req)
+
+    async def _preflight(self, request: Request, raw_path: str) -> Response:
+        """A CORS preflight (OPTIONS), answered from the bucket's rules: no signature needed."""
+        request.state.operation = "PreflightRequest"
+        bucket, is_object = preflight_target(raw_path, request.headers.get("host", ""), self.config.virtual_host_domains)
+        return Response(b"", headers=await self.cors.preflight(bucket, is_object, request.headers))
+
+    async def _add_cors_headers(self, request: Request, response: Response) -> None:
+        """The CORS headers the bucket's rules grant this Origin: on successes and errors alike."""
+        bucket = getattr(request.state, "bucket", None)
+        if not bucket:
+            return
+        try:
+            response.headers.update(await self.cors.actual(bucket, request.method, request.headers))
+        except Exception:  # the answer itself is ready: a failed rules lookup must not lose it
+            log.exception("CORS rules of %r could not be read", bucket)
 
     @staticmethod
     def _error(exc: s3.S3Error, method: str, resource: str, request_id: str) -> Response:

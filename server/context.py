@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from lifecycle.runtime import Lifecycle
     from server.authorization import Authorizer
     from server.config import ServerConfig
+    from server.cors import CorsRules
     from server.credentials import Identity
     from tiering.store import ObjectStore
 
@@ -37,6 +38,7 @@ class S3Request:
     lifecycle: Lifecycle | None = None
     identity: Identity | None = None
     authorizer: Authorizer | None = None
+    cors: CorsRules | None = None  # the gateway's cache of bucket CORS rules (server/cors.py)
     _payload: PayloadReader | None = field(default=None, repr=False)
 
     @property

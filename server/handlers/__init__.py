@@ -3,6 +3,7 @@
 from server.handlers import (  # noqa: F401  (imported for their @handles registrations)
     buckets,
     copy,
+    cors_api,
     delete,
     get,
     lifecycle_api,
