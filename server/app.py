@@ -30,8 +30,9 @@ from server.credentials import UserCredentials
 from server.error_map import to_s3_error
 from server.handlers import HANDLERS
 from server.metrics import Metrics, RequestObserver
+from server.operations import Operation
 from server.router import decode_path, parse_query, route
-from server.signature import AuthContext, RequestToVerify, authenticate
+from server.signature import AuthContext, PayloadMode, RequestToVerify, authenticate
 from server.status import OpsEndpoints
 from tiering.catalog import Catalog
 from tiering.clock import Clock
@@ -48,6 +49,9 @@ _NO_FRAMEWORK_TELEMETRY: dict[str, object] = (
     if "telemetry" in inspect.signature(FastAPI.__init__).parameters
     else {}
 )
+
+# What a PostObject request is "authenticated" as before its handler checks the form's signature.
+FORM_UPLOAD_AUTH = AuthContext(access_key="", payload_mode=PayloadMode.UNSIGNED, payload_sha256=None)
 
 ALL_METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS", "PATCH"]
 
@@ -172,7 +176,10 @@ class Gateway:
             self.config.virtual_host_domains,
         )
         request.state.bucket = routed.bucket  # also for the CORS headers of an auth failure
-        auth = authenticate(
+        # A browser form upload is signed by fields of its body: the handler verifies and
+        # authorizes it (server/handlers/post_object.py).
+        form_upload = routed.operation is Operation.PostObject
+        auth = FORM_UPLOAD_AUTH if form_upload else authenticate(
             RequestToVerify(
                 method=method,
                 raw_path=raw_path.split("?", 1)[0],
@@ -185,8 +192,9 @@ class Gateway:
             max_skew=self.max_skew,
         )
         request.state.operation = routed.operation.value
-        identity = self.credentials.identity(auth.access_key)
-        await self.authorizer.check(identity, routed.operation, routed.bucket)
+        identity = None if form_upload else self.credentials.identity(auth.access_key)
+        if identity is not None:
+            await self.authorizer.check(identity, routed.operation, routed.bucket)
         handler = HANDLERS.get(routed.operation)
         if handler is None:
             raise s3.NotImplemented(f"{routed.operation.value} is not implemented")
@@ -204,6 +212,7 @@ class Gateway:
             identity=identity,
             authorizer=self.authorizer,
             cors=self.cors,
+            credentials=self.credentials,
             request_id=request_id,
         )
         return await handler(req)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from server.authorization import Authorizer
     from server.config import ServerConfig
     from server.cors import CorsRules
-    from server.credentials import Identity
+    from server.credentials import Identity, UserCredentials
     from tiering.store import ObjectStore
 
 
@@ -39,6 +39,7 @@ class S3Request:
     identity: Identity | None = None
     authorizer: Authorizer | None = None
     cors: CorsRules | None = None  # the gateway's cache of bucket CORS rules (server/cors.py)
+    credentials: UserCredentials | None = None  # for a signature inside the body (PostObject)
     _payload: PayloadReader | None = field(default=None, repr=False)
 
     @property

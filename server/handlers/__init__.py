@@ -9,6 +9,7 @@ from server.handlers import (  # noqa: F401  (imported for their @handles regist
     lifecycle_api,
     listing,
     multipart,
+    post_object,
     put,
     subresources,
 )
