@@ -25,12 +25,14 @@ from server.admin import ADMIN_PREFIX, AdminApi
 from server.authorization import Authorizer
 from server.config import ServerConfig
 from server.context import S3Request
+from server.cors import CorsRules, preflight_target
 from server.credentials import UserCredentials
 from server.error_map import to_s3_error
 from server.handlers import HANDLERS
 from server.metrics import Metrics, RequestObserver
+from server.operations import Operation
 from server.router import decode_path, parse_query, route
-from server.signature import AuthContext, RequestToVerify, authenticate
+from server.signature import AuthContext, PayloadMode, RequestToVerify, authenticate
 from server.status import OpsEndpoints
 from tiering.catalog import Catalog
 from tiering.clock import Clock
@@ -47,6 +49,9 @@ _NO_FRAMEWORK_TELEMETRY: dict[str, object] = (
     if "telemetry" in inspect.signature(FastAPI.__init__).parameters
     else {}
 )
+
+# What a PostObject request is "authenticated" as before its handler checks the form's signature.
+FORM_UPLOAD_AUTH = AuthContext(access_key="", payload_mode=PayloadMode.UNSIGNED, payload_sha256=None)
 
 ALL_METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS", "PATCH"]
 
@@ -105,6 +110,7 @@ class Gateway:
         self.lifecycle = lifecycle
         self.credentials = UserCredentials({config.access_key: config.secret_key}, store.catalog)
         self.authorizer = Authorizer(store)
+        self.cors = CorsRules(store)
         self.max_skew = timedelta(seconds=config.max_clock_skew_seconds)
         self.metrics = Metrics(store, lifecycle, per_bucket=config.metrics_per_bucket)
         self._request_ids = RequestIds()
@@ -130,7 +136,10 @@ class Gateway:
         method = request.method
         raw_path = scope.get("raw_path", b"").decode("latin-1") or scope["path"]
         try:
-            response = await self._dispatch(request, method, raw_path, request_id)
+            if method == "OPTIONS":
+                response = await self._preflight(request, raw_path)
+            else:
+                response = await self._dispatch(request, method, raw_path, request_id)
         except s3.S3Error as exc:
             request.state.error_code = exc.code
             response = self._error(exc, method, raw_path, request_id)
@@ -141,6 +150,8 @@ class Gateway:
             log.exception("internal error on %s %s", method, raw_path)
             request.state.error_code = "InternalError"
             response = self._error(s3.InternalError(), method, raw_path, request_id)
+        if "origin" in request.headers and method != "OPTIONS":
+            await self._add_cors_headers(request, response)
         if response.status_code >= 300 and "100-continue" in request.headers.get("expect", "").lower():
             # A client waiting for "100 Continue" never sends the body when refused, but uvicorn
             # keeps the connection: its next request would be parsed as the unsent body.
@@ -164,7 +175,11 @@ class Gateway:
             "x-amz-copy-source" in headers,
             self.config.virtual_host_domains,
         )
-        auth = authenticate(
+        request.state.bucket = routed.bucket  # also for the CORS headers of an auth failure
+        # A browser form upload is signed by fields of its body: the handler verifies and
+        # authorizes it (server/handlers/post_object.py).
+        form_upload = routed.operation is Operation.PostObject
+        auth = FORM_UPLOAD_AUTH if form_upload else authenticate(
             RequestToVerify(
                 method=method,
                 raw_path=raw_path.split("?", 1)[0],
@@ -177,9 +192,9 @@ class Gateway:
             max_skew=self.max_skew,
         )
         request.state.operation = routed.operation.value
-        request.state.bucket = routed.bucket
-        identity = self.credentials.identity(auth.access_key)
-        await self.authorizer.check(identity, routed.operation, routed.bucket)
+        identity = None if form_upload else self.credentials.identity(auth.access_key)
+        if identity is not None:
+            await self.authorizer.check(identity, routed.operation, routed.bucket)
         handler = HANDLERS.get(routed.operation)
         if handler is None:
             raise s3.NotImplemented(f"{routed.operation.value} is not implemented")
@@ -196,9 +211,27 @@ class Gateway:
             lifecycle=self.lifecycle,
             identity=identity,
             authorizer=self.authorizer,
+            cors=self.cors,
+            credentials=self.credentials,
             request_id=request_id,
         )
         return await handler(req)
+
+    async def _preflight(self, request: Request, raw_path: str) -> Response:
+        """A CORS preflight (OPTIONS), answered from the bucket's rules: no signature needed."""
+        request.state.operation = "PreflightRequest"
+        bucket, is_object = preflight_target(raw_path, request.headers.get("host", ""), self.config.virtual_host_domains)
+        return Response(b"", headers=await self.cors.preflight(bucket, is_object, request.headers))
+
+    async def _add_cors_headers(self, request: Request, response: Response) -> None:
+        """The CORS headers the bucket's rules grant this Origin: on successes and errors alike."""
+        bucket = getattr(request.state, "bucket", None)
+        if not bucket:
+            return
+        try:
+            response.headers.update(await self.cors.actual(bucket, request.method, request.headers))
+        except Exception:  # the answer itself is ready: a failed rules lookup must not lose it
+            log.exception("CORS rules of %r could not be read", bucket)
 
     @staticmethod
     def _error(exc: s3.S3Error, method: str, resource: str, request_id: str) -> Response:

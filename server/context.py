@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from lifecycle.runtime import Lifecycle
     from server.authorization import Authorizer
     from server.config import ServerConfig
-    from server.credentials import Identity
+    from server.cors import CorsRules
+    from server.credentials import Identity, UserCredentials
     from tiering.store import ObjectStore
 
 
@@ -37,6 +38,8 @@ class S3Request:
     lifecycle: Lifecycle | None = None
     identity: Identity | None = None
     authorizer: Authorizer | None = None
+    cors: CorsRules | None = None  # the gateway's cache of bucket CORS rules (server/cors.py)
+    credentials: UserCredentials | None = None  # for a signature inside the body (PostObject)
     _payload: PayloadReader | None = field(default=None, repr=False)
 
     @property

@@ -3,11 +3,13 @@
 from server.handlers import (  # noqa: F401  (imported for their @handles registrations)
     buckets,
     copy,
+    cors_api,
     delete,
     get,
     lifecycle_api,
     listing,
     multipart,
+    post_object,
     put,
     subresources,
 )

@@ -172,8 +172,6 @@ def test_unsupported_apis_are_not_implemented(s3, bucket, expect_error) -> None:
             Bucket=bucket, Key="k", Expression="select * from s3object", ExpressionType="SQL",
             InputSerialization={"CSV": {}}, OutputSerialization={"CSV": {}}),
         lambda: s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"}),
-        lambda: s3.put_bucket_cors(Bucket=bucket, CORSConfiguration={"CORSRules": [
-            {"AllowedMethods": ["GET"], "AllowedOrigins": ["*"]}]}),
         lambda: s3.put_bucket_website(Bucket=bucket, WebsiteConfiguration={"IndexDocument": {"Suffix": "i"}}),
         lambda: s3.put_object_retention(Bucket=bucket, Key="k", Retention={"Mode": "GOVERNANCE"}),
         lambda: s3.put_object(Bucket=bucket, Key="sse", Body=b"x", ServerSideEncryption="AES256"),

@@ -1,0 +1,155 @@
+"""PostObject: a browser form upload (multipart/form-data to the bucket's URL).
+
+The request carries no Authorization header: its signature is a form field over the policy
+(`server/post_policy.py`). The gateway therefore skips header authentication for this one
+operation and this handler does it instead, in S3's order, once the fields before the file are
+read (`server/form_data.py`); only then is the caller authorized and the file streamed into the
+store, its size held to the policy's content-length-range as it flows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from urllib.parse import quote, urlencode, urlsplit
+
+from starlette.responses import Response
+
+from server import errors as s3
+from server.context import S3Request
+from server.form_data import FilePart, FormReader, form_boundary
+from server.handlers.common import MAX_PUT_SIZE
+from server.handlers.registry import handles
+from server.handlers.subresources import CANNED_ACLS, parse_tags
+from server.http_semantics import content_md5, meta_from_headers, requested_checksum_algorithm, validate_key
+from server.operations import Operation
+from server.post_policy import check_form, check_size, parse_policy, size_limit, verify_signature
+from server.responses import empty_response, xml_response
+from server.xml_io import document
+
+# The canned ACLs a bucket with S3's default ownership (BucketOwnerEnforced) accepts: those that
+# leave the owner in full control. Any other is refused as S3 refuses it.
+OWNER_ACLS = {"private", "bucket-owner-full-control"}
+
+
+class AccessControlListNotSupported(s3.S3Error):
+    status = 400
+    message = "The bucket does not allow ACLs"
+
+
+def _check_acl(values: dict[str, str]) -> None:
+    acl = values.get("acl")
+    if acl is None or acl in OWNER_ACLS:
+        return
+    if acl in CANNED_ACLS:
+        raise AccessControlListNotSupported()
+    raise s3.InvalidArgument(ArgumentName="acl", ArgumentValue=acl)
+
+
+def _object_key(values: dict[str, str], part: FilePart) -> str:
+    key = values.get("key")
+    if key is None:
+        raise s3.InvalidArgument(
+            "Bucket POST must contain a field named 'key'.  If it is specified, please check the order of the fields.",
+            ArgumentName="key",
+            ArgumentValue="",
+        )
+    if part.filename is not None:  # without a filename parameter S3 keeps "${filename}" as is
+        key = key.replace("${filename}", part.filename)
+    if not key:
+        raise s3.InvalidArgument("User key must have a length greater than 0.", ArgumentName="key", ArgumentValue="")
+    validate_key(key)
+    return key
+
+
+def _object_url(req: S3Request, key: str) -> str:
+    url = req.request.url
+    host = req.header("host") or url.netloc
+    path_style = url.path.strip("/") != ""  # virtual-hosted forms post to "/"
+    prefix = f"/{quote(req.bucket, safe='')}" if path_style else ""
+    return f"{url.scheme}://{host}{prefix}/{quote(key, safe='')}"
+
+
+def _redirect(target: str | None) -> str | None:
+    """success_action_redirect when it is an absolute http(s) URL (S3 ignores any other)."""
+    if not target:
+        return None
+    parts = urlsplit(target)
+    return target if parts.scheme in ("http", "https") and parts.netloc else None
+
+
+@handles(Operation.PostObject)
+async def post_object(req: S3Request) -> Response:
+    form = FormReader(aiter(req.request.stream()), form_boundary(req.header("content-type")))
+    fields, part = await form.fields()
+    values: dict[str, str] = {}
+    for name, value in fields:
+        values.setdefault(name.lower(), value)
+    if part is None:
+        raise s3.InvalidArgument(
+            "POST requires exactly one file upload per request.", ArgumentName="file", ArgumentValue="0"
+        )
+    key = _object_key(values, part)
+    assert req.credentials is not None
+    signer = verify_signature(values, req.credentials)
+    if signer is None:
+        # TODO(authz merge): an anonymous form may write to a bucket whose policy or ACL lets
+        # everyone write; until then only signed forms are accepted.
+        raise s3.AccessDenied()
+    policy = parse_policy(values["policy"])
+    check_form(policy, fields, req.bucket, datetime.now(UTC))
+    assert req.authorizer is not None
+    await req.authorizer.check(req.credentials.identity(signer.access_key), Operation.PutObject, req.bucket)
+    if any(name.startswith("x-amz-server-side-encryption") for name in values):
+        # TODO(sse merge): encrypt as a PUT with these headers does (the SSE branch owns it).
+        raise s3.NotImplemented("Server-side encryption is not supported")
+    _check_acl(values)
+    meta = meta_from_headers(values)  # Content-Type, Cache-Control, x-amz-meta-*, ... as fields
+    if "tagging" in values:
+        meta = dataclasses.replace(meta, tags=parse_tags(values["tagging"].encode(), 10))
+    algorithm = requested_checksum_algorithm(values)
+    declared_md5 = content_md5(values)
+
+    limit = size_limit(policy)
+    pending = await req.store.begin_put(req.bucket, meta.storage_class, checksum_algorithm=algorithm)
+    try:
+        size = 0
+        async for chunk in form.file():
+            size += len(chunk)
+            if size > MAX_PUT_SIZE:
+                raise s3.EntityTooLarge(ProposedSize=size, MaxSizeAllowed=MAX_PUT_SIZE)
+            if limit is None or size <= limit:
+                await pending.write(chunk)
+            # Past the policy's limit the rest is only counted: S3 reports the whole size.
+        check_size(policy, size)
+        await form.drain()
+        await pending.end_body()
+        digests = pending.digests
+        if declared_md5 is not None and declared_md5 != digests.md5_hex:
+            raise s3.BadDigest(ExpectedDigest=declared_md5, CalculatedDigest=digests.md5_hex)
+        if algorithm and values.get(f"x-amz-checksum-{algorithm.lower()}", "").strip() not in ("", digests.checksum_b64):
+            raise s3.BadDigest(f"The {algorithm} you specified did not match the calculated checksum.")
+        record = await pending.commit_object(req.bucket, key, meta)
+    except BaseException:
+        await pending.abort()
+        raise
+    return _answer(req, values, key, record.etag)
+
+
+def _answer(req: S3Request, values: dict[str, str], key: str, etag: str) -> Response:
+    location = _object_url(req, key)
+    headers = {"etag": f'"{etag}"', "location": location}
+    redirect = _redirect(values.get("success_action_redirect") or values.get("redirect"))
+    if redirect is not None:
+        query = urlencode([("bucket", req.bucket), ("key", key), ("etag", f'"{etag}"')])
+        headers["location"] = redirect + ("&" if "?" in redirect else "?") + query
+        return empty_response(303, headers)
+    status = values.get("success_action_status")
+    if status == "201":
+        body = document(
+            "PostResponse",
+            [("Location", location), ("Bucket", req.bucket), ("Key", key), ("ETag", f'"{etag}"')],
+            namespace=None,
+        )
+        return xml_response(body, 201, headers)
+    return empty_response(200 if status == "200" else 204, headers)
