@@ -73,7 +73,8 @@ register_url_convertor("s3path", _AnyPath())
 
 def build_store(config: ServerConfig) -> ObjectStore:
     assert config.catalog_path is not None
-    catalog = Catalog(config.catalog_path, durable=config.catalog_durable)
+    catalog = Catalog(config.catalog_url or config.catalog_path, durable=config.catalog_durable,
+                      pool_size=config.catalog_pool_size)
     tiers = {tc.name: Tier.from_config(tc) for tc in config.tiers}
     clock = Clock(adjustable=config.test_clock, catalog=catalog)
     store = ObjectStore(catalog, tiers, state_dir=config.catalog_path.parent, clock=clock)

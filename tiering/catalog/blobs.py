@@ -1,0 +1,88 @@
+"""Blobs and garbage: which data is live and whose, retired data due for deletion, read pins, the scrubber's cursor."""
+
+from __future__ import annotations
+
+import json
+
+from tiering.backend import StoredData
+from tiering.catalog.base import (
+    CatalogBase,
+    _stored_from_json,
+)
+from tiering.catalog.database import transaction
+
+
+class BlobsCatalog(CatalogBase):
+    def due_garbage(self, now: float, limit: int = 256) -> list[tuple[str, StoredData]]:
+        rows = self._reader().execute(
+            "SELECT tier, stored FROM garbage WHERE not_before <= ? ORDER BY not_before LIMIT ?", (now, limit)
+        )
+        return [(tier, _stored_from_json(st)) for tier, st in rows]
+
+    @transaction
+    def forget_garbage(self, data_ids: list[str]) -> None:
+        with self._write() as db:
+            db.executemany("DELETE FROM garbage WHERE data_id = ?", [(d,) for d in data_ids])
+
+    @transaction
+    def publish_pins(self, holder: str, data_ids: list[str], expires: float) -> None:
+        """Replace `holder`'s published read pins with `data_ids`, valid until `expires`."""
+        with self._write() as db:
+            db.execute("DELETE FROM read_pins WHERE holder = ?", (holder,))
+            db.executemany(
+                "INSERT INTO read_pins (holder, data_id, expires) VALUES (?, ?, ?)",
+                [(holder, d, expires) for d in data_ids],
+            )
+
+    def pinned_elsewhere(self, data_ids: list[str], now: float) -> set[str]:
+        """Which of these blobs some process has published an unexpired read pin for."""
+        db = self._reader()
+        return {
+            d for d in data_ids
+            if db.execute("SELECT 1 FROM read_pins WHERE data_id = ? AND expires > ?", (d, now)).fetchone()
+        }
+
+    def is_referenced(self, data_id: str) -> bool:
+        """Does any object or unfinished upload still use this blob (or is it queued for deletion)?"""
+        db = self._reader()
+        return bool(
+            db.execute("SELECT 1 FROM blobs WHERE data_id = ?", (data_id,)).fetchone()
+            or db.execute("SELECT 1 FROM garbage WHERE data_id = ?", (data_id,)).fetchone()
+        )
+
+
+    def blobs_after(self, tier: str, after: str, limit: int) -> list[tuple[str, str | None, str | None]]:
+        """(data_id, bucket, key) of a tier's blobs in data id order: the scrubber's cursor."""
+        rows = self._reader().execute(
+            "SELECT data_id, bucket, key FROM blobs WHERE tier = ? AND data_id > ? ORDER BY data_id LIMIT ?",
+            (tier, after, limit),
+        )
+        return [tuple(row) for row in rows]  # type: ignore[misc]
+
+    def stored_blob(self, data_id: str) -> StoredData | None:
+        """The current StoredData (with its recorded location) of a live blob."""
+        db = self._reader()
+        row = db.execute("SELECT bucket, key, upload_id FROM blobs WHERE data_id = ?", (data_id,)).fetchone()
+        if row is None:
+            return None
+        bucket, key, upload_id = row
+        if upload_id is not None:
+            for (raw,) in db.execute("SELECT stored FROM parts WHERE upload_id = ?", (upload_id,)):
+                stored = _stored_from_json(raw)
+                if stored.data_id == data_id:
+                    return stored
+            return None
+        seg_row = db.execute("SELECT segments FROM objects WHERE bucket = ? AND key = ?", (bucket, key)).fetchone()
+        if seg_row is None:
+            return None
+        for segment in json.loads(seg_row[0]):
+            if segment["id"] == data_id:
+                return StoredData(data_id, segment["size"], segment.get("loc") or {})
+        return None
+
+    def blob_owner(self, data_id: str) -> tuple[str | None, str | None]:
+        row = self._reader().execute("SELECT bucket, key FROM blobs WHERE data_id = ?", (data_id,)).fetchone()
+        return (row[0], row[1]) if row else (None, None)
+
+    def count_blobs(self, tier: str) -> int:
+        return int(self._reader().execute("SELECT COUNT(*) FROM blobs WHERE tier = ?", (tier,)).fetchone()[0])
