@@ -76,6 +76,9 @@ def build_store(config: ServerConfig) -> ObjectStore:
     catalog = Catalog(config.catalog_url or config.catalog_path, durable=config.catalog_durable,
                       pool_size=config.catalog_pool_size)
     tiers = {tc.name: Tier.from_config(tc) for tc in config.tiers}
+    # The state directory (this host's process checkpoints, tiering.peers) is the SQLite catalog's
+    # folder, which a PostgreSQL catalog does not create.
+    config.catalog_path.parent.mkdir(parents=True, exist_ok=True)
     clock = Clock(adjustable=config.test_clock, catalog=catalog)
     store = ObjectStore(catalog, tiers, state_dir=config.catalog_path.parent, clock=clock)
     store.rebalancer.configure(config.rebalance, TokenBucket(config.rebalance.bytes_per_second).take)

@@ -43,6 +43,10 @@ _T = TypeVar("_T")
 RETRIES = 30  # conflicts in a row before giving up (each retry waits a little longer)
 CONNECT_TIMEOUT = 5  # seconds to open a connection
 POOL_TIMEOUT = 10.0  # seconds a statement waits for a pooled connection before it is "unavailable"
+# What PostgreSQL (SQLSTATE 40001, 40P01, 40000) and CockroachDB (40001) ask to be run again.
+# (psycopg derives SerializationFailure and DeadlockDetected from OperationalError, not from
+# TransactionRollback, so each is named.)
+CONFLICTS = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected, psycopg.errors.TransactionRollback)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -138,6 +142,7 @@ class PostgresDatabase(Database):
     def __init__(self, url: str, *, pool_size: int = 16) -> None:
         self.url = url
         self.where = describe(url)
+        self.conflicts = 0  # transactions run again after a conflict (for benchmarks and tests)
         self.pool: ConnectionPool[Any] = ConnectionPool(
             url, min_size=1, max_size=max(2, pool_size), open=False, timeout=POOL_TIMEOUT,
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT, "application_name": "tierstore"},
@@ -171,12 +176,12 @@ class PostgresDatabase(Database):
                     raise
                 try:
                     conn.execute("COMMIT")
-                except psycopg.errors.TransactionRollback:
+                except CONFLICTS:
                     raise  # PostgreSQL rolled it back: retried by `retrying`
                 except psycopg.OperationalError as exc:
                     # Lost while committing: it may or may not have landed. Not retried here.
                     raise CatalogUnavailable(f"the catalog database failed during a commit: {exc}") from exc
-        except psycopg.errors.TransactionRollback:
+        except CONFLICTS:
             raise
         except psycopg.OperationalError as exc:
             raise _RetrySafe(exc) from exc
@@ -191,7 +196,8 @@ class PostgresDatabase(Database):
         for attempt in range(RETRIES):
             try:
                 return fn()
-            except psycopg.errors.TransactionRollback:
+            except CONFLICTS:
+                self.conflicts += 1
                 # Serialization failure or deadlock: another transaction won; run again after a
                 # short random wait, so that those that collided do not collide again.
                 time.sleep(random.uniform(0, min(0.002 * 2 ** min(attempt, 6), 0.1)))
