@@ -101,8 +101,8 @@ class CatalogBase:
         """This thread's connection for reads (a sqlite3.Connection on SQLite)."""
         return self._db.reader()
 
-    def _write(self) -> AbstractContextManager[Conn]:
-        return self._db.write()
+    def _write(self, *, relaxed: bool = False) -> AbstractContextManager[Conn]:
+        return self._db.write(relaxed=relaxed)
 
     def _write_combined(self, fn: Callable[[Conn], _T]) -> _T:
         return self._db.write_combined(fn)

@@ -51,14 +51,18 @@ class Database(ABC):
     path: Path | None = None  # the SQLite file, None for a server database
     url: str
     greatest: str  # the two-argument maximum: SQLite's MAX(a, b), PostgreSQL's GREATEST(a, b)
+    for_update: str  # the row lock a relaxed transaction takes on what it reads ("" on SQLite)
 
     @abstractmethod
     def reader(self) -> Conn:
         """A connection for reads outside a transaction (each statement sees committed data)."""
 
     @abstractmethod
-    def write(self) -> AbstractContextManager[Conn]:
-        """One write transaction: committed (and durable) when the block ends, rolled back if it raises."""
+    def write(self, *, relaxed: bool = False) -> AbstractContextManager[Conn]:
+        """One write transaction: committed (and durable) when the block ends, rolled back if it raises.
+
+        `relaxed`: the caller locks what it reads (`for_update`) and needs no more isolation than
+        that (PostgreSQL: READ COMMITTED instead of SERIALIZABLE; SQLite: the same transaction)."""
 
     @abstractmethod
     def write_combined(self, fn: Callable[[Conn], _T]) -> _T:

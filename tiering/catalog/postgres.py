@@ -40,7 +40,7 @@ from tiering.errors import CatalogUnavailable
 
 _T = TypeVar("_T")
 
-RETRIES = 30  # conflicts in a row before giving up (each retry waits a little longer)
+RETRIES = 60  # conflicts in a row before giving up (each retry waits a little longer: ~8 s in all)
 CONNECT_TIMEOUT = 5  # seconds to open a connection
 POOL_TIMEOUT = 10.0  # seconds a statement waits for a pooled connection before it is "unavailable"
 # What PostgreSQL (SQLSTATE 40001, 40P01, 40000) and CockroachDB (40001) ask to be run again.
@@ -138,6 +138,7 @@ class _RetrySafe(Exception):
 class PostgresDatabase(Database):
     dialect = "postgresql"
     greatest = "GREATEST"
+    for_update = " FOR UPDATE"
 
     def __init__(self, url: str, *, pool_size: int = 16) -> None:
         self.url = url
@@ -161,10 +162,10 @@ class PostgresDatabase(Database):
         return self._reader
 
     @contextmanager
-    def write(self) -> Iterator[Conn]:
+    def write(self, *, relaxed: bool = False) -> Iterator[Conn]:
         try:
             with self.pool.connection() as conn:
-                conn.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
+                conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED" if relaxed else "BEGIN ISOLATION LEVEL SERIALIZABLE")
                 try:
                     yield _Transaction(conn)
                 except BaseException:
@@ -200,7 +201,7 @@ class PostgresDatabase(Database):
                 self.conflicts += 1
                 # Serialization failure or deadlock: another transaction won; run again after a
                 # short random wait, so that those that collided do not collide again.
-                time.sleep(random.uniform(0, min(0.002 * 2 ** min(attempt, 6), 0.1)))
+                time.sleep(random.uniform(0, min(0.002 * 2 ** min(attempt, 7), 0.25)))
             except _RetrySafe as exc:
                 if lost_connection:
                     raise CatalogUnavailable(str(exc.cause).strip() or "the catalog database is unreachable") from exc

@@ -40,6 +40,7 @@ class SQLiteDatabase(Database):
 
     dialect = "sqlite"
     greatest = "MAX"
+    for_update = ""  # one writer: every write transaction is serializable anyway
 
     def __init__(self, path: Path, *, durable: bool = True) -> None:
         self.path = path
@@ -83,7 +84,7 @@ class SQLiteDatabase(Database):
         return conn
 
     @contextmanager
-    def write(self) -> Iterator[Conn]:
+    def write(self, *, relaxed: bool = False) -> Iterator[Conn]:
         with self._write_lock:
             conn = self._writer
             conn.execute("BEGIN IMMEDIATE")
