@@ -9,6 +9,7 @@ server, tests/postgres.py); skipped where PostgreSQL is not installed.
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import threading
 import time
@@ -259,3 +260,20 @@ def test_postgresql_restarted_under_load_loses_no_acknowledged_write(gateways: S
     traffic.check(procs[0].endpoint)
     traffic.check(procs[1].endpoint)
     assert all(run_admin(p.endpoint, "status").returncode == 0 for p in procs)
+
+
+def test_a_damaged_shard_one_gateway_read_is_healed_through_the_shared_queue(gateways: Spawn, tmp_path: Path) -> None:
+    a, b = gateways(2)
+    s3 = make_client(a.endpoint)
+    s3.create_bucket(Bucket="heal")
+    body = random.Random(5).randbytes(400_000)  # erasure-coded (4+2), not replicated
+    s3.put_object(Bucket="heal", Key="object", Body=body)
+    rows = postgres.session_server().sql(
+        gateways.url, "SELECT segments FROM objects WHERE bucket = 'heal' AND key = 'object'")  # type: ignore[attr-defined]
+    data_id = json.loads(rows[0][0])[0]["id"]
+    shard = next(p for p in (tmp_path / "data" / "domains").rglob(f"{data_id}.0"))
+    shard.unlink()  # data shard 0: a read must rebuild around it, and asks for a heal
+    assert make_client(b.endpoint).get_object(Bucket="heal", Key="object")["Body"].read() == body
+    wait_for(lambda: any((tmp_path / "data" / "domains").rglob(f"{data_id}.0")), 30,
+             "the shard to be rebuilt by a gateway draining the shared heal queue")
+    assert postgres.session_server().sql(gateways.url, "SELECT COUNT(*) FROM heal_queue")[0][0] == 0  # type: ignore[attr-defined]

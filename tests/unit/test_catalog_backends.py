@@ -96,3 +96,21 @@ def test_a_catalog_newer_than_the_code_is_refused(location: str | Path) -> None:
         postgres.session_server().sql(location, "UPDATE schema_version SET version = %s", (newer,))
     with pytest.raises(SchemaTooNew, match=f"schema version {newer}, newer than this tierstore's"):
         Catalog(location, durable=False)
+
+
+def test_the_heal_queue_is_claimed_once_and_again_after_its_claim_runs_out(location: str | Path) -> None:
+    catalog = Catalog(location, durable=False)
+    catalog.queue_heals([("hot", "blob-1"), ("hot", "blob-2")], now=10.0)
+    catalog.queue_heals([("hot", "blob-1")], now=11.0)  # found again by another reader: queued once
+    assert catalog.heal_queue_length() == 2 and catalog.heal_due(12.0)
+    assert catalog.claim_heals("gateway-a", now=12.0, ttl=60, limit=1) == [("hot", "blob-1")]
+    assert catalog.claim_heals("gateway-b", now=13.0, ttl=60) == [("hot", "blob-2")]
+    assert catalog.claim_heals("gateway-b", now=14.0, ttl=60) == [] and not catalog.heal_due(14.0)
+    catalog.finish_heal("blob-2", "gateway-b")
+    # gateway-a died holding blob-1: once its claim runs out, another gateway takes it.
+    assert catalog.claim_heals("gateway-b", now=73.0, ttl=60) == [("hot", "blob-1")]
+    catalog.finish_heal("blob-1", "gateway-a")  # the dead one's late finish removes nothing
+    assert catalog.heal_queue_length() == 1
+    catalog.finish_heal("blob-1", "gateway-b")
+    assert catalog.heal_queue_length() == 0
+    catalog.close()

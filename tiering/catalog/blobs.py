@@ -86,3 +86,39 @@ class BlobsCatalog(CatalogBase):
 
     def count_blobs(self, tier: str) -> int:
         return int(self._reader().execute("SELECT COUNT(*) FROM blobs WHERE tier = ?", (tier,)).fetchone()[0])
+
+    # --- the heal queue (every gateway's) --------------------------------------------------------
+
+    @transaction
+    def queue_heals(self, blobs: list[tuple[str, str]], now: float) -> None:
+        """(tier, data_id) of blobs a reader found damaged: queued once, whoever found them."""
+        with self._write() as db:
+            db.executemany(
+                "INSERT INTO heal_queue (data_id, tier, queued, holder, until) VALUES (?, ?, ?, NULL, 0) "
+                "ON CONFLICT (data_id) DO NOTHING",
+                [(data_id, tier, now) for tier, data_id in blobs],
+            )
+
+    @transaction
+    def claim_heals(self, holder: str, now: float, ttl: float, limit: int = 16) -> list[tuple[str, str]]:
+        """Up to `limit` queued (tier, data_id), oldest first, now `holder`'s for `ttl` seconds; a
+        claim that ran out (its holder died or is stuck) is claimed again."""
+        with self._write() as db:
+            rows = db.execute(
+                "SELECT data_id, tier FROM heal_queue WHERE until <= ? ORDER BY until, queued LIMIT ?", (now, limit)
+            ).fetchall()
+            db.executemany("UPDATE heal_queue SET holder = ?, until = ? WHERE data_id = ?",
+                           [(holder, now + ttl, data_id) for data_id, _ in rows])
+            return [(tier, data_id) for data_id, tier in rows]
+
+    @transaction
+    def finish_heal(self, data_id: str, holder: str) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM heal_queue WHERE data_id = ? AND holder = ?", (data_id, holder))
+
+    def heal_due(self, now: float) -> bool:
+        """Is any queued heal unclaimed (a cheap read before `claim_heals` writes)?"""
+        return self._reader().execute("SELECT 1 FROM heal_queue WHERE until <= ? LIMIT 1", (now,)).fetchone() is not None
+
+    def heal_queue_length(self) -> int:
+        return int(self._reader().execute("SELECT COUNT(*) FROM heal_queue").fetchone()[0])

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class SchemaTooNew(RuntimeError):
@@ -359,8 +359,26 @@ def _add_usage_counters(db: sqlite3.Connection) -> None:
     db.execute("COMMIT")
 
 
+# Version 2: the heal queue, shared by every gateway (tiering.maintenance). A blob a reader found
+# damaged waits here, not only in the memory of the gateway that read it: any gateway claims it
+# (`holder`, `until`: a lease per row), and one that dies mid-heal leaves it to the others.
+HEAL_QUEUE = """CREATE TABLE IF NOT EXISTS heal_queue (
+    data_id TEXT PRIMARY KEY,
+    tier TEXT NOT NULL,
+    queued REAL NOT NULL,
+    holder TEXT,
+    until REAL NOT NULL DEFAULT 0
+)"""
+HEAL_QUEUE_INDEX = "CREATE INDEX IF NOT EXISTS heal_queue_due ON heal_queue (until, queued)"
+
+
+def _sqlite_version_2(db: sqlite3.Connection) -> None:
+    db.execute(HEAL_QUEUE)
+    db.execute(HEAL_QUEUE_INDEX)
+
+
 # Step n brings a catalog from version n - 1 to n (index 0: version 1).
-SQLITE_MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_sqlite_version_1]
+SQLITE_MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_sqlite_version_1, _sqlite_version_2]
 
 
 def _check_version(found: int | None, where: str) -> None:
@@ -398,7 +416,12 @@ def _postgres_version_1(db: Any) -> None:
         db.execute(statement)
 
 
-POSTGRES_MIGRATIONS: list[Callable[[Any], None]] = [_postgres_version_1]
+def _postgres_version_2(db: Any) -> None:
+    db.execute(_postgresql(HEAL_QUEUE))
+    db.execute(HEAL_QUEUE_INDEX)
+
+
+POSTGRES_MIGRATIONS: list[Callable[[Any], None]] = [_postgres_version_1, _postgres_version_2]
 
 
 def migrate_postgres(db: Any, where: str, *, attempts: int = 20) -> None:
