@@ -38,6 +38,7 @@ log = logging.getLogger("tierstore.maintenance")
 
 SCRUB_BATCH = 256
 HEAL_POLL_INTERVAL = 2.0  # seconds between looks at the shared heal queue (a local request wakes it at once)
+SCRUB_LEASE = "scrub"
 HEAL_CLAIM_TTL = 120.0  # a claimed heal not finished by then is another gateway's to take
 
 
@@ -297,6 +298,15 @@ class Maintenance:
             progress.pass_finished = time.time()
 
     async def _scrub_forever(self, interval: float) -> None:
+        """A scheduled scrub pass every `interval`, by one gateway of all that share the catalog: the
+        holder of the `scrub` lease (renewed by each of its passes; another takes it once it lapses)."""
         while True:
             await asyncio.sleep(interval)
-            await self.run_pass(force=False)
+            try:
+                ours = await asyncio.to_thread(
+                    self.store.catalog.acquire_lease, SCRUB_LEASE, self.holder, interval * 1.5, time.time())
+            except Exception:
+                log.exception("taking the scrub lease failed")
+                continue
+            if ours:
+                await self.run_pass(force=False)
