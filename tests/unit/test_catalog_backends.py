@@ -13,7 +13,7 @@ import pytest
 from tests import postgres
 from tiering.backend import StoredData
 from tiering.catalog import SCHEMA_VERSION, Catalog, SchemaTooNew
-from tiering.errors import BucketNotEmpty, PreconditionFailed
+from tiering.errors import BucketNotEmpty, BucketNotFound, PreconditionFailed
 from tiering.records import ObjectMeta, ObjectRecord, Segment
 
 
@@ -113,4 +113,44 @@ def test_the_heal_queue_is_claimed_once_and_again_after_its_claim_runs_out(locat
     assert catalog.heal_queue_length() == 1
     catalog.finish_heal("blob-1", "gateway-b")
     assert catalog.heal_queue_length() == 0
+    catalog.close()
+
+
+def test_a_bucket_deleted_while_objects_commit_into_it_leaves_no_object_behind(location: str | Path) -> None:
+    """The bucket's delete and PUTs into it race: either the delete sees an object (BucketNotEmpty)
+    or the PUTs after it fail (BucketNotFound); never an object in a bucket that is gone."""
+    catalog = Catalog(location, durable=False)
+    for round_ in range(10):
+        bucket = f"b{round_}"
+        catalog.create_bucket(bucket, "owner", "us-east-1")
+        start = threading.Barrier(5)
+        outcome: list[str] = []
+
+        def put(n: int, bucket: str = bucket, start: threading.Barrier = start) -> None:
+            start.wait()
+            record = _record(f"k{n}", "x")
+            try:
+                catalog.commit_object(ObjectRecord(**{**record.__dict__, "bucket": bucket}))
+            except BucketNotFound:
+                pass
+
+        def delete(bucket: str = bucket, start: threading.Barrier = start, outcome: list[str] = outcome) -> None:
+            start.wait()
+            try:
+                catalog.delete_bucket(bucket)
+                outcome.append("deleted")
+            except BucketNotEmpty:
+                outcome.append("not empty")
+
+        threads = [threading.Thread(target=put, args=(n,)) for n in range(4)] + [threading.Thread(target=delete)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if outcome == ["deleted"]:
+            assert catalog.count_objects(bucket) == (0, 0), round_
+            with pytest.raises(BucketNotFound):
+                catalog.get_bucket(bucket)
+        else:
+            assert catalog.count_objects(bucket)[0] > 0
     catalog.close()

@@ -101,11 +101,11 @@ class CatalogBase:
         """This thread's connection for reads (a sqlite3.Connection on SQLite)."""
         return self._db.reader()
 
-    def _write(self, *, relaxed: bool = False) -> AbstractContextManager[Conn]:
-        return self._db.write(relaxed=relaxed)
+    def _write(self, *, relaxed: bool = False, snapshot: bool = False) -> AbstractContextManager[Conn]:
+        return self._db.write(relaxed=relaxed, snapshot=snapshot)
 
-    def _write_combined(self, fn: Callable[[Conn], _T]) -> _T:
-        return self._db.write_combined(fn)
+    def _write_combined(self, fn: Callable[[Conn], _T], *, snapshot: bool = False) -> _T:
+        return self._db.write_combined(fn, snapshot=snapshot)
 
     @staticmethod
     def _object_from_row(row: tuple[Any, ...]) -> ObjectRecord:

@@ -52,8 +52,12 @@ class BucketsCatalog(CatalogBase):
 
     @transaction
     def delete_bucket(self, name: str) -> None:
-        with self._write() as db:
-            if db.execute("SELECT 1 FROM buckets WHERE name = ?", (name,)).fetchone() is None:
+        # Relaxed (READ COMMITTED on PostgreSQL), the bucket's row locked first: writers into the
+        # bucket hold a key-share lock on it (commit_object runs with snapshot isolation, not
+        # SERIALIZABLE), so this waits for them, and the emptiness check below, a new statement,
+        # sees what they committed.
+        with self._write(relaxed=True) as db:
+            if db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.for_update}", (name,)).fetchone() is None:
                 raise BucketNotFound(name)
             if db.execute("SELECT 1 FROM objects WHERE bucket = ? LIMIT 1", (name,)).fetchone():
                 raise BucketNotEmpty(name)
@@ -66,7 +70,7 @@ class BucketsCatalog(CatalogBase):
     @transaction
     def put_bucket_config(self, bucket: str, name: str, value: str | None) -> None:
         with self._write() as db:
-            if db.execute("SELECT 1 FROM buckets WHERE name = ?", (bucket,)).fetchone() is None:
+            if db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (bucket,)).fetchone() is None:
                 raise BucketNotFound(bucket)
             if value is None:
                 db.execute("DELETE FROM bucket_config WHERE bucket = ? AND name = ?", (bucket, name))

@@ -52,20 +52,27 @@ class Database(ABC):
     url: str
     greatest: str  # the two-argument maximum: SQLite's MAX(a, b), PostgreSQL's GREATEST(a, b)
     for_update: str  # the row lock a relaxed transaction takes on what it reads ("" on SQLite)
+    # The lock a writer takes on its bucket's row (PostgreSQL: FOR KEY SHARE, what a foreign key
+    # check takes): a bucket delete, which locks the row FOR UPDATE, waits for those writers and
+    # then sees their objects, and a writer that comes after it finds the bucket gone.
+    key_share: str
 
     @abstractmethod
     def reader(self) -> Conn:
         """A connection for reads outside a transaction (each statement sees committed data)."""
 
     @abstractmethod
-    def write(self, *, relaxed: bool = False) -> AbstractContextManager[Conn]:
+    def write(self, *, relaxed: bool = False, snapshot: bool = False) -> AbstractContextManager[Conn]:
         """One write transaction: committed (and durable) when the block ends, rolled back if it raises.
 
         `relaxed`: the caller locks what it reads (`for_update`) and needs no more isolation than
-        that (PostgreSQL: READ COMMITTED instead of SERIALIZABLE; SQLite: the same transaction)."""
+        that (PostgreSQL: READ COMMITTED instead of SERIALIZABLE; SQLite: the same transaction).
+        `snapshot`: the caller writes every row it decides on, and locks its bucket (`key_share`):
+        snapshot isolation catches every conflict it can meet (PostgreSQL: REPEATABLE READ, which
+        fails a write to a row changed since the snapshot, without SERIALIZABLE's predicate locks)."""
 
     @abstractmethod
-    def write_combined(self, fn: Callable[[Conn], _T]) -> _T:
+    def write_combined(self, fn: Callable[[Conn], _T], *, snapshot: bool = False) -> _T:
         """`fn(db)` in a write transaction, which the database may share with other callers'."""
 
     def retrying(self, fn: Callable[[], _T]) -> _T:

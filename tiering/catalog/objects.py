@@ -51,8 +51,13 @@ class ObjectsCatalog(CatalogBase):
         `expected_generation` is the mover's compare-and-swap: commit only if the object is still
         the one the mover copied (raises PreconditionFailed otherwise).
         """
+        # Snapshot isolation on PostgreSQL (see Database.write): the commit writes the one object
+        # row it decided on (a concurrent change to it fails the commit, which runs again) and
+        # key-share-locks its bucket; SERIALIZABLE's page-level predicate locks made concurrent
+        # PUTs of neighbouring keys fail each other most of the time.
         return self._write_combined(
-            lambda db: self._commit_object_in(db, record, if_match, if_none_match, expected_generation)
+            lambda db: self._commit_object_in(db, record, if_match, if_none_match, expected_generation),
+            snapshot=True,
         )
 
     def _commit_object_in(
@@ -63,7 +68,7 @@ class ObjectsCatalog(CatalogBase):
         if_none_match: str | None,
         expected_generation: int | None,
     ) -> ObjectRecord:
-        if db.execute("SELECT 1 FROM buckets WHERE name = ?", (record.bucket,)).fetchone() is None:
+        if db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (record.bucket,)).fetchone() is None:
             raise BucketNotFound(record.bucket)
         row = db.execute(
             f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?",
@@ -147,14 +152,14 @@ class ObjectsCatalog(CatalogBase):
                 "UPDATE objects SET tags = ? WHERE bucket = ? AND key = ?", (_dumps(tags), bucket, key)
             )
             if cur.rowcount == 0:
-                if db.execute("SELECT 1 FROM buckets WHERE name = ?", (bucket,)).fetchone() is None:
+                if db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (bucket,)).fetchone() is None:
                     raise BucketNotFound(bucket)
                 raise ObjectNotFound(bucket, key)
 
     @transaction
     def delete_object(self, bucket: str, key: str, *, expected_generation: int | None = None) -> ObjectRecord | None:
         with self._write() as db:
-            if db.execute("SELECT 1 FROM buckets WHERE name = ?", (bucket,)).fetchone() is None:
+            if db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (bucket,)).fetchone() is None:
                 raise BucketNotFound(bucket)
             if expected_generation is not None:
                 row = db.execute("SELECT generation FROM objects WHERE bucket = ? AND key = ?", (bucket, key)).fetchone()
@@ -187,7 +192,7 @@ class ObjectsCatalog(CatalogBase):
         """
         meta_json, tags_json = _dumps(meta.to_json()), _dumps(meta.tags)
         with self._write() as db:
-            if db.execute("SELECT 1 FROM buckets WHERE name = ?", (bucket,)).fetchone() is None:
+            if db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (bucket,)).fetchone() is None:
                 raise BucketNotFound(bucket)
             # A new object's row as commit_object writes it: a fresh generation, heat 1 (one write).
             # One generation serves the whole batch: it only has to be new for each key.

@@ -139,6 +139,7 @@ class PostgresDatabase(Database):
     dialect = "postgresql"
     greatest = "GREATEST"
     for_update = " FOR UPDATE"
+    key_share = " FOR KEY SHARE"
 
     def __init__(self, url: str, *, pool_size: int = 16) -> None:
         self.url = url
@@ -162,10 +163,11 @@ class PostgresDatabase(Database):
         return self._reader
 
     @contextmanager
-    def write(self, *, relaxed: bool = False) -> Iterator[Conn]:
+    def write(self, *, relaxed: bool = False, snapshot: bool = False) -> Iterator[Conn]:
+        isolation = "READ COMMITTED" if relaxed else "REPEATABLE READ" if snapshot else "SERIALIZABLE"
         try:
             with self.pool.connection() as conn:
-                conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED" if relaxed else "BEGIN ISOLATION LEVEL SERIALIZABLE")
+                conn.execute(f"BEGIN ISOLATION LEVEL {isolation}")
                 try:
                     yield _Transaction(conn)
                 except BaseException:
@@ -187,9 +189,9 @@ class PostgresDatabase(Database):
         except psycopg.OperationalError as exc:
             raise _RetrySafe(exc) from exc
 
-    def write_combined(self, fn: Callable[[Conn], _T]) -> _T:
+    def write_combined(self, fn: Callable[[Conn], _T], *, snapshot: bool = False) -> _T:
         # PostgreSQL runs concurrent transactions itself: nothing to combine.
-        with self.write() as db:
+        with self.write(snapshot=snapshot) as db:
             return fn(db)
 
     def retrying(self, fn: Callable[[], _T]) -> _T:

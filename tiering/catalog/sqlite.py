@@ -41,6 +41,7 @@ class SQLiteDatabase(Database):
     dialect = "sqlite"
     greatest = "MAX"
     for_update = ""  # one writer: every write transaction is serializable anyway
+    key_share = ""
 
     def __init__(self, path: Path, *, durable: bool = True) -> None:
         self.path = path
@@ -84,7 +85,7 @@ class SQLiteDatabase(Database):
         return conn
 
     @contextmanager
-    def write(self, *, relaxed: bool = False) -> Iterator[Conn]:
+    def write(self, *, relaxed: bool = False, snapshot: bool = False) -> Iterator[Conn]:
         with self._write_lock:
             conn = self._writer
             conn.execute("BEGIN IMMEDIATE")
@@ -103,7 +104,7 @@ class SQLiteDatabase(Database):
             self._committed += 1
             return self._committed
 
-    def write_combined(self, fn: Callable[[Conn], _T]) -> _T:
+    def write_combined(self, fn: Callable[[Conn], _T], *, snapshot: bool = False) -> _T:
         """`fn(db)` in a write transaction, possibly shared with other threads' (flat combining).
 
         With many small PUTs committing at once, taking turns on the write lock was the cost:

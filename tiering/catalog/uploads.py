@@ -32,7 +32,7 @@ class UploadsCatalog(CatalogBase):
     @transaction
     def create_upload(self, upload: UploadRecord) -> None:
         with self._write() as db:
-            if db.execute("SELECT 1 FROM buckets WHERE name = ?", (upload.bucket,)).fetchone() is None:
+            if db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (upload.bucket,)).fetchone() is None:
                 raise BucketNotFound(upload.bucket)
             db.execute(
                 "INSERT INTO uploads (upload_id, bucket, key, initiated, tier, meta, tags, "
