@@ -146,7 +146,8 @@ _by_data_dir: dict[Path, str] = {}
 
 def database_for(data_dir: Path) -> str:
     """The catalog database of the tierstore server whose data is in `data_dir`: a fresh one the
-    first time, the same one when that server restarts."""
+    first time, the same one when that server restarts (or starts through a link to that directory)."""
+    data_dir = data_dir.resolve()
     with _session_lock:
         url = _by_data_dir.get(data_dir)
     if url is None:
