@@ -40,7 +40,8 @@ Example (every key optional):
                        # gateways share); also --catalog URL or TIERSTORE_CATALOG_URL. Default: SQLite at `path`
     path = ""          # default: <data_dir>/catalog/catalog.db
     durable = true     # fsync every commit (an acknowledged write survives power loss; SQLite)
-    pool_size = 16     # PostgreSQL: connections per process at most
+    pool_size = 8      # PostgreSQL: connections per process at most (each statement holds one for
+                       # a round trip; more only raised the memory a burst of large GETs leaves behind)
 
     [metrics]
     per_bucket = false  # also label request metrics by bucket (one series per bucket)
@@ -173,7 +174,7 @@ class ServerConfig:
     catalog_path: Path | None = None
     catalog_durable: bool = True
     catalog_url: str = ""  # empty: SQLite at catalog_path
-    catalog_pool_size: int = 16
+    catalog_pool_size: int = 8
     tiers: list[TierConfig] = field(default_factory=list)
     test_clock: bool = False
     lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
@@ -250,7 +251,7 @@ class CatalogSection(_Table):
     url: str = ""
     path: str = ""
     durable: bool = True
-    pool_size: int = Field(default=16, ge=2, le=1000)
+    pool_size: int = Field(default=8, ge=2, le=1000)
 
     @field_validator("url")
     @classmethod

@@ -36,7 +36,7 @@ class Catalog(
     `postgresql://user:password@host:port/dbname` (a catalog several gateways share).
     """
 
-    def __init__(self, location: Path | str, *, durable: bool = True, pool_size: int = 16) -> None:
+    def __init__(self, location: Path | str, *, durable: bool = True, pool_size: int = 8) -> None:
         self._db = open_database(location, durable=durable, pool_size=pool_size)
         self.path = self._db.path
         self.url = self._db.url

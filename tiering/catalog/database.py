@@ -133,7 +133,7 @@ def describe(location: str | Path) -> str:
     return parts._replace(netloc=netloc).geturl()
 
 
-def open_database(location: str | Path, *, durable: bool = True, pool_size: int = 16) -> Database:
+def open_database(location: str | Path, *, durable: bool = True, pool_size: int = 8) -> Database:
     """The database at `location` (created and migrated to this code's schema if need be)."""
     if isinstance(location, str) and is_postgresql_url(location):
         from tiering.catalog.postgres import PostgresDatabase  # psycopg only where it is used

@@ -141,7 +141,7 @@ class PostgresDatabase(Database):
     for_update = " FOR UPDATE"
     key_share = " FOR KEY SHARE"
 
-    def __init__(self, url: str, *, pool_size: int = 16) -> None:
+    def __init__(self, url: str, *, pool_size: int = 8) -> None:
         self.url = url
         self.where = describe(url)
         self.conflicts = 0  # transactions run again after a conflict (for benchmarks and tests)
