@@ -142,8 +142,3 @@ def open_database(location: str | Path, *, durable: bool = True, pool_size: int 
     from tiering.catalog.sqlite import SQLiteDatabase
 
     return SQLiteDatabase(sqlite_path(location), durable=durable)
-
-
-def placeholders(count: int) -> str:
-    return ",".join("?" * count)
-
