@@ -25,12 +25,13 @@ from server.admin import ADMIN_PREFIX, AdminApi
 from server.authorization import Authorizer
 from server.config import ServerConfig
 from server.context import S3Request
-from server.credentials import UserCredentials
+from server.credentials import ANONYMOUS, UserCredentials
 from server.error_map import to_s3_error
 from server.handlers import HANDLERS
 from server.metrics import Metrics, RequestObserver
+from server.operations import Operation
 from server.router import decode_path, parse_query, route
-from server.signature import AuthContext, RequestToVerify, authenticate
+from server.signature import AuthContext, PayloadMode, RequestToVerify, authenticate, has_credentials
 from server.status import OpsEndpoints
 from tiering.catalog import Catalog
 from tiering.clock import Clock
@@ -47,6 +48,9 @@ _NO_FRAMEWORK_TELEMETRY: dict[str, object] = (
     if "telemetry" in inspect.signature(FastAPI.__init__).parameters
     else {}
 )
+
+# An unsigned request's body is read as sent: nothing signs it.
+ANONYMOUS_AUTH = AuthContext(access_key="", payload_mode=PayloadMode.UNSIGNED, payload_sha256=None)
 
 ALL_METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS", "PATCH"]
 
@@ -104,7 +108,8 @@ class Gateway:
         self.store = store
         self.lifecycle = lifecycle
         self.credentials = UserCredentials({config.access_key: config.secret_key}, store.catalog)
-        self.authorizer = Authorizer(store)
+        self.authorizer = Authorizer(store, account_id=config.account_id,
+                                     block_public_access=config.block_public_access)
         self.max_skew = timedelta(seconds=config.max_clock_skew_seconds)
         self.metrics = Metrics(store, lifecycle, per_bucket=config.metrics_per_bucket)
         self._request_ids = RequestIds()
@@ -164,22 +169,26 @@ class Gateway:
             "x-amz-copy-source" in headers,
             self.config.virtual_host_domains,
         )
-        auth = authenticate(
-            RequestToVerify(
-                method=method,
-                raw_path=raw_path.split("?", 1)[0],
-                query_string=query_string,
-                headers=headers,
-                virtual_host_bucket=routed.virtual_host_bucket,
-            ),
-            self.credentials,
-            now=datetime.now(UTC),
-            max_skew=self.max_skew,
+        to_verify = RequestToVerify(
+            method=method,
+            raw_path=raw_path.split("?", 1)[0],
+            query_string=query_string,
+            headers=headers,
+            virtual_host_bucket=routed.virtual_host_bucket,
         )
         request.state.operation = routed.operation.value
         request.state.bucket = routed.bucket
-        identity = self.credentials.identity(auth.access_key)
-        await self.authorizer.check(identity, routed.operation, routed.bucket)
+        if has_credentials(to_verify):
+            auth = authenticate(to_verify, self.credentials, now=datetime.now(UTC), max_skew=self.max_skew)
+            identity = self.credentials.identity(auth.access_key)
+        else:
+            # Unsigned: the anonymous principal, whom only a policy or an ACL lets in.
+            auth, identity = ANONYMOUS_AUTH, ANONYMOUS
+        if routed.operation is not Operation.DeleteObjects:  # decided per key by its handler
+            await self.authorizer.check(
+                identity, routed.operation, routed.bucket, key=routed.key, request=request, query=query,
+                auth_scheme=None if identity.anonymous else auth.scheme,
+            )
         handler = HANDLERS.get(routed.operation)
         if handler is None:
             raise s3.NotImplemented(f"{routed.operation.value} is not implemented")
