@@ -47,6 +47,7 @@ def _parse_date(text: str) -> float:
     return moment.timestamp()
 
 
+@lru_cache(maxsize=1024)
 def _network(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     return ipaddress.ip_network(text.strip(), strict=False)
 
@@ -89,11 +90,14 @@ def _date(op: Callable[[float, float], bool]) -> Compare:
     return compare
 
 
+@lru_cache(maxsize=4096)
 def _ip(a: str, b: str) -> bool:
     try:
-        return ipaddress.ip_address(a) in _network(b)
+        address = ipaddress.ip_address(a)
+        network = _network(b)
     except ValueError:
         return False
+    return address.version == network.version and address in network
 
 
 def _bool(a: str, b: str) -> bool:

@@ -94,6 +94,8 @@ def _matching(statements: tuple[Statement, ...], request: Request, owner_ids: tu
             continue
         if skip_public and statement.is_public:
             continue
+        if not statement.applies_to_action(request.action):  # cheapest first
+            continue
         if not statement.applies_to_caller(request.caller, owner_ids):
             continue
         if not statement.applies_to(request.action, request.resource, request.caller):

@@ -76,6 +76,48 @@ def _pattern_matches(pattern: str, value: str, caller: Caller | None = None, *, 
     return wildcard(pattern, ignore_case).fullmatch(value) is not None
 
 
+class Patterns:
+    """A list of IAM patterns (`*`, `?`) compiled once: exact names in a set, the rest in one regex.
+
+    Matching is the hot path of every decision (a statement's actions and resources), so it is
+    one set lookup and at most one regex match; patterns holding policy variables (${aws:username})
+    are substituted per caller instead."""
+
+    __slots__ = ("everything", "exact", "regex", "variable", "ignore_case", "memo")
+
+    def __init__(self, patterns: tuple[str, ...], *, ignore_case: bool = False) -> None:
+        self.ignore_case = ignore_case
+        self.everything = "*" in patterns
+        fold = str.lower if ignore_case else str
+        self.exact = frozenset(fold(p) for p in patterns if "*" not in p and "?" not in p and "${" not in p)
+        wild = [p for p in patterns if ("*" in p or "?" in p) and "${" not in p]
+        self.regex = re.compile("|".join(f"(?:{wildcard(p).pattern})" for p in wild),
+                                re.DOTALL | (re.IGNORECASE if ignore_case else 0)) if wild else None
+        self.variable = tuple(p for p in patterns if "${" in p)
+        # Actions are few (s3:GetObject, ...): their answers are remembered. Resources are not.
+        self.memo: dict[str, bool] | None = {} if ignore_case and not self.variable else None
+
+    def matches_memo(self, value: str) -> bool:
+        memo = self.memo
+        if memo is None:
+            return self.matches(value)
+        known = memo.get(value)
+        if known is None:
+            if len(memo) > 512:
+                memo.clear()
+            known = memo[value] = self.matches(value)
+        return known
+
+    def matches(self, value: str, caller: Caller | None = None) -> bool:
+        if self.everything:
+            return True
+        if (value.lower() if self.ignore_case else value) in self.exact:
+            return True
+        if self.regex is not None and self.regex.fullmatch(value) is not None:
+            return True
+        return any(_pattern_matches(p, value, caller, ignore_case=self.ignore_case) for p in self.variable)
+
+
 @dataclass(frozen=True)
 class Principals:
     """A Principal / NotPrincipal element: everyone, or the named users / accounts / keys."""
@@ -84,25 +126,40 @@ class Principals:
     aws: tuple[str, ...] = ()
     canonical: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        # Split once what matching needs: keys and accounts, whole accounts (":root"), user names.
+        names: set[str] = set()
+        accounts: set[str] = set()
+        users: list[tuple[str, str]] = []
+        for value in self.aws:
+            match = _IAM_ARN_RE.match(value)
+            if match is None:
+                names.add(value)
+                continue
+            account, who = match.group(1) or "", match.group(2)
+            if who == "root":
+                accounts.add(account)
+            else:
+                users.append((account, who[len("user/"):]))
+        object.__setattr__(self, "_names", frozenset(names))
+        object.__setattr__(self, "_accounts", frozenset(accounts))
+        object.__setattr__(self, "_users", tuple(users))
+
     def matches(self, caller: Caller, owner_ids: tuple[str, ...] = ()) -> bool:
         if self.everyone:
             return True
         if caller.anonymous:
             return False
-        for value in self.aws:
-            if value == "*":
+        names: frozenset[str] = self._names  # type: ignore[attr-defined]
+        if "*" in names or caller.access_key in names or caller.account in names:
+            return True
+        accounts: frozenset[str] = self._accounts  # type: ignore[attr-defined]
+        if accounts and ("" in accounts or "*" in accounts or caller.account in accounts):
+            return True
+        for account, user in self._users:  # type: ignore[attr-defined]
+            if account in ("", "*", caller.account) and (user == caller.name or (
+                    ("*" in user or "?" in user) and _pattern_matches(user, caller.name))):
                 return True
-            if value == caller.access_key or value == caller.account:
-                return True
-            if value.startswith("arn:aws:iam::"):
-                match = _IAM_ARN_RE.match(value)
-                if not match:
-                    continue
-                account, who = match.group(1) or "", match.group(2)
-                if account not in ("", "*", caller.account):
-                    continue
-                if who == "root" or _pattern_matches(who[len("user/"):], caller.name):
-                    return True
         return any(c in owner_ids for c in self.canonical)
 
 
@@ -118,6 +175,10 @@ class Statement:
     not_resources: tuple[str, ...]
     condition: Block = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_actions", Patterns(self.actions or self.not_actions, ignore_case=True))
+        object.__setattr__(self, "_resources", Patterns(self.resources or self.not_resources))
+
     @property
     def label(self) -> str:
         return self.sid
@@ -129,15 +190,15 @@ class Statement:
             return not self.not_principal.matches(caller, owner_ids)
         return True  # a user policy: it is attached to the caller
 
+    def applies_to_action(self, action: str) -> bool:
+        matched = self._actions.matches_memo(action)  # type: ignore[attr-defined]
+        return matched if self.actions else not matched
+
     def applies_to(self, action: str, resource: str, caller: Caller) -> bool:
-        if self.actions:
-            if not any(_action_matches(a, action) for a in self.actions):
-                return False
-        elif any(_action_matches(a, action) for a in self.not_actions):
+        if not self.applies_to_action(action):
             return False
-        if self.resources:
-            return any(_resource_matches(r, resource, caller) for r in self.resources)
-        return not any(_resource_matches(r, resource, caller) for r in self.not_resources)
+        matched = self._resources.matches(resource, caller)  # type: ignore[attr-defined]
+        return matched if self.resources else not matched
 
     def conditions_hold(self, context: Context, caller: Caller) -> bool:
         if not self.condition:
@@ -169,16 +230,6 @@ def _restricting(block: Block) -> bool:
         if base == "IpAddress" and not any(v.strip().endswith("/0") for v in values):
             return True
     return False
-
-
-def _action_matches(pattern: str, action: str) -> bool:
-    return wildcard(pattern, True).fullmatch(action) is not None
-
-
-def _resource_matches(pattern: str, resource: str, caller: Caller) -> bool:
-    if pattern == "*":
-        return True
-    return _pattern_matches(pattern, resource, caller)
 
 
 @dataclass(frozen=True)
