@@ -35,7 +35,7 @@ from server.signature import AuthContext, PayloadMode, RequestToVerify, authenti
 from server.status import OpsEndpoints
 from tiering.catalog import Catalog
 from tiering.clock import Clock
-from tiering.errors import TieringError
+from tiering.errors import ObjectNotFound, TieringError
 from tiering.store import ObjectStore
 from tiering.tiers import Tier
 
@@ -207,7 +207,15 @@ class Gateway:
             authorizer=self.authorizer,
             request_id=request_id,
         )
-        return await handler(req)
+        try:
+            return await handler(req)
+        except ObjectNotFound:
+            # S3 tells a missing key (404) only to a caller that may list the bucket; to anyone
+            # else it answers 403, so that keys cannot be probed for.
+            if routed.bucket and not identity.is_admin:
+                await self.authorizer.check(identity, Operation.ListObjectsV2, routed.bucket, request=request,
+                                            query={"prefix": routed.key or ""})
+            raise
 
     @staticmethod
     def _error(exc: s3.S3Error, method: str, resource: str, request_id: str) -> Response:

@@ -107,6 +107,8 @@ def test_training_job_reads_one_prefix_and_nothing_else(server, s3, users, new_b
         listed = job.list_objects_v2(Bucket=bucket, Prefix="imagenet/")
         assert [o["Key"] for o in listed["Contents"]] == ["imagenet/train/0.tar", "imagenet/val/0.tar"]
         denied(lambda: job.get_object(Bucket=bucket, Key="private/weights.pt"))
+        denied(lambda: job.get_object(Bucket=bucket, Key="imagenet/absent"), "NoSuchKey", 404)  # it may list there
+        denied(lambda: job.get_object(Bucket=bucket, Key="private/absent"))  # ... not here
         denied(lambda: job.list_objects_v2(Bucket=bucket))  # no prefix: not within imagenet/
         denied(lambda: job.list_objects_v2(Bucket=bucket, Prefix="private/"))
         denied(lambda: job.put_object(Bucket=bucket, Key="imagenet/train/1.tar", Body=b"x"))
@@ -176,7 +178,10 @@ def test_public_read_policy_lets_anonymous_get(server, s3, new_bucket) -> None:
     assert anonymous.head_object(Bucket=bucket, Key="site/index.html")["ContentLength"] == 11
     denied(lambda: anonymous.list_objects_v2(Bucket=bucket))  # the policy grants reads, not listing
     denied(lambda: anonymous.put_object(Bucket=bucket, Key="site/evil.html", Body=b"x"))
-    assert requests.get(f"{server.endpoint}/{bucket}/absent", timeout=30).status_code in (403, 404)
+    # A missing key is 403 to whoever may not list the bucket (S3 hides which keys exist), 404 to the owner.
+    missing = requests.get(f"{server.endpoint}/{bucket}/absent", timeout=30)
+    assert missing.status_code == 403 and b"<Code>AccessDenied</Code>" in missing.content
+    denied(lambda: s3.get_object(Bucket=bucket, Key="absent"), "NoSuchKey", 404)
     s3.delete_bucket_policy(Bucket=bucket)
     assert requests.get(url, timeout=30).status_code == 403
     denied(lambda: s3.get_bucket_policy_status(Bucket=bucket), "NoSuchBucketPolicy", 404)
