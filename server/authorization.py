@@ -175,9 +175,13 @@ class Authorizer:
         object_level = action is not None and is_object_action(action)
         resource = resource_arn(bucket, (key or "") if object_level else None)
         caller_id = None if identity.anonymous else identity.owner_id
-        if record is None and object_level and key and caller_id != access.owner and (
-            (access.acls_enabled and action in _OBJECT_ACL_ACTIONS)
+        user_policies = await self.user_policies(identity.name) if not identity.anonymous else ()
+        # The object itself is read only when the decision can depend on it: its ACL (a caller
+        # other than the owner, ACLs enabled) or its tags (s3:ExistingObjectTag in a policy).
+        if record is None and object_level and key and (
+            (caller_id != access.owner and access.acls_enabled and action in _OBJECT_ACL_ACTIONS)
             or (access.policy is not None and access.policy.reads_object_tags)
+            or any(policy.reads_object_tags for policy in user_policies)
         ):
             record = await self._object(bucket, key)
         context = RequestContext(identity, action, request=request, query=query, auth_scheme=auth_scheme,
@@ -185,7 +189,6 @@ class Authorizer:
         object_acl = None
         if record is not None and access.acls_enabled:
             object_acl = acls.Acl.from_json(record.meta.acl) if record.meta.acl else acls.private(access.owner)
-        user_policies = await self.user_policies(identity.name) if not identity.anonymous else ()
         question = Request(
             caller=self._caller(identity),
             caller_id=caller_id,

@@ -232,6 +232,26 @@ def test_conditions_source_ip_and_secure_transport(server, s3, users, new_bucket
     s3.delete_bucket_policy(Bucket=bucket)
 
 
+def test_conditions_on_object_tags(server, s3, users, new_bucket) -> None:
+    bucket = new_bucket()
+    s3.put_object(Bucket=bucket, Key="shared", Body=b"s", Tagging="share=yes")
+    s3.put_object(Bucket=bucket, Key="kept", Body=b"k", Tagging="share=no")
+    other = users["other"]
+    principal = {"AWS": f"arn:aws:iam::000000000000:user/{other['name']}"}
+    s3.put_bucket_policy(Bucket=bucket, Policy=policy(
+        {"Sid": "ReadShared", "Effect": "Allow", "Principal": principal, "Action": "s3:GetObject",
+         "Resource": f"arn:aws:s3:::{bucket}/*", "Condition": {"StringEquals": {"s3:ExistingObjectTag/share": "yes"}}},
+        {"Sid": "WriteTagged", "Effect": "Allow", "Principal": principal, "Action": "s3:PutObject",
+         "Resource": f"arn:aws:s3:::{bucket}/*", "Condition": {"StringEquals": {"s3:RequestObjectTag/team": "ml"}}},
+    ))
+    client = user_client(server, other)
+    assert client.get_object(Bucket=bucket, Key="shared")["Body"].read() == b"s"
+    denied(lambda: client.get_object(Bucket=bucket, Key="kept"))
+    client.put_object(Bucket=bucket, Key="new", Body=b"n", Tagging="team=ml")
+    denied(lambda: client.put_object(Bucket=bucket, Key="new2", Body=b"n", Tagging="team=web"))
+    denied(lambda: client.put_object(Bucket=bucket, Key="new3", Body=b"n"))
+
+
 def test_malformed_policies_are_refused_with_s3s_reasons(s3, new_bucket) -> None:
     bucket = new_bucket()
     good = {"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{bucket}/*"}
@@ -278,10 +298,21 @@ def test_acl_grants_are_honoured_when_acls_are_enabled(server, s3, users, new_bu
     assert any(g["Grantee"].get("ID") == other_id and g["Permission"] == "READ"
                for g in s3.get_object_acl(Bucket=bucket, Key="private")["Grants"])
     denied(lambda: anonymous.get_object(Bucket=bucket, Key="private"))
+    # CopyObject and multipart uploads take an ACL too (a copy does not inherit its source's).
+    s3.copy_object(Bucket=bucket, Key="copied", CopySource={"Bucket": bucket, "Key": "private"}, ACL="public-read")
+    s3.copy_object(Bucket=bucket, Key="copied-plain", CopySource={"Bucket": bucket, "Key": "public"})
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="multi", ACL="public-read")["UploadId"]
+    part = s3.upload_part(Bucket=bucket, Key="multi", UploadId=upload, PartNumber=1, Body=b"parts")
+    s3.complete_multipart_upload(Bucket=bucket, Key="multi", UploadId=upload,
+                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
+    assert requests.get(f"{server.endpoint}/{bucket}/copied", timeout=30).content == b"mine"
+    assert requests.get(f"{server.endpoint}/{bucket}/multi", timeout=30).content == b"parts"
+    assert requests.get(f"{server.endpoint}/{bucket}/copied-plain", timeout=30).status_code == 403
     # Bucket ACL: public-read lets anyone list; an AccessControlPolicy document sets it back.
     denied(lambda: anonymous.list_objects_v2(Bucket=bucket))
     s3.put_bucket_acl(Bucket=bucket, ACL="public-read")
-    assert {o["Key"] for o in anonymous.list_objects_v2(Bucket=bucket)["Contents"]} == {"public", "private"}
+    assert {o["Key"] for o in anonymous.list_objects_v2(Bucket=bucket)["Contents"]} == {
+        "public", "private", "copied", "copied-plain", "multi"}
     owner = s3.get_bucket_acl(Bucket=bucket)["Owner"]
     s3.put_bucket_acl(Bucket=bucket, AccessControlPolicy={
         "Owner": owner, "Grants": [{"Grantee": {"Type": "CanonicalUser", "ID": owner["ID"]}, "Permission": "FULL_CONTROL"}]})
