@@ -32,6 +32,7 @@ from server.metrics import Metrics, RequestObserver
 from server.operations import Operation
 from server.router import decode_path, parse_query, route
 from server.signature import AuthContext, PayloadMode, RequestToVerify, authenticate, has_credentials
+from server.signature.sigv4 import payload_mode_for
 from server.status import OpsEndpoints
 from tiering.catalog import Catalog
 from tiering.clock import Clock
@@ -49,8 +50,16 @@ _NO_FRAMEWORK_TELEMETRY: dict[str, object] = (
     else {}
 )
 
-# An unsigned request's body is read as sent: nothing signs it.
-ANONYMOUS_AUTH = AuthContext(access_key="", payload_mode=PayloadMode.UNSIGNED, payload_sha256=None)
+def anonymous_auth(headers: object) -> AuthContext:
+    """How to read an unsigned request's body: as x-amz-content-sha256 says (a digest is still
+    checked; aws-chunked with an unsigned trailer still decoded), plain bytes without it."""
+    declared = headers.get("x-amz-content-sha256")  # type: ignore[attr-defined]
+    if not declared:
+        return AuthContext(access_key="", payload_mode=PayloadMode.UNSIGNED, payload_sha256=None)
+    mode, digest = payload_mode_for(declared)
+    if mode.has_chunk_signatures:
+        raise s3.InvalidRequest("Chunk signatures need a signed request")
+    return AuthContext(access_key="", payload_mode=mode, payload_sha256=digest)
 
 ALL_METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS", "PATCH"]
 
@@ -183,7 +192,7 @@ class Gateway:
             identity = self.credentials.identity(auth.access_key)
         else:
             # Unsigned: the anonymous principal, whom only a policy or an ACL lets in.
-            auth, identity = ANONYMOUS_AUTH, ANONYMOUS
+            auth, identity = anonymous_auth(headers), ANONYMOUS
         if routed.operation is not Operation.DeleteObjects:  # decided per key by its handler
             await self.authorizer.check(
                 identity, routed.operation, routed.bucket, key=routed.key, request=request, query=query,

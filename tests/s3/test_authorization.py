@@ -187,6 +187,21 @@ def test_public_read_policy_lets_anonymous_get(server, s3, new_bucket) -> None:
     denied(lambda: s3.get_bucket_policy_status(Bucket=bucket), "NoSuchBucketPolicy", 404)
 
 
+def test_anonymous_writes_where_a_policy_allows(server, s3, new_bucket) -> None:
+    bucket = new_bucket()
+    s3.put_bucket_policy(Bucket=bucket, Policy=policy(
+        {"Sid": "DropBox", "Effect": "Allow", "Principal": "*", "Action": "s3:PutObject",
+         "Resource": f"arn:aws:s3:::{bucket}/inbox/*"}))
+    anonymous = anonymous_client(server)
+    body = os.urandom(100_000)
+    anonymous.put_object(Bucket=bucket, Key="inbox/upload.bin", Body=body)
+    assert requests.put(f"{server.endpoint}/{bucket}/inbox/raw.bin", data=b"raw bytes", timeout=30).status_code == 200
+    assert s3.get_object(Bucket=bucket, Key="inbox/upload.bin")["Body"].read() == body
+    assert s3.get_object(Bucket=bucket, Key="inbox/raw.bin")["Body"].read() == b"raw bytes"
+    denied(lambda: anonymous.put_object(Bucket=bucket, Key="elsewhere", Body=b"x"))
+    denied(lambda: anonymous.get_object(Bucket=bucket, Key="inbox/upload.bin"))
+
+
 def test_explicit_deny_beats_allow(server, s3, users, new_bucket) -> None:
     bucket = new_bucket()
     for key in ("shared/a", "secret/b"):
