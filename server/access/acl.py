@@ -199,11 +199,15 @@ def parse_acl_xml(root: Element) -> Acl:
             raise UnresolvableGrantByEmailAddress(EmailAddress=grantee.findtext("EmailAddress") or "")
         else:
             raise MalformedACLError()
-    return Acl(owner.strip(), tuple(grants), owner_el.findtext("DisplayName") or "" if owner_el is not None else "")
+    assert owner_el is not None
+    return Acl(owner.strip(), tuple(grants), owner_el.findtext("DisplayName") or "")
 
 
 def is_owner_full_control(acl: Acl, bucket_owner: str) -> bool:
     """The only ACLs a BucketOwnerEnforced bucket accepts: the owner alone, with full control
     (private, bucket-owner-full-control, or that written out as grants / XML)."""
-    return all(g.kind == "CanonicalUser" and g.grantee in (bucket_owner, acl.owner) and g.permission == "FULL_CONTROL"
-               for g in acl.grants) and any(g.grantee == bucket_owner for g in acl.grants) or not acl.grants
+    if not acl.grants:
+        return True
+    only_owners = all(g.kind == "CanonicalUser" and g.grantee in (bucket_owner, acl.owner)
+                      and g.permission == "FULL_CONTROL" for g in acl.grants)
+    return only_owners and any(g.grantee == bucket_owner for g in acl.grants)
