@@ -267,6 +267,34 @@ def test_conditions_on_object_tags(server, s3, users, new_bucket) -> None:
     denied(lambda: client.put_object(Bucket=bucket, Key="new3", Body=b"n"))
 
 
+def test_conditions_on_auth_type_max_keys_and_acl_header(server, s3, users, new_bucket) -> None:
+    bucket = new_bucket()
+    s3.put_object(Bucket=bucket, Key="k", Body=b"v")
+    other = users["other"]
+    principal = {"AWS": f"arn:aws:iam::000000000000:user/{other['name']}"}
+    s3.put_bucket_policy(Bucket=bucket, Policy=policy(
+        {"Sid": "Use", "Effect": "Allow", "Principal": principal, "Action": ["s3:GetObject", "s3:ListBucket"],
+         "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]},
+        {"Sid": "NoPresigned", "Effect": "Deny", "Principal": "*", "Action": "s3:GetObject",
+         "Resource": f"arn:aws:s3:::{bucket}/*", "Condition": {"StringEquals": {"s3:authType": "REST-QUERY-STRING"}}},
+        {"Sid": "SmallPages", "Effect": "Deny", "Principal": "*", "Action": "s3:ListBucket",
+         "Resource": f"arn:aws:s3:::{bucket}", "Condition": {"NumericGreaterThan": {"s3:max-keys": "100"}}},
+        {"Sid": "SigV4Only", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
+         "Resource": f"arn:aws:s3:::{bucket}/*", "Condition": {"StringNotEquals": {"s3:signatureversion": "AWS4-HMAC-SHA256"}}},
+    ))
+    client = user_client(server, other)
+    assert client.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v"
+    url = client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "k"})
+    presigned = requests.get(url, timeout=30)
+    assert presigned.status_code == 403 and b"AccessDenied" in presigned.content
+    assert client.list_objects_v2(Bucket=bucket, MaxKeys=10)["KeyCount"] == 1
+    denied(lambda: client.list_objects_v2(Bucket=bucket, MaxKeys=1000))
+    assert _authz_of(server, "ListObjectsV2", bucket, 403) == "deny:bucket-policy:SmallPages"
+    # Administrators (the test's own keys) are not bound by bucket policies.
+    assert requests.get(s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "k"}),
+                        timeout=30).status_code == 200
+
+
 def test_malformed_policies_are_refused_with_s3s_reasons(s3, new_bucket) -> None:
     bucket = new_bucket()
     good = {"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{bucket}/*"}
