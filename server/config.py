@@ -41,6 +41,10 @@ Example (every key optional):
     [metrics]
     per_bucket = false  # also label request metrics by bucket (one series per bucket)
 
+    [authorization]
+    block_public_access = false   # true: every bucket as if its PublicAccessBlock had all four set
+    account_id = "000000000000"   # the account of this server's users in policy ARNs (arn:aws:iam::<id>:user/NAME)
+
     [drives]                        # the drives (failure domains) of the erasure-coded tiers
     reserve_bytes = 1073741824      # a drive with less free space takes no new shards
     failing_after_errors = 3        # consecutive I/O errors before a drive counts as failing
@@ -176,6 +180,8 @@ class ServerConfig:
     keep_alive_timeout_seconds: float = 30.0
     max_connections: int = 1024
     metrics_per_bucket: bool = False
+    block_public_access: bool = False
+    account_id: str = "000000000000"
     drives: DriveHealthSettings = field(default_factory=DriveHealthSettings)
     # TIERSTORE_* variables that configure nothing here (perhaps another program's): said at start.
     warnings: list[str] = field(default_factory=list)
@@ -246,6 +252,11 @@ class CatalogSection(_Table):
 
 class MetricsSection(_Table):
     per_bucket: bool = False
+
+
+class AuthorizationSection(_Table):
+    block_public_access: bool = False
+    account_id: str = Field(default="000000000000", pattern=r"^\d{12}$")
 
 
 _DRIVES = DriveHealthSettings()
@@ -408,6 +419,7 @@ class Settings(BaseSettings):
     credentials: CredentialsSection = Field(default_factory=CredentialsSection)
     catalog: CatalogSection = Field(default_factory=CatalogSection)
     metrics: MetricsSection = Field(default_factory=MetricsSection)
+    authorization: AuthorizationSection = Field(default_factory=AuthorizationSection)
     drives: DrivesSection = Field(default_factory=DrivesSection)
     lifecycle: LifecycleSection = Field(default_factory=LifecycleSection)
     rebalance: RebalanceSection = Field(default_factory=RebalanceSection)
@@ -571,6 +583,8 @@ def server_config(settings: Settings, warnings: list[str] | None = None) -> Serv
         keep_alive_timeout_seconds=server.keep_alive_timeout_seconds,
         max_connections=server.max_connections,
         metrics_per_bucket=settings.metrics.per_bucket,
+        block_public_access=settings.authorization.block_public_access,
+        account_id=settings.authorization.account_id,
         drives=drives,
         warnings=list(warnings or []),
     )

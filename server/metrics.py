@@ -558,6 +558,8 @@ class RequestObserver:
                     "bytes_out": seen["out"],
                     "duration_ms": round((time.perf_counter() - started) * 1000, 3),
                     "error_code": state.get("error_code"),
+                    # Which rule decided (server.access.decision): allow:bucket-policy:Sid, deny:implicit, ...
+                    "authz": state.get("authz"),
                 }, separators=(",", ":")))
 
 

@@ -207,6 +207,11 @@ SCHEMA = [
         PRIMARY KEY (data_id, domain, shard)
     )""",
     "CREATE INDEX IF NOT EXISTS shard_garbage_due ON shard_garbage (not_before)",
+    # IAM-style user policies (`tierstore admin user policy set NAME FILE`), by user name.
+    """CREATE TABLE IF NOT EXISTS user_policies (
+        name TEXT PRIMARY KEY,
+        policy TEXT NOT NULL
+    )""",
     # Per-bucket configuration documents (lifecycle, intelligent-tiering, ...), stored as given.
     """CREATE TABLE IF NOT EXISTS bucket_config (
         bucket TEXT NOT NULL,
@@ -790,6 +795,18 @@ class Catalog:
                     raise BucketNotFound(bucket)
                 raise ObjectNotFound(bucket, key)
 
+    def put_object_acl(self, bucket: str, key: str, acl: str) -> None:
+        """Replace an object's ACL (PutObjectAcl): its data, dates and generation stay as they are."""
+        with self._write() as db:
+            row = db.execute("SELECT meta FROM objects WHERE bucket = ? AND key = ?", (bucket, key)).fetchone()
+            if row is None:
+                if db.execute("SELECT 1 FROM buckets WHERE name = ?", (bucket,)).fetchone() is None:
+                    raise BucketNotFound(bucket)
+                raise ObjectNotFound(bucket, key)
+            meta = json.loads(row[0])
+            meta["acl"] = acl
+            db.execute("UPDATE objects SET meta = ? WHERE bucket = ? AND key = ?", (_dumps(meta), bucket, key))
+
     def delete_object(self, bucket: str, key: str, *, expected_generation: int | None = None) -> ObjectRecord | None:
         with self._write() as db:
             if db.execute("SELECT 1 FROM buckets WHERE name = ?", (bucket,)).fetchone() is None:
@@ -1234,10 +1251,8 @@ class Catalog:
             if tier == "cold" and meta.storage_class == "INTELLIGENT_TIERING":
                 # S3 reports an archived Intelligent-Tiering object by its access tier.
                 system[ARCHIVE_STATUS] = "DEEP_ARCHIVE_ACCESS" if "deep-archive" in reason else "ARCHIVE_ACCESS"
-            meta = ObjectMeta(
-                content_type=meta.content_type, system=system, user=meta.user, tags=meta.tags,
-                storage_class=storage_class or meta.storage_class, storage_class_explicit=meta.storage_class_explicit,
-            )
+            # replace(), not a new ObjectMeta: a move keeps every other field (the ACL, ...).
+            meta = dataclasses.replace(meta, system=system, storage_class=storage_class or meta.storage_class)
             restore = current.restore
             if restore is not None and tier != "cold":
                 # Out of the archive for good: the temporary restored copy has no job left.
@@ -1552,3 +1567,19 @@ class Catalog:
     def list_users(self) -> list[dict[str, Any]]:
         rows = self._reader().execute("SELECT access_key, name, created, is_admin FROM users ORDER BY name")
         return [{"access_key": a, "name": n, "created": c, "admin": bool(i)} for a, n, c, i in rows]
+
+    def put_user_policy(self, name: str, policy: str | None) -> bool:
+        """Set (or with None remove) the policy of user `name`; False when there was none to remove."""
+        with self._write() as db:
+            if policy is None:
+                return db.execute("DELETE FROM user_policies WHERE name = ?", (name,)).rowcount > 0
+            db.execute(
+                "INSERT INTO user_policies (name, policy) VALUES (?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET policy = excluded.policy",
+                (name, policy),
+            )
+            return True
+
+    def user_policies(self) -> dict[str, str]:
+        """Every user policy: name → document. Small: loaded whole by the gateway."""
+        return dict(self._reader().execute("SELECT name, policy FROM user_policies").fetchall())

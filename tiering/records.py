@@ -48,15 +48,19 @@ class ObjectMeta:
     tags: dict[str, str] = field(default_factory=dict)
     storage_class: str = "STANDARD"  # the class the client asked for, as S3 reports it
     storage_class_explicit: bool = False  # did the client name a class (temperature management)
+    acl: str | None = None  # the object's ACL (owner and grants) as server.access.acl stores it; None: private
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        raw: dict[str, Any] = {
             "ct": self.content_type,
             "sys": self.system,
             "user": self.user,
             "sc": self.storage_class,
             "scx": self.storage_class_explicit,
         }
+        if self.acl is not None:
+            raw["acl"] = self.acl
+        return raw
 
     @classmethod
     def from_json(cls, raw: dict[str, Any], tags: dict[str, str]) -> ObjectMeta:
@@ -67,6 +71,7 @@ class ObjectMeta:
             tags=tags,
             storage_class=raw.get("sc", "STANDARD"),
             storage_class_explicit=raw.get("scx", False),
+            acl=raw.get("acl"),
         )
 
 

@@ -781,6 +781,9 @@ class ObjectStore:
     async def replace_metadata(self, bucket: str, key: str, meta: ObjectMeta, *, if_etag: str | None) -> ObjectRecord:
         return await self._in_writer(self.catalog.update_object_meta, bucket, key, meta, if_etag=if_etag)
 
+    async def put_object_acl(self, bucket: str, key: str, acl: str) -> None:
+        await self._in_writer(self.catalog.put_object_acl, bucket, key, acl)
+
     async def put_tags(self, bucket: str, key: str, tags: dict[str, str]) -> None:
         await self._in_writer(self.catalog.put_tags, bucket, key, tags)
 

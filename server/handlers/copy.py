@@ -8,6 +8,7 @@ from starlette.responses import Response
 
 from server.context import S3Request
 from server.errors import InvalidArgument, InvalidRange, InvalidRequest, NoSuchVersion
+from server.handlers.access_api import object_acl_for_write
 from server.handlers.multipart import part_number_param
 from server.handlers.put import refuse_encryption
 from server.handlers.registry import handles
@@ -83,13 +84,13 @@ async def copy_object(req: S3Request) -> Response:
     refuse_encryption(req)
     src_bucket, src_key = copy_source(req)
     if req.authorizer is not None and req.identity is not None:
-        await req.authorizer.check_read(req.identity, src_bucket)
+        await req.authorizer.check_read(req.identity, src_bucket, src_key, request=req.request)
     source = await req.store.open_object(src_bucket, src_key)
     if req.lifecycle is not None:
         req.lifecycle.record_access(src_bucket, src_key)  # a copy reads its source: an access
     try:
         check_read_conditions(req.headers, source.record, for_copy=True)
-        meta = _copy_meta(req, source.record)
+        meta = await object_acl_for_write(req, _copy_meta(req, source.record))
         same_object = (src_bucket, src_key) == (req.bucket, req.key)
         if same_object:
             changes = (
@@ -145,7 +146,7 @@ async def upload_part_copy(req: S3Request) -> Response:
     upload = await req.store.get_upload(req.bucket, req.key, req.query.get("uploadId", ""))
     src_bucket, src_key = copy_source(req)
     if req.authorizer is not None and req.identity is not None:
-        await req.authorizer.check_read(req.identity, src_bucket)
+        await req.authorizer.check_read(req.identity, src_bucket, src_key, request=req.request)
     source = await req.store.open_object(src_bucket, src_key)
     try:
         check_read_conditions(req.headers, source.record, for_copy=True)

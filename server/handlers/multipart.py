@@ -6,6 +6,7 @@ from starlette.responses import Response
 
 from server.context import S3Request
 from server.errors import InvalidArgument, InvalidRequest, MalformedXML
+from server.handlers.access_api import object_acl_for_write
 from server.handlers.common import int_param, owner_of, owner_xml, receive_body
 from server.handlers.put import declared_size, refuse_encryption
 from server.handlers.registry import handles
@@ -30,7 +31,7 @@ def part_number_param(req: S3Request) -> int:
 async def create_upload(req: S3Request) -> Response:
     validate_key(req.key)
     refuse_encryption(req)
-    meta = meta_from_headers(req.headers)
+    meta = await object_acl_for_write(req, meta_from_headers(req.headers))
     algorithm = req.header("x-amz-checksum-algorithm")
     if algorithm and algorithm.upper() not in ALGORITHMS:
         raise InvalidRequest("Checksum algorithm provided is unsupported.")

@@ -7,6 +7,7 @@ from starlette.responses import Response
 from server import errors as s3
 from server.context import S3Request
 from server.errors import EntityTooLarge, MissingContentLength
+from server.handlers.access_api import object_acl_for_write
 from server.handlers.common import MAX_PUT_SIZE, receive_body
 from server.handlers.registry import handles
 from server.http_semantics import meta_from_headers, requested_checksum_algorithm, validate_key
@@ -34,7 +35,7 @@ def declared_size(req: S3Request) -> int | None:
 async def put_object(req: S3Request) -> Response:
     validate_key(req.key)
     refuse_encryption(req)
-    meta = meta_from_headers(req.headers)
+    meta = await object_acl_for_write(req, meta_from_headers(req.headers))
     size = declared_size(req)
     algorithm = requested_checksum_algorithm(req.headers)
     pending = await req.store.begin_put(req.bucket, meta.storage_class, size_hint=size, checksum_algorithm=algorithm)

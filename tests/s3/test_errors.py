@@ -167,7 +167,6 @@ def test_unknown_access_key(server, bucket, expect_error) -> None:
 def test_unsupported_apis_are_not_implemented(s3, bucket, expect_error) -> None:
     s3.put_object(Bucket=bucket, Key="k", Body=b"a,b\n1,2\n")
     calls = [
-        lambda: s3.put_bucket_policy(Bucket=bucket, Policy='{"Version": "2012-10-17", "Statement": []}'),
         lambda: s3.select_object_content(
             Bucket=bucket, Key="k", Expression="select * from s3object", ExpressionType="SQL",
             InputSerialization={"CSV": {}}, OutputSerialization={"CSV": {}}),
