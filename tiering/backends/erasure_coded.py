@@ -130,6 +130,9 @@ class ErasureCodedBackend(TierBackend):
             )
         self.pool = pool
 
+    def erasure_pool(self) -> ErasurePool:
+        return self.pool
+
     async def create_writer(self, data_id: str, size_hint: int | None = None) -> DataWriter:
         return _Writer(await self.pool.create_writer(data_id, size_hint))
 

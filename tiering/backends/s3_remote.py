@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -245,7 +246,7 @@ class _RemoteReader(DataReader):
         position = start
         resumes = 0
         while position < end:
-            body = await backend.call(lambda p=position: self._get(p, end), self._key)
+            body = await backend.call(functools.partial(self._get, position, end), self._key)
             try:
                 while position < end:
                     try:
