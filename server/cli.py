@@ -72,7 +72,7 @@ def _closing(send: Send) -> Send:
     return closing_send
 
 
-def _readable(sock: object) -> bool:
+def _readable(sock: socket.socket) -> bool:
     try:
         return bool(select.select([sock], [], [], 0)[0])
     except (OSError, ValueError):

@@ -102,10 +102,10 @@ async def delete_bucket_tagging(req: S3Request) -> Response:
 def _acl_document(req: S3Request) -> bytes:
     owner = owner_xml(req)
     grant: list[tuple[str, Value]] = [
-        ("Grantee", owner + [("Type", "CanonicalUser")]),  # type: ignore[operator]
+        ("Grantee", [*owner, ("Type", "CanonicalUser")]),
         ("Permission", "FULL_CONTROL"),
     ]
-    body = document("AccessControlPolicy", [("Owner", owner), ("AccessControlList", [("Grant", grant)])])  # type: ignore[list-item]
+    body = document("AccessControlPolicy", [("Owner", owner), ("AccessControlList", [("Grant", grant)])])
     # Grantee needs the xsi:type attribute that the plain builder cannot express.
     return body.replace(
         b"<Grantee>",
