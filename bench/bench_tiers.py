@@ -141,7 +141,7 @@ def bench_tiers(endpoint: str, quick: bool) -> list[dict[str, Any]]:
     s3 = client(endpoint)
     s3.create_bucket(Bucket="tiers")
     sizes = [("4 KiB", 4 * KiB, 32), ("1 MiB", MiB, 8)]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for label, storage_class in PLACEMENTS:
         for size_label, size, count in sizes:
             keys = [f"{storage_class}/{size_label}/{i}" for i in range(count)]
