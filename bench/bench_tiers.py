@@ -55,7 +55,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def client(endpoint: str):  # type: ignore[no-untyped-def]
+def client(endpoint: str) -> Any:
     return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ACCESS, aws_secret_access_key=SECRET,
                         region_name="us-east-1",
                         config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1},

@@ -23,7 +23,7 @@ from server.config import DEFAULT_ACCESS_KEY, DEFAULT_SECRET_KEY
 from server.progress import progress_bar
 
 
-def add_admin_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_admin_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     # The common options work before or after the verb (`admin --json status`, `admin status --json`).
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--endpoint", default=argparse.SUPPRESS,
@@ -116,7 +116,7 @@ def _fmt(value: Any) -> str:
         for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
             if value < 1024:
                 return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
-            value /= 1024  # type: ignore[assignment]
+            value /= 1024
         return f"{value:.1f}PiB"
     return str(value)
 

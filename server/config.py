@@ -453,7 +453,7 @@ class Settings(BaseSettings):
 
 
 SECTIONS: dict[str, type[_Table]] = {
-    name: info.annotation for name, info in Settings.model_fields.items()  # type: ignore[misc]
+    name: info.annotation for name, info in Settings.model_fields.items()
     if isinstance(info.annotation, type) and issubclass(info.annotation, _Table)
 }
 _TIER_FIELDS: dict[str, Any] = {k: f.annotation for m in TIER_KINDS.values() for k, f in m.model_fields.items()}

@@ -1062,7 +1062,7 @@ class ObjectStore:
             replay = await self._read(self.catalog.completed_upload, bucket, key, upload_id, requested)
             if replay is None:
                 raise
-            return replay  # type: ignore[no-any-return]
+            return replay
 
     async def _complete(
         self,

@@ -76,7 +76,7 @@ class _Reader(DataReader):
     def __init__(self, reader: PoolReader) -> None:
         self._reader = reader
 
-    async def stream(self, start: int, end: int) -> AsyncIterator[bytes | memoryview]:  # type: ignore[override]
+    async def stream(self, start: int, end: int) -> AsyncIterator[bytes | memoryview]:
         try:
             async for chunk in self._reader.stream(start, end):
                 yield chunk

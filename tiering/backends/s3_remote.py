@@ -162,7 +162,7 @@ class _RemoteWriter(DataWriter):
         upload_id = self._upload_id
 
         def upload() -> dict[str, Any]:
-            return backend.client.upload_part(  # type: ignore[no-any-return]
+            return backend.client.upload_part(
                 Bucket=backend.bucket, Key=self._key, UploadId=upload_id, PartNumber=number,
                 Body=data, ContentLength=len(data), ContentMD5=_md5_b64(data),
             )
@@ -180,7 +180,7 @@ class _RemoteWriter(DataWriter):
                 data, self._buffer = bytes(self._buffer), bytearray()
 
                 def put() -> dict[str, Any]:
-                    return backend.client.put_object(  # type: ignore[no-any-return]
+                    return backend.client.put_object(
                         Bucket=backend.bucket, Key=self._key, Body=data, ContentLength=len(data),
                         ContentMD5=_md5_b64(data),
                     )
@@ -241,7 +241,7 @@ class _RemoteReader(DataReader):
         )
         return reply["Body"]
 
-    async def stream(self, start: int, end: int) -> AsyncIterator[bytes]:  # type: ignore[override]
+    async def stream(self, start: int, end: int) -> AsyncIterator[bytes]:
         backend = self._backend
         position = start
         resumes = 0
