@@ -152,7 +152,8 @@ class AdminApi:
             pending[order_tier] = count
         for tier in tiers:
             heats = tier.pop("heats")
-            tier["heat_histogram"] = heat_histogram(heats)  # type: ignore[arg-type]
+            assert isinstance(heats, list)  # decayed heats, one per object (ObjectStore.tier_report)
+            tier["heat_histogram"] = heat_histogram(heats)
             tier["pending_moves"] = pending.get(str(tier["name"]), 0)
         return tiers
 

@@ -547,8 +547,8 @@ class Rebalancer:
             await self._drop_copies(intents)
             return False
         if await asyncio.to_thread(catalog.relocate_blob_if, data_id, before, after):
-            old = [(data_id, tier, loc.shards[i], i) for i in moved if loc.shards[i] is not None]
-            await asyncio.to_thread(catalog.add_shard_garbage, old, time.time() + RETIRE_GRACE_SECONDS)  # type: ignore[arg-type]
+            old = [(data_id, tier, domain, i) for i in moved if (domain := loc.shards[i]) is not None]
+            await asyncio.to_thread(catalog.add_shard_garbage, old, time.time() + RETIRE_GRACE_SECONDS)
             p.shards_moved += len(moved)
             p.total_shards_moved += len(moved)
             unmoved = [e for e in intents if e[3] not in moved]
