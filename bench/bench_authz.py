@@ -63,7 +63,7 @@ def add_user(server: Tierstore) -> dict[str, str]:
     done = subprocess.run([sys.executable, "-m", "server.cli", "admin", "user", "add", "bench-reader",
                            "--endpoint", server.endpoint, "--json"], env=env, capture_output=True, text=True,
                           timeout=60, check=True)
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
+    return json.loads(done.stdout)
 
 
 def s3bench(server: Tierstore, user: dict[str, str], bucket: str, args: argparse.Namespace,

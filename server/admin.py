@@ -79,9 +79,9 @@ class AdminApi:
                     return json_response({"error": "NoSuchDomain", "message": f"no domain {target!r}"}, 404)
                 return json_response({"target": target, "state": state, "domains": changed})
             case "POST", ["heal"]:
-                task = store.maintenance.run_pass(force=True)
+                heal_pass = store.maintenance.run_pass(force=True)
                 if request.query_params.get("wait", "").lower() in ("1", "true", "yes"):
-                    await asyncio.shield(task)
+                    await asyncio.shield(heal_pass)
                 return json_response(store.maintenance.progress.to_json())
             case "POST", ["fsck"]:
                 return json_response(await self._fsck(request))
@@ -93,9 +93,9 @@ class AdminApi:
                 clock = self.gateway.lifecycle.clock
                 return json_response({"now": clock(), "offset_seconds": clock.offset, "adjustable": clock.adjustable})
             case "POST", ["lifecycle", "run"]:
-                task = self.gateway.lifecycle.daemon.run_pass()
+                lifecycle_pass = self.gateway.lifecycle.daemon.run_pass()
                 if request.query_params.get("wait", "").lower() in ("1", "true", "yes"):
-                    report = await asyncio.shield(task)
+                    report = await asyncio.shield(lifecycle_pass)
                     return json_response({"pass": report.to_json(), **self.gateway.lifecycle.daemon.status()})
                 return json_response(self.gateway.lifecycle.daemon.status())
             case "GET", ["lifecycle"]:
@@ -156,7 +156,8 @@ class AdminApi:
             pending[order_tier] = count
         for tier in tiers:
             heats = tier.pop("heats")
-            tier["heat_histogram"] = heat_histogram(heats)  # type: ignore[arg-type]
+            assert isinstance(heats, list)  # decayed heats, one per object (ObjectStore.tier_report)
+            tier["heat_histogram"] = heat_histogram(heats)
             tier["pending_moves"] = pending.get(str(tier["name"]), 0)
         return tiers
 

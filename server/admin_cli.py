@@ -23,7 +23,7 @@ from server.config import DEFAULT_ACCESS_KEY, DEFAULT_SECRET_KEY
 from server.progress import progress_bar
 
 
-def add_admin_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_admin_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     # The common options work before or after the verb (`admin --json status`, `admin status --json`).
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--endpoint", default=argparse.SUPPRESS,
@@ -95,8 +95,8 @@ def _call(args: argparse.Namespace, method: str, path: str, query: str = "", bod
         with urllib.request.urlopen(request, timeout=3600, context=context) as response:
             return json.loads(response.read())
     except urllib.error.HTTPError as exc:
-        body = json.loads(exc.read() or b"{}")
-        raise SystemExit(f"tierstore admin: {body.get('error', exc.code)}: {body.get('message', '')}") from None
+        problem = json.loads(exc.read() or b"{}")
+        raise SystemExit(f"tierstore admin: {problem.get('error', exc.code)}: {problem.get('message', '')}") from None
     except urllib.error.URLError as exc:
         raise SystemExit(f"tierstore admin: cannot reach {args.endpoint}: {exc.reason}") from None
 
@@ -120,7 +120,7 @@ def _fmt(value: Any) -> str:
         for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
             if value < 1024:
                 return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
-            value /= 1024  # type: ignore[assignment]
+            value /= 1024
         return f"{value:.1f}PiB"
     return str(value)
 

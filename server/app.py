@@ -10,6 +10,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.convertors import Convertor, register_url_convertor
@@ -45,7 +46,7 @@ log = logging.getLogger("tierstore.server")
 
 # Newer FastAPI wraps every request in OpenTelemetry spans and metrics; we keep our own
 # Prometheus metrics and access log, and that wrapper costs time on every S3 request.
-_NO_FRAMEWORK_TELEMETRY: dict[str, object] = (
+_NO_FRAMEWORK_TELEMETRY: dict[str, Any] = (
     {"telemetry": {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}}
     if "telemetry" in inspect.signature(FastAPI.__init__).parameters
     else {}

@@ -358,6 +358,7 @@ class ErasureTier(_LocalTier):
     m: NonNegativeInt = 2
     nodes: PositiveInt = 1
     drives_per_node: PositiveInt = 6
+    # Literal over erasure's runtime tuple of levels: pydantic checks it, mypy cannot spell it.
     spread_level: Literal[LEVELS] = "drive"  # type: ignore[valid-type]
     write_quorum: NonNegativeInt = 0  # 0: k+1
     block_size: PositiveInt = DEFAULT_BLOCK_SIZE
@@ -465,7 +466,7 @@ class Settings(BaseSettings):
 
 
 SECTIONS: dict[str, type[_Table]] = {
-    name: info.annotation for name, info in Settings.model_fields.items()  # type: ignore[misc]
+    name: info.annotation for name, info in Settings.model_fields.items()
     if isinstance(info.annotation, type) and issubclass(info.annotation, _Table)
 }
 _TIER_FIELDS: dict[str, Any] = {k: f.annotation for m in TIER_KINDS.values() for k, f in m.model_fields.items()}
@@ -590,7 +591,7 @@ def server_config(settings: Settings, warnings: list[str] | None = None) -> Serv
     )
 
 
-def _tier_config(name: str, tier: _Tier, drives: DriveHealthSettings) -> TierConfig:
+def _tier_config(name: str, tier: TierTable, drives: DriveHealthSettings) -> TierConfig:
     options = tier.model_dump(exclude={"backend", "enabled", "capacity_bytes", "path", "domains"})
     if isinstance(tier, ErasureTier):
         options["drive_health"] = drives  # every erasure-coded pool judges its drives by [drives]
@@ -598,6 +599,5 @@ def _tier_config(name: str, tier: _Tier, drives: DriveHealthSettings) -> TierCon
         options["root"] = tier.path
     if isinstance(tier, ErasureTier) and tier.domains:
         options["domains"] = [d.model_dump(exclude_none=True) for d in tier.domains]
-    backend = cast(str, tier.backend)  # type: ignore[attr-defined]
-    return TierConfig(name=name, backend=backend, options={"name": name, **options},
+    return TierConfig(name=name, backend=tier.backend, options={"name": name, **options},
                       capacity_bytes=tier.capacity_bytes or None)

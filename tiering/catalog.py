@@ -479,7 +479,7 @@ class Catalog:
             raise op.error
         if self.durable:
             self._make_durable(op.sequence)
-        return op.result  # type: ignore[return-value]
+        return op.result
 
     def _run_combined(self, batch: list[_Combined]) -> None:
         """Run queued work in one transaction (the write lock is held)."""
@@ -1162,7 +1162,7 @@ class Catalog:
             "SELECT data_id, bucket, key FROM blobs WHERE tier = ? AND data_id > ? ORDER BY data_id LIMIT ?",
             (tier, after, limit),
         )
-        return [tuple(row) for row in rows]  # type: ignore[misc]
+        return [tuple(row) for row in rows]
 
     def stored_blob(self, data_id: str) -> StoredData | None:
         """The current StoredData (with its recorded location) of a live blob."""

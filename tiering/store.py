@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import ParamSpec, TypeVar
 
 from tiering import domains
 from tiering.backend import (
@@ -75,6 +75,8 @@ log = logging.getLogger("tierstore.tiering")
 
 _Rendered = TypeVar("_Rendered")  # what a caller of `render_listing` makes of a page
 _Committed = TypeVar("_Committed")  # what a pending write's commit returns (object or part record)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 _Result = TypeVar("_Result")
 Throttle = Callable[[int], Awaitable[None]]  # awaited with each chunk's size: a mover's brake
 HASH_BATCH = 1 << 20  # hash and write in 1 MiB pieces: few thread hops, bounded memory
@@ -617,10 +619,10 @@ class ObjectStore:
 
     # --- helpers ----------------------------------------------------------------------------
 
-    async def _in_writer(self, fn: Callable[..., object], *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+    async def _in_writer(self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> _R:
         return await asyncio.to_thread(fn, *args, **kwargs)
 
-    async def _read(self, fn: Callable[..., object], *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+    async def _read(self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> _R:
         return await asyncio.to_thread(fn, *args, **kwargs)
 
     def _pin(self, segments: tuple[Segment, ...]) -> None:
@@ -1065,7 +1067,7 @@ class ObjectStore:
             replay = await self._read(self.catalog.completed_upload, bucket, key, upload_id, requested)
             if replay is None:
                 raise
-            return replay  # type: ignore[no-any-return]
+            return replay
 
     async def _complete(
         self,

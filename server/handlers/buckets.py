@@ -30,7 +30,7 @@ async def list_buckets(req: S3Request) -> Response:
         for b in buckets
     ]
     return xml_response(
-        document("ListAllMyBucketsResult", [("Owner", owner_xml(req)), ("Buckets", entries)])  # type: ignore[list-item]
+        document("ListAllMyBucketsResult", [("Owner", owner_xml(req)), ("Buckets", entries)])
     )
 
 

@@ -22,7 +22,7 @@ from server.http_semantics import (
 )
 from server.operations import Operation
 from server.responses import StreamedBody, xml_response
-from server.xml_io import document, http_date
+from server.xml_io import Value, document, http_date
 from tiering.checksums import checksum_type_of
 from tiering.records import ObjectRecord
 from tiering.store import OpenedObject
@@ -159,7 +159,7 @@ async def get_object_attributes(req: S3Request) -> Response:
     only_null_version(req)
     record = await req.store.head_object(req.bucket, req.key)
     wanted = {a.strip() for a in (req.header("x-amz-object-attributes") or "").split(",") if a.strip()}
-    children: list[tuple[str, object]] = []
+    children: list[tuple[str, Value]] = []
     if "ETag" in wanted:
         children.append(("ETag", record.etag))
     if "Checksum" in wanted and record.checksum and record.checksum_algorithm:
@@ -173,4 +173,4 @@ async def get_object_attributes(req: S3Request) -> Response:
     if "ObjectSize" in wanted:
         children.append(("ObjectSize", record.size))
     headers = {"last-modified": http_date(record.last_modified)}
-    return xml_response(document("GetObjectAttributesResponse", children), headers=headers)  # type: ignore[arg-type]
+    return xml_response(document("GetObjectAttributesResponse", children), headers=headers)

@@ -146,8 +146,8 @@ async def list_parts(req: S3Request) -> Response:
         ("NextPartNumberMarker", parts[-1].part_number if parts else marker),
         ("MaxParts", max_parts),
         ("IsTruncated", truncated),
-        ("Initiator", owner_xml(req)),  # type: ignore[list-item]
-        ("Owner", owner_xml(req)),  # type: ignore[list-item]
+        ("Initiator", owner_xml(req)),
+        ("Owner", owner_xml(req)),
         ("StorageClass", upload.meta.storage_class),
     ]
     if upload.checksum_algorithm:
