@@ -4,6 +4,7 @@ from server.handlers import (  # noqa: F401  (imported for their @handles regist
     buckets,
     copy,
     delete,
+    encryption_api,
     get,
     lifecycle_api,
     listing,

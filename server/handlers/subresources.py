@@ -165,7 +165,6 @@ async def put_bucket_versioning(req: S3Request) -> Response:
 _NOT_CONFIGURED: dict[Operation, type[s3.S3Error]] = {
     Operation.GetBucketPolicy: s3.NoSuchBucketPolicy,
     Operation.GetBucketCors: s3.NoSuchCORSConfiguration,
-    Operation.GetBucketEncryption: s3.ServerSideEncryptionConfigurationNotFoundError,
     Operation.GetBucketOwnershipControls: s3.OwnershipControlsNotFoundError,
     Operation.GetObjectLockConfiguration: s3.ObjectLockConfigurationNotFoundError,
     Operation.GetPublicAccessBlock: s3.NoSuchPublicAccessBlockConfiguration,
@@ -178,7 +177,7 @@ async def not_configured(req: S3Request) -> Response:
     raise _NOT_CONFIGURED[req.operation](BucketName=req.bucket)
 
 
-@handles(Operation.DeleteBucketPolicy, Operation.DeleteBucketCors, Operation.DeleteBucketEncryption)
+@handles(Operation.DeleteBucketPolicy, Operation.DeleteBucketCors)
 async def delete_not_configured(req: S3Request) -> Response:
     await req.store.get_bucket(req.bucket)
     return empty_response(204)
