@@ -304,3 +304,37 @@ def test_master_key_rotation_keeps_objects_readable(s3, bucket: str, sse_server:
     log = sse_server.log()
     for p in keyring.glob("*.key"):
         assert p.read_text().strip() not in log, "a master key never reaches the log"
+
+
+def test_aws_cli_sse_s3_and_sse_c(sse_server: ServerProcess, s3, bucket: str, tmp_path) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.conftest import ACCESS_KEY, REGION, SECRET_KEY
+
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+           "AWS_DEFAULT_REGION": REGION, "AWS_CONFIG_FILE": str(tmp_path / "config"),
+           "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "credentials"), "HOME": str(tmp_path)}
+    env.pop("AWS_PROFILE", None)
+
+    def aws(*args: str) -> None:
+        done = subprocess.run([str(Path(sys.executable).with_name("aws")), "--endpoint-url", sse_server.endpoint,
+                               *args], env=env, capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, done.stderr
+
+    source = tmp_path / "source.bin"
+    body = os.urandom(9 * 1024 * 1024 + 5)  # the cli uploads it in parts
+    source.write_bytes(body)
+    key_file = tmp_path / "key.bin"
+    key = os.urandom(32)
+    key_file.write_bytes(key)
+    aws("s3", "cp", str(source), f"s3://{bucket}/s3.bin", "--sse", "AES256")
+    assert s3.head_object(Bucket=bucket, Key="s3.bin")["ServerSideEncryption"] == "AES256"
+    aws("s3", "cp", f"s3://{bucket}/s3.bin", str(tmp_path / "s3.out"))
+    assert (tmp_path / "s3.out").read_bytes() == body
+    aws("s3", "cp", str(source), f"s3://{bucket}/c.bin", "--sse-c", "AES256", "--sse-c-key", f"fileb://{key_file}")
+    assert s3.get_object(Bucket=bucket, Key="c.bin", **customer(key))["Body"].read() == body
+    aws("s3", "cp", f"s3://{bucket}/c.bin", str(tmp_path / "c.out"), "--sse-c", "AES256",
+        "--sse-c-key", f"fileb://{key_file}")
+    assert (tmp_path / "c.out").read_bytes() == body

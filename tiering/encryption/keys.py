@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+import fcntl
 import hashlib
 import hmac
 import logging
 import os
 import secrets
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,6 +95,7 @@ class KeyService:
         self._current = ""
         self._configured = False  # the operator names the current key: rotation only re-wraps
         self._kms: dict[str, bytes] = {}
+        self._current_stamp = 0
         self._load()
 
     # --- master keys -----------------------------------------------------------------------
@@ -117,7 +121,10 @@ class KeyService:
             self._configured = True
             self._current = self._add_master(configured)
         elif not self._current:
-            self._current = self._generate_master()
+            with self._keyring_lock():
+                self._load_keyring()  # another worker of this data directory may have made it
+                if not self._current:
+                    self._current = self._generate_master()
         for name in [DEFAULT_KMS_KEY, *s.kms_key_ids]:
             self._kms[name] = self._kms_material(name)
 
@@ -132,6 +139,22 @@ class KeyService:
             name = current.read_text().strip()
             if name in self._masters:
                 self._current = name
+
+    @contextlib.contextmanager
+    def _keyring_lock(self) -> Iterator[None]:
+        """Serialise key generation between the processes of one data directory (workers start
+        together: without it each would make its own first key)."""
+        directory = self._master_dir
+        if directory is None:
+            yield
+            return
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(directory / ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     def _add_master(self, key: bytes) -> str:
         name = key_id(key)
@@ -154,12 +177,28 @@ class KeyService:
 
     @property
     def current_key_id(self) -> str:
+        return self._current_now()
+
+    def _current_now(self) -> str:
+        """The current key, re-read when another process of this data directory rotated it (a
+        stat per call: the `current` file's mtime says whether anything changed)."""
+        directory = self._master_dir
+        if self._configured or directory is None:
+            return self._current
+        try:
+            stamp = (directory / "current").stat().st_mtime_ns
+        except OSError:
+            return self._current
+        if stamp != self._current_stamp:
+            with self._lock:
+                self._load_keyring()
+                self._current_stamp = stamp
         return self._current
 
     def rotate(self) -> str:
         """Make a new master key current (the embedded keyring), or re-read the configured one;
         the caller then re-wraps data keys (`rewrap`). Returns the current key's id."""
-        with self._lock:
+        with self._lock, self._keyring_lock():
             if not self._configured:
                 self._current = self._generate_master()
             return self._current
@@ -209,7 +248,7 @@ class KeyService:
         data_key = secrets.token_bytes(KEY_BYTES)
         object_id = secrets.token_hex(16)
         if request.mode == SSE_S3:
-            name = self._current
+            name = self._current_now()
             wrapped = aes_key_wrap(self._master(name), data_key)
             enc = ObjectEncryption(SSE_S3, object_id, _b64(wrapped), name)
         elif request.mode == SSE_KMS:
