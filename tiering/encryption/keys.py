@@ -65,13 +65,21 @@ def decode_key(text: str, where: str) -> bytes:
 
 
 def _write_secret(path: Path, key: bytes) -> None:
-    """Create `path` with the key, readable by its owner only, before any byte is in it."""
+    """Create `path` holding the key, readable by its owner only (0600 before any byte is in it).
+
+    Written under a temporary name and linked into place, so another process never reads a
+    half-written key; FileExistsError if `path` is there already (another process won)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(base64.b64encode(key).decode() + "\n")
-        out.flush()
-        os.fsync(out.fileno())
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(base64.b64encode(key).decode() + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.link(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 @dataclass
