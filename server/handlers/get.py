@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 from starlette.responses import Response
 
 from server.context import S3Request
-from server.encryption import CustomerKey, customer_key, response_headers
-from server.errors import InvalidPartNumber, InvalidRange, InvalidRequest
+from server.encryption import SSE, CustomerKey, customer_key, response_headers
+from server.errors import InvalidArgument, InvalidPartNumber, InvalidRange, InvalidRequest
 from server.handlers.common import only_null_version
 from server.handlers.multipart import part_number_param
 from server.handlers.registry import handles
@@ -67,6 +67,8 @@ def _part_header(boundary: str, content_type: str, r: ByteRange, size: int) -> b
 async def get_object(req: S3Request) -> Response:
     only_null_version(req)
     send_body = req.operation is Operation.GetObject
+    if req.header(SSE) is not None:  # a read names no encryption of its own (SSE-C keys aside)
+        raise InvalidArgument("x-amz-server-side-encryption header is not supported for this operation.")
     ckey = customer_key(req)
     # HEAD describes an archived object; only GET needs its bytes (and so a restore).
     opened = await req.store.open_object(

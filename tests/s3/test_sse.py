@@ -338,3 +338,35 @@ def test_aws_cli_sse_s3_and_sse_c(sse_server: ServerProcess, s3, bucket: str, tm
     aws("s3", "cp", f"s3://{bucket}/c.bin", str(tmp_path / "c.out"), "--sse-c", "AES256",
         "--sse-c-key", f"fileb://{key_file}")
     assert (tmp_path / "c.out").read_bytes() == body
+
+
+def test_bucket_encryption_and_read_header_errors(s3, bucket: str, sse_server: ServerProcess) -> None:
+    import requests
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    from tests.conftest import ACCESS_KEY, SECRET_KEY
+
+    with pytest.raises(ClientError) as err:
+        s3.put_bucket_encryption(Bucket=bucket, ServerSideEncryptionConfiguration={"Rules": [
+            {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": "missing"}}]})
+    assert code_of(err) == (400, "KMS.NotFoundException")
+    with pytest.raises(ClientError) as err:
+        s3.put_bucket_encryption(Bucket=bucket, ServerSideEncryptionConfiguration={"Rules": [
+            {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256", "KMSMasterKeyID": KMS_KEY}}]})
+    assert code_of(err) == (400, "InvalidArgument")
+
+    def signed(method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None):
+        url = f"{sse_server.endpoint}{path}"
+        request = AWSRequest(method=method, url=url, data=body, headers=headers or {})
+        S3SigV4Auth(Credentials(ACCESS_KEY, SECRET_KEY), "s3", "us-east-1").add_auth(request)
+        return requests.request(method, url, data=body, headers=dict(request.headers.items()), timeout=30)
+
+    bad = b"<ServerSideEncryptionConfiguration><Rule><ApplyServerSideEncryptionByDefault><SSEAlgorithm>DES" \
+          b"</SSEAlgorithm></ApplyServerSideEncryptionByDefault></Rule></ServerSideEncryptionConfiguration>"
+    answer = signed("PUT", f"/{bucket}?encryption", bad)
+    assert answer.status_code == 400 and b"<Code>MalformedXML</Code>" in answer.content
+    s3.put_object(Bucket=bucket, Key="k", Body=b"x", ServerSideEncryption="AES256")
+    answer = signed("GET", f"/{bucket}/k", headers={"x-amz-server-side-encryption": "AES256"})
+    assert answer.status_code == 400 and b"<Code>InvalidArgument</Code>" in answer.content
