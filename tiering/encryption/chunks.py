@@ -84,7 +84,8 @@ class ChunkSealer:
         return MAGIC + self._prefix
 
     def _seal(self, plain: bytes | bytearray | memoryview) -> bytes:
-        sealed = self._aead.encrypt(_nonce(self._prefix, self._index), bytes(plain),
+        # Slices of the caller's buffer go in as they are: AESGCM takes any bytes-like object.
+        sealed = self._aead.encrypt(_nonce(self._prefix, self._index), plain,
                                     _aad(self._object_id, self._part, self._index))
         self._index += 1
         if self._index >= 1 << 32:
@@ -148,11 +149,21 @@ class ChunkOpener:
         self._pending = bytearray()
 
     def feed(self, data: bytes | memoryview) -> bytes:
-        """Open every sealed chunk that `data` completes."""
-        self._pending += data
-        whole = len(self._pending) - len(self._pending) % self._step
-        out = [self._open(memoryview(self._pending)[i : i + self._step]) for i in range(0, whole, self._step)]
-        del self._pending[:whole]
+        """Open every sealed chunk that `data` completes (whole chunks straight from `data`; only
+        a chunk split between two pieces is gathered in a buffer)."""
+        view = memoryview(data)
+        out = []
+        if self._pending:
+            need = self._step - len(self._pending)
+            self._pending += view[:need]
+            view = view[need:]
+            if len(self._pending) < self._step:
+                return b""
+            out.append(self._open(memoryview(self._pending)))
+            self._pending = bytearray()
+        whole = len(view) - len(view) % self._step
+        out += [self._open(view[i : i + self._step]) for i in range(0, whole, self._step)]
+        self._pending += view[whole:]
         return b"".join(out)
 
     def finish(self) -> bytes:
@@ -167,7 +178,7 @@ class ChunkOpener:
 
     def _open(self, sealed: memoryview) -> bytes:
         try:
-            plain = self._aead.decrypt(_nonce(self._prefix, self._index), bytes(sealed),
+            plain = self._aead.decrypt(_nonce(self._prefix, self._index), sealed,
                                        _aad(self._object_id, self._part, self._index))
         except InvalidTag:
             raise ChunkAuthError(f"chunk {self._index} does not authenticate") from None
