@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import hmac
 import logging
 import os
 import secrets
@@ -155,6 +156,7 @@ class PendingWrite:
         # Encryption at rest: (descriptor, data key, part number). The body is hashed as it came
         # (ETag, checksums) and sealed in chunks before the backend sees a byte of it.
         self.encryption = sealing[0] if sealing else None
+        self._data_key = sealing[1] if sealing else b""
         self._sealer = ChunkSealer(sealing[1], sealing[0].object_id_bytes, sealing[2], sealing[0].chunk_size) \
             if sealing else None
         if sealing and size_hint is not None:
@@ -304,12 +306,12 @@ class PendingWrite:
     @property
     def etag(self) -> str:
         """The MD5 of the body, as S3 reports it — except under SSE-C and SSE-KMS, where S3's ETag
-        is not the body's MD5 (it must not reveal anything of the plaintext): an opaque digest
-        unique to this object's key, then."""
+        is not the body's MD5 (it must not let anyone confirm a guess of the plaintext): then an
+        opaque 128-bit MAC of that MD5 under the object's data key."""
         md5_hex = self.digests.md5_hex
         if self.encryption is None or self.encryption.mode == SSE_S3:
             return md5_hex
-        return hashlib.md5(self.encryption.object_id_bytes + bytes.fromhex(md5_hex)).hexdigest()
+        return hmac.new(self._data_key, b"etag\0" + bytes.fromhex(md5_hex), hashlib.sha256).hexdigest()[:32]
 
     async def abort(self) -> None:
         if self._done:
