@@ -124,6 +124,11 @@ class AdminApi:
                 return json_response(await self._tiers())
             case "GET", ["object"]:
                 return await self._object(request)
+            case "POST", ["encryption", "rotate"]:
+                # A new master key (or the configured one) wraps every SSE-S3 data key from now on.
+                return json_response(await store.rewrap_keys(rotate=True))
+            case "GET", ["encryption"]:
+                return json_response({"current_key_id": store.keys.current_key_id})
         return json_response({"error": "NotFound", "message": f"no admin endpoint {method} {'/'.join(parts)}"}, 404)
 
     def _advance_clock(self, request: Request) -> Response:

@@ -76,6 +76,9 @@ def add_admin_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     user.add_argument("--secret-key", help="add: choose the secret key (default: generated)")
     user.add_argument("--admin", action="store_true", help="add: may use the admin API and every bucket")
     verbs.add_parser("tiers", parents=[common], help="per tier: objects, bytes, capacity, heat, pending moves")
+    encryption = verbs.add_parser("encryption", parents=[common],
+                                  help="encryption at rest: rotate the master key (re-wraps data keys), show it")
+    encryption.add_argument("action", choices=["rotate", "show"])
     obj = verbs.add_parser("object", parents=[common], help="one object's tier, heat, last access and moves")
     obj.add_argument("bucket")
     obj.add_argument("key")
@@ -203,6 +206,15 @@ def run_admin(args: argparse.Namespace) -> int:
         return _user(args)
     if args.verb == "restore":
         return _bulk_restore(args)
+    if args.verb == "encryption":
+        result = _call(args, "POST", "encryption/rotate") if args.action == "rotate" else _call(args, "GET", "encryption")
+        if args.json:
+            print(json.dumps(result, indent=2))
+        elif args.action == "rotate":
+            print(f"master key {result['current_key_id']} is current; {result['rewrapped']} data keys re-wrapped")
+        else:
+            print(f"master key {result['current_key_id']} is current")
+        return 0
     if args.verb == "tiers":
         rows = _call(args, "GET", "tiers")
         if args.json:

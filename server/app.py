@@ -38,6 +38,7 @@ from server.signature.sigv4 import payload_mode_for
 from server.status import OpsEndpoints
 from tiering.catalog import Catalog
 from tiering.clock import Clock
+from tiering.encryption.keys import KeyService
 from tiering.errors import ObjectNotFound, TieringError
 from tiering.store import ObjectStore
 from tiering.tiers import Tier
@@ -90,7 +91,8 @@ def build_store(config: ServerConfig) -> ObjectStore:
     catalog = Catalog(config.catalog_path, durable=config.catalog_durable)
     tiers = {tc.name: Tier.from_config(tc) for tc in config.tiers}
     clock = Clock(adjustable=config.test_clock, catalog=catalog)
-    store = ObjectStore(catalog, tiers, state_dir=config.catalog_path.parent, clock=clock)
+    store = ObjectStore(catalog, tiers, state_dir=config.catalog_path.parent, clock=clock,
+                        keys=KeyService(config.encryption_keys))
     store.rebalancer.configure(config.rebalance, TokenBucket(config.rebalance.bytes_per_second).take)
     return store
 

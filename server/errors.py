@@ -181,6 +181,17 @@ class InvalidEncryptionAlgorithmError(S3Error):
     message = "The encryption request you specified is not valid."
 
 
+class KMSNotFoundException(S3Error):
+    """AWS's code is "KMS.NotFoundException": a dot no class name can hold (see `code`)."""
+
+    status = 400
+    message = "Invalid keyId"
+
+    @property
+    def code(self) -> str:
+        return "KMS.NotFoundException"
+
+
 class TooManyParts(S3Error):
     status = 400
     message = "You have attempted to upload more than the maximum number of parts."

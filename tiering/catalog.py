@@ -776,6 +776,8 @@ class Catalog:
             current = self._object_from_row(row)
             if if_etag is not None and current.etag != if_etag:
                 raise PreconditionFailed("etag")
+            # The data stays as it is, so its encryption does too.
+            meta = dataclasses.replace(meta, encryption=current.meta.encryption)
             now = time.time()
             generation = self._next_generation(db)
             db.execute(
@@ -1298,6 +1300,39 @@ class Catalog:
                 (_dumps(restore.to_json()) if restore else None, generation, bucket, key),
             )
         return ObjectRecord(**{**current.__dict__, "restore": restore, "generation": generation})
+
+    def set_encryption(self, bucket: str, key: str, generation: int, encryption: dict[str, Any]) -> bool:
+        """Replace an object's encryption descriptor (a master-key rotation re-wrapping its data
+        key); False if the object changed meanwhile. The generation stays: data and location are
+        untouched, and a mover's commit re-reads the metadata inside its own transaction."""
+        with self._write() as db:
+            row = db.execute("SELECT meta FROM objects WHERE bucket = ? AND key = ? AND generation = ?",
+                             (bucket, key, generation)).fetchone()
+            if row is None:
+                return False
+            meta = json.loads(row[0])
+            meta["enc"] = encryption
+            db.execute("UPDATE objects SET meta = ? WHERE bucket = ? AND key = ? AND generation = ?",
+                       (_dumps(meta), bucket, key, generation))
+        return True
+
+    def uploads_after(self, upload_id: str, limit: int) -> list[UploadRecord]:
+        """Unfinished uploads of every bucket after a cursor (upload id order)."""
+        rows = self._reader().execute(
+            "SELECT upload_id, bucket, key, initiated, tier, meta, tags, checksum_algorithm, owner, checksum_type "
+            "FROM uploads WHERE upload_id > ? ORDER BY upload_id LIMIT ?", (upload_id, limit))
+        return [self._upload_from_row(row) for row in rows]
+
+    def set_upload_encryption(self, upload_id: str, old: dict[str, Any], new: dict[str, Any]) -> bool:
+        """An unfinished upload's descriptor re-wrapped, if it is still `old`."""
+        with self._write() as db:
+            row = db.execute("SELECT meta FROM uploads WHERE upload_id = ?", (upload_id,)).fetchone()
+            if row is None or json.loads(row[0]).get("enc") != old:
+                return False
+            meta = json.loads(row[0])
+            meta["enc"] = new
+            db.execute("UPDATE uploads SET meta = ? WHERE upload_id = ?", (_dumps(meta), upload_id))
+        return True
 
     def objects_after(self, bucket: str, key: str, limit: int) -> list[ObjectRecord]:
         """Objects of every bucket in (bucket, key) order after a cursor: the daemon's scan."""

@@ -6,6 +6,7 @@ from server.handlers import (  # noqa: F401  (imported for their @handles regist
     copy,
     cors_api,
     delete,
+    encryption_api,
     get,
     lifecycle_api,
     listing,

@@ -20,6 +20,7 @@ from server import errors as s3
 from server.access.acl import CANNED_ACLS
 from server.context import S3Request
 from server.credentials import ANONYMOUS
+from server.encryption import response_headers, write_request
 from server.form_data import FilePart, FormReader, form_boundary
 from server.handlers.access_api import object_acl_for_write
 from server.handlers.common import MAX_PUT_SIZE
@@ -32,12 +33,19 @@ from server.responses import empty_response, xml_response
 from server.xml_io import document
 
 
-def _acl_request(req: S3Request, values: dict[str, str]) -> S3Request:
-    """The request as object_acl_for_write reads it: the form's `acl` field as its x-amz-acl."""
+def _form_request(req: S3Request, values: dict[str, str]) -> S3Request:
+    """The request as the PutObject helpers read it: the form's `acl` field as x-amz-acl and its
+    x-amz-server-side-encryption* fields as those headers (object_acl_for_write, write_request)."""
     acl = values.get("acl")
     if acl is not None and acl not in CANNED_ACLS:
         raise s3.InvalidArgument(ArgumentName="acl", ArgumentValue=acl)
-    return dataclasses.replace(req, headers=Headers({} if acl is None else {"x-amz-acl": acl}))
+    headers = {"x-amz-acl": acl} if acl is not None else {}
+    for name, value in values.items():
+        if name.startswith("x-amz-server-side-encryption"):
+            if not value.isascii():
+                raise s3.InvalidArgument(ArgumentName=name, ArgumentValue=value)
+            headers[name] = value
+    return dataclasses.replace(req, headers=Headers(headers))
 
 
 def _object_key(values: dict[str, str], part: FilePart) -> str:
@@ -98,19 +106,19 @@ async def post_object(req: S3Request) -> Response:
     assert req.authorizer is not None
     await req.authorizer.check(identity, Operation.PutObject, req.bucket, key=key, request=req.request,
                                auth_scheme=None if signer is None else "post")
-    if any(name.startswith("x-amz-server-side-encryption") for name in values):
-        # TODO(sse merge): encrypt as a PUT with these headers does (the SSE branch owns it).
-        raise s3.NotImplemented("Server-side encryption is not supported")
+    form_request = _form_request(req, values)
+    encryption, ckey = write_request(form_request)  # encrypted as a PUT with these headers would be
     meta = meta_from_headers(values)  # Content-Type, Cache-Control, x-amz-meta-*, ... as fields
     # Refused or owned as the bucket's ownership controls say, as for a PutObject with x-amz-acl.
-    meta = await object_acl_for_write(_acl_request(req, values), meta)
+    meta = await object_acl_for_write(form_request, meta)
     if "tagging" in values:
         meta = dataclasses.replace(meta, tags=parse_tags(values["tagging"].encode(), 10))
     algorithm = requested_checksum_algorithm(values)
     declared_md5 = content_md5(values)
 
     limit = size_limit(policy) if policy is not None else None
-    pending = await req.store.begin_put(req.bucket, meta.storage_class, checksum_algorithm=algorithm)
+    pending = await req.store.begin_put(req.bucket, meta.storage_class, checksum_algorithm=algorithm,
+                                        encryption=encryption)
     try:
         size = 0
         async for chunk in form.file():
@@ -133,12 +141,12 @@ async def post_object(req: S3Request) -> Response:
     except BaseException:
         await pending.abort()
         raise
-    return _answer(req, values, key, record.etag)
+    return _answer(req, values, key, record.etag, response_headers(record.meta.encryption, ckey))
 
 
-def _answer(req: S3Request, values: dict[str, str], key: str, etag: str) -> Response:
+def _answer(req: S3Request, values: dict[str, str], key: str, etag: str, encryption: dict[str, str]) -> Response:
     location = _object_url(req, key)
-    headers = {"etag": f'"{etag}"', "location": location}
+    headers = {"etag": f'"{etag}"', "location": location, **encryption}
     redirect = _redirect(values.get("success_action_redirect") or values.get("redirect"))
     if redirect is not None:
         query = urlencode([("bucket", req.bucket), ("key", key), ("etag", f'"{etag}"')])

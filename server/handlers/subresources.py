@@ -114,7 +114,6 @@ async def put_bucket_versioning(req: S3Request) -> Response:
 # --- configuration we do not offer: answer "none configured" to GETs ----------------------------
 
 _NOT_CONFIGURED: dict[Operation, type[s3.S3Error]] = {
-    Operation.GetBucketEncryption: s3.ServerSideEncryptionConfigurationNotFoundError,
     Operation.GetObjectLockConfiguration: s3.ObjectLockConfigurationNotFoundError,
 }
 
@@ -123,9 +122,3 @@ _NOT_CONFIGURED: dict[Operation, type[s3.S3Error]] = {
 async def not_configured(req: S3Request) -> Response:
     await req.store.get_bucket(req.bucket)
     raise _NOT_CONFIGURED[req.operation](BucketName=req.bucket)
-
-
-@handles(Operation.DeleteBucketEncryption)
-async def delete_not_configured(req: S3Request) -> Response:
-    await req.store.get_bucket(req.bucket)
-    return empty_response(204)
