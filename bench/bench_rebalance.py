@@ -138,7 +138,7 @@ def main() -> int:
             time.sleep(args.seconds)
         baseline = summary([lat for _, lat in base.samples], args.seconds)
 
-        root = server.tmp / "data" / "domains" / "hot"  # type: ignore[operator]
+        root = server.data_dir / "domains" / "hot"
         before = admin(server, "rebalance", "status")
         with Readers(server, keys, args.readers) as during:
             time.sleep(1.0)

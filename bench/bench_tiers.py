@@ -55,7 +55,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def client(endpoint: str):  # type: ignore[no-untyped-def]
+def client(endpoint: str) -> Any:
     return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ACCESS, aws_secret_access_key=SECRET,
                         region_name="us-east-1",
                         config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1},
@@ -141,7 +141,7 @@ def bench_tiers(endpoint: str, quick: bool) -> list[dict[str, Any]]:
     s3 = client(endpoint)
     s3.create_bucket(Bucket="tiers")
     sizes = [("4 KiB", 4 * KiB, 32), ("1 MiB", MiB, 8)]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for label, storage_class in PLACEMENTS:
         for size_label, size, count in sizes:
             keys = [f"{storage_class}/{size_label}/{i}" for i in range(count)]

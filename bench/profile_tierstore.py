@@ -88,8 +88,8 @@ def main() -> int:
             rnd = 0
             while not stop.is_set():
                 if args.shape == "list":
-                    r = bp.list_full_pass(t, args.keys, 2.0)
-                    print(f"  list {r['keys_s']:,.0f} keys/s page P50 {r['page_p50_ms']:.1f} ms", flush=True)
+                    passes = bp.list_full_pass(t, args.keys, 2.0)
+                    print(f"  list {passes['keys_s']:,.0f} keys/s page P50 {passes['page_p50_ms']:.1f} ms", flush=True)
                 else:
                     assert shape is not None
                     cpu0 = cpu_seconds(server.proc.pid) if server.proc else 0.0

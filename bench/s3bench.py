@@ -341,11 +341,15 @@ def setup_target(clients: list[Any], payloads: Payloads, list_keys: int) -> dict
         client.put_object(Bucket=LIST_BUCKET, Key=f"list/{i:06d}", Body=b"%016d" % i)
 
     def fan_out(items: list[Any], fn: Callable[[Any, Any], None]) -> float:
+        def run_part(part: list[Any], client: Any) -> None:
+            for x in part:
+                if not STOP.is_set():
+                    fn(x, client)
+
         t0 = time.perf_counter()
         n = len(clients)
         with ThreadPoolExecutor(n) as pool:
-            futures = [pool.submit(lambda part, c: [fn(x, c) for x in part if not STOP.is_set()],
-                                   items[w::n], clients[w]) for w in range(n)]
+            futures = [pool.submit(run_part, items[w::n], clients[w]) for w in range(n)]
             for f in futures:
                 f.result()
         if STOP.is_set():
@@ -488,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
     t_start = time.monotonic()
-    meta = {"command": " ".join([Path(sys.executable).name, *sys.argv]),
+    meta: dict[str, Any] = {"command": " ".join([Path(sys.executable).name, *sys.argv]),
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "mode": "quick" if args.quick else "full",
             "rounds": rounds, "list_keys": plan.list_keys, "shapes": [asdict(s) for s in shapes],
             "get_working_set": {str(k): v for k, v in pool.items()}, "machine": machine_info()}

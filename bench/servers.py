@@ -17,8 +17,10 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT = 60.0
@@ -66,6 +68,11 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     @property
+    def pid(self) -> int:
+        assert self.proc is not None, "started"
+        return self.proc.pid
+
+    @property
     def log_path(self) -> Path:
         assert self.tmp is not None
         return self.tmp / f"{self.name}.log"
@@ -89,7 +96,7 @@ class Server:
     def pick_port(self) -> int:
         return free_port()
 
-    def start(self) -> Server:
+    def start(self) -> Self:
         self.tmp = Path(tempfile.mkdtemp(prefix=f"s3bench-{self.name}-"))
         self.port = self.pick_port()
         t0 = time.monotonic()
@@ -159,10 +166,14 @@ class Tierstore(Server):
                          "bench-access-key", "bench-secret-key-0123456789")
         self.workers = workers
 
+    @property
+    def data_dir(self) -> Path:
+        assert self.tmp is not None, "started"
+        return self.tmp / "data"
+
     def command(self) -> list[str]:
-        assert self.tmp is not None
         extra = ["--workers", str(self.workers)] if self.workers != 1 else []
-        return [sys.executable, "-m", "server.cli", "serve", "--data", str(self.tmp / "data"),
+        return [sys.executable, "-m", "server.cli", "serve", "--data", str(self.data_dir),
                 "--listen", f"127.0.0.1:{self.port}", *extra]
 
     def environment(self) -> dict[str, str]:
@@ -205,4 +216,4 @@ class Moto(Server):
         return True
 
 
-TARGETS: dict[str, type[Server]] = {"tierstore": Tierstore, "moto": Moto}
+TARGETS: dict[str, Callable[[], Server]] = {"tierstore": Tierstore, "moto": Moto}

@@ -138,11 +138,11 @@ async def _rebuild(
     codec = codec_for(loc.k, loc.m)
     headers = {i: ShardHeader(data_id, loc.layout, loc.k, loc.m, i, loc.block_size, geo.size) for i in targets}
     created = await asyncio.gather(
-        *(asyncio.to_thread(pool.store(d.id).create, headers[i]) for i, d in targets.items()),  # type: ignore[union-attr]
+        *(asyncio.to_thread(pool.store_of(d).create, headers[i]) for i, d in targets.items()),
         return_exceptions=True,
     )
-    for i, outcome in zip(targets, created, strict=True):
-        _report(pool, targets[i], outcome)
+    for i, made in zip(targets, created, strict=True):
+        _report(pool, targets[i], made)
     writers = {i: w for i, w in zip(targets, created, strict=True) if isinstance(w, ShardFileWriter)}
     try:
         for stripe in range(geo.stripe_count):

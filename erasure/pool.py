@@ -108,12 +108,20 @@ class ErasurePool:
     # -- plumbing shared by writer, reader and heal -----------------------------------------
 
     def store(self, domain_id: str) -> ShardStore | None:
+        """The shard store of a domain by id; None if the topology has no such domain (any more)."""
         store = self._stores.get(domain_id)
         if store is None:
             domain = self.topology.get(domain_id)
             if domain is None:
                 return None
-            store = self._stores[domain_id] = ShardStore(domain)
+            store = self.store_of(domain)
+        return store
+
+    def store_of(self, domain: Domain) -> ShardStore:
+        """The shard store of a domain in hand (one from this pool's topology)."""
+        store = self._stores.get(domain.id)
+        if store is None:
+            store = self._stores[domain.id] = ShardStore(domain)
         return store
 
     def writable(self, domain: Domain) -> bool:
@@ -177,7 +185,7 @@ class ErasurePool:
     async def sweep(self, max_age: float = 3600.0) -> int:
         """Remove temporary files older than `max_age` seconds; returns how many."""
         counts = await asyncio.gather(
-            *(asyncio.to_thread(self.store(d.id).sweep_tmp, max_age) for d in self.topology if d.online),  # type: ignore[union-attr]
+            *(asyncio.to_thread(self.store_of(d).sweep_tmp, max_age) for d in self.topology if d.online),
             return_exceptions=True,
         )
         return sum(c for c in counts if isinstance(c, int))
@@ -239,8 +247,11 @@ class ErasurePool:
         locations: dict[str, dict[str, Any]] = {}
         for data_id, blob in found.items():
             index, domain_id = next(iter(blob["shards"].items()))
+            store = self.store(domain_id)
+            if store is None:  # the domain left the topology since it was listed
+                continue
             try:
-                reader = self.store(domain_id).open(data_id, index)  # type: ignore[union-attr]
+                reader = store.open(data_id, index)
             except (OSError, ErasureError):
                 continue
             header = reader.header

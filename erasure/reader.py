@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from erasure.codec import Buffer, Codec, codec_for, rebuild_blocks
 from erasure.errors import CorruptShard, DataLost, DataNotFound, DomainOffline, ErasureError
 from erasure.location import Location
-from erasure.shard_store import ShardFileReader
+from erasure.shard_store import ShardFileReader, ShardStore
 from erasure.stripe import StripeLayout, StripeSlice
 
 if TYPE_CHECKING:
@@ -40,13 +40,18 @@ async def open_shards(
     """
     indexes = range(loc.width) if wanted is None else sorted(set(wanted))
     problems = _unreachable(pool, loc, indexes)
-    tries = [(i, loc.shards[i]) for i in indexes if i not in problems]
+    tries: list[tuple[int, ShardStore]] = []
+    for i in indexes:
+        domain_id = loc.shards[i]
+        store = pool.store(domain_id) if domain_id is not None and i not in problems else None
+        if store is not None:  # placed on a known domain: `_unreachable` left it out of `problems`
+            tries.append((i, store))
 
     def open_all() -> list[ShardFileReader | BaseException]:
         out: list[ShardFileReader | BaseException] = []
-        for i, domain_id in tries:
+        for i, store in tries:
             try:
-                out.append(pool.store(domain_id).open(data_id, i))  # type: ignore[union-attr]
+                out.append(store.open(data_id, i))
             except Exception as exc:  # sorted out below, per shard
                 out.append(exc)
         return out

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from erasure.codec import Buffer, Codec, codec_for, encode_blocks
@@ -420,7 +420,7 @@ def _create(
 
 
 def _append(
-    codec: Codec, blocks: list[Buffer], stripe: int, writers: dict[int, ShardFileWriter], rescue: Rescue,
+    codec: Codec, blocks: Sequence[Buffer], stripe: int, writers: dict[int, ShardFileWriter], rescue: Rescue,
 ) -> Failures:
     """Encode one stripe (its k data blocks) and append its frames. A shard that fails moves to
     another drive (`rescue`) and the frame is appended there; one with nowhere to go is discarded

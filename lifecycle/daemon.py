@@ -281,9 +281,9 @@ class LifecycleDaemon:
                 # Any access brings an Intelligent-Tiering object back to frequent access.
                 return ("move", HOT, None, "intelligent-tiering:accessed")
         if self._managed(record, policy):
-            tier = desired_tier(facts, self.settings.temperature, now)
-            if tier is not None and tier != record.tier and tier in self.store.tiers:
-                return ("move", tier, None, "temperature")
+            wanted = desired_tier(facts, self.settings.temperature, now)
+            if wanted is not None and wanted != record.tier and wanted in self.store.tiers:
+                return ("move", wanted, None, "temperature")
         return None
 
     async def _pass(self) -> PassReport:

@@ -7,6 +7,7 @@ with); answers JSON. Bucket names cannot contain "_", so these paths never shado
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import secrets
 from collections.abc import AsyncIterator
@@ -18,6 +19,7 @@ from starlette.responses import Response
 from lifecycle.temperature import heat_histogram
 from server import admin_topology
 from server import errors as s3
+from server.access.policy import PolicyError, parse_policy
 from server.router import bucket_from_host
 from tiering.clock import ClockLocked
 from tiering.domains import UnknownDomain, list_domains, set_domain_state
@@ -77,9 +79,9 @@ class AdminApi:
                     return json_response({"error": "NoSuchDomain", "message": f"no domain {target!r}"}, 404)
                 return json_response({"target": target, "state": state, "domains": changed})
             case "POST", ["heal"]:
-                task = store.maintenance.run_pass(force=True)
+                heal_pass = store.maintenance.run_pass(force=True)
                 if request.query_params.get("wait", "").lower() in ("1", "true", "yes"):
-                    await asyncio.shield(task)
+                    await asyncio.shield(heal_pass)
                 return json_response(store.maintenance.progress.to_json())
             case "POST", ["fsck"]:
                 return json_response(await self._fsck(request))
@@ -91,9 +93,9 @@ class AdminApi:
                 clock = self.gateway.lifecycle.clock
                 return json_response({"now": clock(), "offset_seconds": clock.offset, "adjustable": clock.adjustable})
             case "POST", ["lifecycle", "run"]:
-                task = self.gateway.lifecycle.daemon.run_pass()
+                lifecycle_pass = self.gateway.lifecycle.daemon.run_pass()
                 if request.query_params.get("wait", "").lower() in ("1", "true", "yes"):
-                    report = await asyncio.shield(task)
+                    report = await asyncio.shield(lifecycle_pass)
                     return json_response({"pass": report.to_json(), **self.gateway.lifecycle.daemon.status()})
                 return json_response(self.gateway.lifecycle.daemon.status())
             case "GET", ["lifecycle"]:
@@ -106,6 +108,8 @@ class AdminApi:
                 return json_response(await asyncio.to_thread(store.catalog.list_users))
             case "POST", ["users"]:
                 return await self._add_user(request)
+            case ("PUT" | "GET" | "DELETE") as verb, ["users", name, "policy"]:
+                return await self._user_policy(request, verb, name)
             case "DELETE", ["users", access_key]:
                 if not await asyncio.to_thread(store.catalog.remove_user, access_key):
                     return json_response({"error": "NoSuchUser", "message": f"no user {access_key!r}"}, 404)
@@ -120,6 +124,11 @@ class AdminApi:
                 return json_response(await self._tiers())
             case "GET", ["object"]:
                 return await self._object(request)
+            case "POST", ["encryption", "rotate"]:
+                # A new master key (or the configured one) wraps every SSE-S3 data key from now on.
+                return json_response(await store.rewrap_keys(rotate=True))
+            case "GET", ["encryption"]:
+                return json_response({"current_key_id": store.keys.current_key_id})
         return json_response({"error": "NotFound", "message": f"no admin endpoint {method} {'/'.join(parts)}"}, 404)
 
     def _advance_clock(self, request: Request) -> Response:
@@ -152,7 +161,8 @@ class AdminApi:
             pending[order_tier] = count
         for tier in tiers:
             heats = tier.pop("heats")
-            tier["heat_histogram"] = heat_histogram(heats)  # type: ignore[arg-type]
+            assert isinstance(heats, list)  # decayed heats, one per object (ObjectStore.tier_report)
+            tier["heat_histogram"] = heat_histogram(heats)
             tier["pending_moves"] = pending.get(str(tier["name"]), 0)
         return tiers
 
@@ -196,6 +206,43 @@ class AdminApi:
             return json_response({"error": "UserAlreadyExists", "message": str(exc)}, 409)
         await asyncio.to_thread(self.gateway.credentials.reload)
         return json_response({"name": name, "access_key": access_key, "secret_key": secret_key, "admin": is_admin})
+
+    async def _user_policy(self, request: Request, verb: str, name: str) -> Response:
+        """A user's policy (IAM policy language, no Principal): what it may do besides its own buckets."""
+        catalog = self.gateway.store.catalog
+        users = await asyncio.to_thread(catalog.list_users)
+        if not any(user["name"] == name for user in users):
+            return json_response({"error": "NoSuchEntity", "message": f"The user with name {name} cannot be found."},
+                                 404)
+        authorizer = self.gateway.authorizer
+        if verb == "GET":
+            text = (await asyncio.to_thread(catalog.user_policies)).get(name)
+            if text is None:
+                return json_response({"error": "NoSuchEntity",
+                                      "message": f"The user policy of {name} cannot be found."}, 404)
+            return json_response({"name": name, "policy": json.loads(text)})
+        if verb == "DELETE":
+            if not await asyncio.to_thread(catalog.put_user_policy, name, None):
+                return json_response({"error": "NoSuchEntity",
+                                      "message": f"The user policy of {name} cannot be found."}, 404)
+            await authorizer.reload_user_policies()
+            return json_response({"name": name, "deleted": True})
+        body = await self._signed_body(request)
+        try:
+            policy = parse_policy(body, user_policy=True)
+        except PolicyError as exc:
+            return json_response({"error": "MalformedPolicyDocument", "message": str(exc)}, 400)
+        await asyncio.to_thread(catalog.put_user_policy, name, policy.text)
+        await authorizer.reload_user_policies()
+        return json_response({"name": name, "policy": json.loads(policy.text)})
+
+    async def _signed_body(self, request: Request) -> bytes:
+        """The request body, which must be what the signature covers (x-amz-content-sha256)."""
+        body = await request.body()
+        declared = request.headers.get("x-amz-content-sha256", "")
+        if declared != "UNSIGNED-PAYLOAD" and hashlib.sha256(body).hexdigest() != declared:
+            raise s3.XAmzContentSHA256Mismatch()
+        return body
 
     async def _archived(self, request: Request) -> AsyncIterator[ObjectRecord]:
         """Every object under bucket/prefix, page by page (an index scan, never the whole bucket)."""

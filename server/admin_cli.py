@@ -23,7 +23,7 @@ from server.config import DEFAULT_ACCESS_KEY, DEFAULT_SECRET_KEY
 from server.progress import progress_bar
 
 
-def add_admin_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_admin_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     # The common options work before or after the verb (`admin --json status`, `admin status --json`).
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--endpoint", default=argparse.SUPPRESS,
@@ -65,34 +65,41 @@ def add_admin_parser(commands: argparse._SubParsersAction) -> None:  # type: ign
     restore.add_argument("--prefix", default="")
     restore.add_argument("--days", type=int, default=1, help="how long the restored copies stay")
     restore.add_argument("--wait", action="store_true", help="return when every copy is readable")
-    user = verbs.add_parser("user", parents=[common], help="S3 users: add, list, remove")
-    user.add_argument("action", choices=["add", "list", "remove"])
-    user.add_argument("name", nargs="?", help="add: the user's name; remove: the access key")
+    user = verbs.add_parser("user", parents=[common], help="S3 users: add, list, remove; their policies")
+    user.add_argument("action", choices=["add", "list", "remove", "policy"])
+    user.add_argument("name", nargs="?", help="add: the user's name; remove: the access key; "
+                                              "policy: set | get | delete")
+    user.add_argument("policy_args", nargs="*", metavar="ARG",
+                      help="policy set NAME FILE.json | policy get NAME | policy delete NAME "
+                           "(an IAM policy document: what the user may do besides its own buckets)")
     user.add_argument("--access-key", help="add: choose the access key (default: generated)")
     user.add_argument("--secret-key", help="add: choose the secret key (default: generated)")
     user.add_argument("--admin", action="store_true", help="add: may use the admin API and every bucket")
     verbs.add_parser("tiers", parents=[common], help="per tier: objects, bytes, capacity, heat, pending moves")
+    encryption = verbs.add_parser("encryption", parents=[common],
+                                  help="encryption at rest: rotate the master key (re-wraps data keys), show it")
+    encryption.add_argument("action", choices=["rotate", "show"])
     obj = verbs.add_parser("object", parents=[common], help="one object's tier, heat, last access and moves")
     obj.add_argument("bucket")
     obj.add_argument("key")
 
 
-def _call(args: argparse.Namespace, method: str, path: str, query: str = "") -> Any:
+def _call(args: argparse.Namespace, method: str, path: str, query: str = "", body: bytes = b"") -> Any:
     url = args.endpoint.rstrip("/") + "/_tierstore/admin/" + path + (f"?{query}" if query else "")
     credentials = Credentials(
         os.environ.get("TIERSTORE_ACCESS_KEY", DEFAULT_ACCESS_KEY),
         os.environ.get("TIERSTORE_SECRET_KEY", DEFAULT_SECRET_KEY),
     )
-    signed = AWSRequest(method=method, url=url, data=b"")
+    signed = AWSRequest(method=method, url=url, data=body)
     S3SigV4Auth(credentials, "s3", os.environ.get("AWS_DEFAULT_REGION", "us-east-1")).add_auth(signed)
-    request = urllib.request.Request(url, method=method, headers=dict(signed.headers.items()), data=None)
+    request = urllib.request.Request(url, method=method, headers=dict(signed.headers.items()), data=body or None)
     context = ssl._create_unverified_context() if args.insecure else None  # noqa: S323 - operator's choice
     try:
         with urllib.request.urlopen(request, timeout=3600, context=context) as response:
             return json.loads(response.read())
     except urllib.error.HTTPError as exc:
-        body = json.loads(exc.read() or b"{}")
-        raise SystemExit(f"tierstore admin: {body.get('error', exc.code)}: {body.get('message', '')}") from None
+        problem = json.loads(exc.read() or b"{}")
+        raise SystemExit(f"tierstore admin: {problem.get('error', exc.code)}: {problem.get('message', '')}") from None
     except urllib.error.URLError as exc:
         raise SystemExit(f"tierstore admin: cannot reach {args.endpoint}: {exc.reason}") from None
 
@@ -116,7 +123,7 @@ def _fmt(value: Any) -> str:
         for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
             if value < 1024:
                 return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
-            value /= 1024  # type: ignore[assignment]
+            value /= 1024
         return f"{value:.1f}PiB"
     return str(value)
 
@@ -199,6 +206,15 @@ def run_admin(args: argparse.Namespace) -> int:
         return _user(args)
     if args.verb == "restore":
         return _bulk_restore(args)
+    if args.verb == "encryption":
+        result = _call(args, "POST", "encryption/rotate") if args.action == "rotate" else _call(args, "GET", "encryption")
+        if args.json:
+            print(json.dumps(result, indent=2))
+        elif args.action == "rotate":
+            print(f"master key {result['current_key_id']} is current; {result['rewrapped']} data keys re-wrapped")
+        else:
+            print(f"master key {result['current_key_id']} is current")
+        return 0
     if args.verb == "tiers":
         rows = _call(args, "GET", "tiers")
         if args.json:
@@ -225,7 +241,34 @@ def run_admin(args: argparse.Namespace) -> int:
     return 2
 
 
+def _user_policy(args: argparse.Namespace) -> int:
+    verb, rest = args.name, args.policy_args
+    if verb not in ("set", "get", "delete") or len(rest) != (2 if verb == "set" else 1):
+        print("tierstore admin user policy: set NAME FILE.json | get NAME | delete NAME", file=sys.stderr)
+        return 2
+    path = f"users/{urllib.parse.quote(rest[0], safe='')}/policy"
+    if verb == "set":
+        try:
+            with open(rest[1], "rb") as source:
+                document = source.read()
+        except OSError as exc:
+            print(f"tierstore admin user policy: cannot read {rest[1]}: {exc.strerror}", file=sys.stderr)
+            return 2
+        result = _call(args, "PUT", path, body=document)
+    elif verb == "get":
+        result = _call(args, "GET", path)
+        if not args.json:
+            print(json.dumps(result["policy"], indent=2))
+            return 0
+    else:
+        result = _call(args, "DELETE", path)
+    print(json.dumps(result, indent=2) if args.json else f"{verb}: policy of user {result['name']}")
+    return 0
+
+
 def _user(args: argparse.Namespace) -> int:
+    if args.action == "policy":
+        return _user_policy(args)
     if args.action == "list":
         rows = _call(args, "GET", "users")
         print(json.dumps(rows, indent=2) if args.json else _table(rows, ["name", "access_key", "admin"]))

@@ -19,7 +19,7 @@ from server.progress import progress_bar
 Call = Callable[[argparse.Namespace, str, str, str], Any]
 
 
-def add_parsers(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
+def add_parsers(verbs: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     rebalance = verbs.add_parser(
         "rebalance", parents=[common],
         help="move shards to where placement wants them (after domain add/drain, tier recode); or show progress",
@@ -94,7 +94,7 @@ def _follow_drain(args: argparse.Namespace, call: Call, path: str) -> dict[str, 
     if "error" in answer:
         raise answer["error"]
     progress_bar("drain: done", 1, 1, final=True)
-    return answer["result"]  # type: ignore[no-any-return]
+    return answer["result"]
 
 
 def run(args: argparse.Namespace, call: Call, fmt: Callable[[Any], str]) -> int:

@@ -10,6 +10,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.convertors import Convertor, register_url_convertor
@@ -26,17 +27,19 @@ from server.authorization import Authorizer
 from server.config import ServerConfig
 from server.context import S3Request
 from server.cors import CorsRules, preflight_target
-from server.credentials import UserCredentials
+from server.credentials import ANONYMOUS, Identity, UserCredentials
 from server.error_map import to_s3_error
 from server.handlers import HANDLERS
 from server.metrics import Metrics, RequestObserver
 from server.operations import Operation
 from server.router import decode_path, parse_query, route
-from server.signature import AuthContext, PayloadMode, RequestToVerify, authenticate
+from server.signature import AuthContext, PayloadMode, RequestToVerify, authenticate, has_credentials
+from server.signature.sigv4 import payload_mode_for
 from server.status import OpsEndpoints
 from tiering.catalog import Catalog
 from tiering.clock import Clock
-from tiering.errors import TieringError
+from tiering.encryption.keys import KeyService
+from tiering.errors import ObjectNotFound, TieringError
 from tiering.store import ObjectStore
 from tiering.tiers import Tier
 
@@ -44,7 +47,7 @@ log = logging.getLogger("tierstore.server")
 
 # Newer FastAPI wraps every request in OpenTelemetry spans and metrics; we keep our own
 # Prometheus metrics and access log, and that wrapper costs time on every S3 request.
-_NO_FRAMEWORK_TELEMETRY: dict[str, object] = (
+_NO_FRAMEWORK_TELEMETRY: dict[str, Any] = (
     {"telemetry": {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}}
     if "telemetry" in inspect.signature(FastAPI.__init__).parameters
     else {}
@@ -52,6 +55,18 @@ _NO_FRAMEWORK_TELEMETRY: dict[str, object] = (
 
 # What a PostObject request is "authenticated" as before its handler checks the form's signature.
 FORM_UPLOAD_AUTH = AuthContext(access_key="", payload_mode=PayloadMode.UNSIGNED, payload_sha256=None)
+
+
+def anonymous_auth(headers: object) -> AuthContext:
+    """How to read an unsigned request's body: as x-amz-content-sha256 says (a digest is still
+    checked; aws-chunked with an unsigned trailer still decoded), plain bytes without it."""
+    declared = headers.get("x-amz-content-sha256")  # type: ignore[attr-defined]
+    if not declared:
+        return AuthContext(access_key="", payload_mode=PayloadMode.UNSIGNED, payload_sha256=None)
+    mode, digest = payload_mode_for(declared)
+    if mode.has_chunk_signatures:
+        raise s3.InvalidRequest("Chunk signatures need a signed request")
+    return AuthContext(access_key="", payload_mode=mode, payload_sha256=digest)
 
 ALL_METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS", "PATCH"]
 
@@ -80,7 +95,8 @@ def build_store(config: ServerConfig) -> ObjectStore:
     # folder, which a PostgreSQL catalog does not create.
     config.catalog_path.parent.mkdir(parents=True, exist_ok=True)
     clock = Clock(adjustable=config.test_clock, catalog=catalog)
-    store = ObjectStore(catalog, tiers, state_dir=config.catalog_path.parent, clock=clock)
+    store = ObjectStore(catalog, tiers, state_dir=config.catalog_path.parent, clock=clock,
+                        keys=KeyService(config.encryption_keys))
     store.rebalancer.configure(config.rebalance, TokenBucket(config.rebalance.bytes_per_second).take)
     return store
 
@@ -113,7 +129,8 @@ class Gateway:
         self.store = store
         self.lifecycle = lifecycle
         self.credentials = UserCredentials({config.access_key: config.secret_key}, store.catalog)
-        self.authorizer = Authorizer(store)
+        self.authorizer = Authorizer(store, account_id=config.account_id,
+                                     block_public_access=config.block_public_access)
         self.cors = CorsRules(store)
         self.max_skew = timedelta(seconds=config.max_clock_skew_seconds)
         self.metrics = Metrics(store, lifecycle, per_bucket=config.metrics_per_bucket)
@@ -179,26 +196,31 @@ class Gateway:
             "x-amz-copy-source" in headers,
             self.config.virtual_host_domains,
         )
-        request.state.bucket = routed.bucket  # also for the CORS headers of an auth failure
-        # A browser form upload is signed by fields of its body: the handler verifies and
-        # authorizes it (server/handlers/post_object.py).
-        form_upload = routed.operation is Operation.PostObject
-        auth = FORM_UPLOAD_AUTH if form_upload else authenticate(
-            RequestToVerify(
-                method=method,
-                raw_path=raw_path.split("?", 1)[0],
-                query_string=query_string,
-                headers=headers,
-                virtual_host_bucket=routed.virtual_host_bucket,
-            ),
-            self.credentials,
-            now=datetime.now(UTC),
-            max_skew=self.max_skew,
+        to_verify = RequestToVerify(
+            method=method,
+            raw_path=raw_path.split("?", 1)[0],
+            query_string=query_string,
+            headers=headers,
+            virtual_host_bucket=routed.virtual_host_bucket,
         )
         request.state.operation = routed.operation.value
-        identity = None if form_upload else self.credentials.identity(auth.access_key)
-        if identity is not None:
-            await self.authorizer.check(identity, routed.operation, routed.bucket)
+        request.state.bucket = routed.bucket  # also for the CORS headers of an auth failure
+        identity: Identity | None
+        if routed.operation is Operation.PostObject:
+            # A browser form upload is signed by fields of its body: the handler verifies and
+            # authorizes it (server/handlers/post_object.py).
+            auth, identity = FORM_UPLOAD_AUTH, None
+        elif has_credentials(to_verify):
+            auth = authenticate(to_verify, self.credentials, now=datetime.now(UTC), max_skew=self.max_skew)
+            identity = self.credentials.identity(auth.access_key)
+        else:
+            # Unsigned: the anonymous principal, whom only a policy or an ACL lets in.
+            auth, identity = anonymous_auth(headers), ANONYMOUS
+        if identity is not None and routed.operation is not Operation.DeleteObjects:  # per key in its handler
+            await self.authorizer.check(
+                identity, routed.operation, routed.bucket, key=routed.key, request=request, query=query,
+                auth_scheme=None if identity.anonymous else auth.scheme,
+            )
         handler = HANDLERS.get(routed.operation)
         if handler is None:
             raise s3.NotImplemented(f"{routed.operation.value} is not implemented")
@@ -219,7 +241,15 @@ class Gateway:
             credentials=self.credentials,
             request_id=request_id,
         )
-        return await handler(req)
+        try:
+            return await handler(req)
+        except ObjectNotFound:
+            # S3 tells a missing key (404) only to a caller that may list the bucket; to anyone
+            # else it answers 403, so that keys cannot be probed for.
+            if routed.bucket and identity is not None and not identity.is_admin:
+                await self.authorizer.check(identity, Operation.ListObjectsV2, routed.bucket, request=request,
+                                            query={"prefix": routed.key or ""})
+            raise
 
     async def _preflight(self, request: Request, raw_path: str) -> Response:
         """A CORS preflight (OPTIONS), answered from the bucket's rules: no signature needed."""

@@ -14,12 +14,14 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import uvicorn
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server import config_check, logs, malloc_tuning
 from server.admin_cli import add_admin_parser, run_admin
@@ -43,13 +45,6 @@ DRAIN_IDLE_GRACE = 2.0
 # How long a stopping server keeps taking connections the kernel already queued for it.
 ACCEPT_DRAIN_LIMIT = 1.0
 
-Scope = MutableMapping[str, object]
-Message = MutableMapping[str, object]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
 class _DrainGate:
     """The app, plus `Connection: close` on every response that starts once draining began."""
 
@@ -66,14 +61,14 @@ class _DrainGate:
 def _closing(send: Send) -> Send:
     async def closing_send(message: Message) -> None:
         if message["type"] == "http.response.start":
-            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"connection"]  # type: ignore[attr-defined]
+            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"connection"]
             message = {**message, "headers": [*headers, (b"connection", b"close")]}
         await send(message)
 
     return closing_send
 
 
-def _readable(sock: object) -> bool:
+def _readable(sock: socket.socket) -> bool:
     try:
         return bool(select.select([sock], [], [], 0)[0])
     except (OSError, ValueError):
@@ -344,13 +339,13 @@ async def run_lifecycle_only(config: ServerConfig) -> None:
         await store.close()
 
 
-def _run(coro_factory: object) -> None:
+def _run(main: Coroutine[Any, Any, None]) -> None:
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux and macOS
-        asyncio.run(coro_factory)  # type: ignore[arg-type]
+        asyncio.run(main)
     else:
-        uvloop.run(coro_factory)  # type: ignore[arg-type]
+        uvloop.run(main)
 
 
 # What a shell reports for a writer killed by SIGPIPE (128 + 13), as `yes | head` does.

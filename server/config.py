@@ -46,6 +46,18 @@ Example (every key optional):
     [metrics]
     per_bucket = false  # also label request metrics by bucket (one series per bucket)
 
+    [authorization]
+    block_public_access = false   # true: every bucket as if its PublicAccessBlock had all four set
+    account_id = "000000000000"   # the account of this server's users in policy ARNs (arn:aws:iam::<id>:user/NAME)
+
+    [encryption]                    # encryption at rest (SSE-S3, SSE-KMS, SSE-C); see README
+    master_key_file = ""            # a file holding the 256-bit master key (base64 or hex);
+                                    # empty: an embedded keyring <data_dir>/encryption (0600)
+    master_key_env = ""             # or the NAME of an environment variable holding it
+    previous_key_files = []         # older master keys, still read until `admin encryption rotate`
+    kms_key_ids = []                # key ids of the local KMS (aws:kms); "aws/s3" always exists
+    allow_sse_c_over_http = false   # S3 refuses SSE-C keys sent in the clear; true: allow (tests)
+
     [drives]                        # the drives (failure domains) of the erasure-coded tiers
     reserve_bytes = 1073741824      # a drive with less free space takes no new shards
     failing_after_errors = 3        # consecutive I/O errors before a drive counts as failing
@@ -147,6 +159,7 @@ from server.config_sources import ConfigError, Environment, Origins, describe, r
 from tiering.backends.erasure_coded import DEFAULT_BLOCK_SIZE, DEFAULT_SMALL_OBJECT_THRESHOLD
 from tiering.backends.memory import DEFAULT_CACHE_BYTES
 from tiering.backends.s3_remote import DEFAULT_PART_SIZE, MIN_PART_SIZE
+from tiering.encryption.keys import KeySettings, decode_key
 from tiering.rebalance import RebalanceSettings
 from tiering.tiers import TIER_ORDER, TierConfig
 
@@ -184,7 +197,11 @@ class ServerConfig:
     keep_alive_timeout_seconds: float = 30.0
     max_connections: int = 1024
     metrics_per_bucket: bool = False
+    block_public_access: bool = False
+    account_id: str = "000000000000"
     drives: DriveHealthSettings = field(default_factory=DriveHealthSettings)
+    encryption_keys: KeySettings = field(default_factory=KeySettings)  # keyring_dir: set from data_dir
+    encryption_allow_sse_c_over_http: bool = False
     # TIERSTORE_* variables that configure nothing here (perhaps another program's): said at start.
     warnings: list[str] = field(default_factory=list)
 
@@ -277,6 +294,36 @@ class CatalogSection(_Table):
 
 class MetricsSection(_Table):
     per_bucket: bool = False
+
+
+class AuthorizationSection(_Table):
+    block_public_access: bool = False
+    account_id: str = Field(default="000000000000", pattern=r"^\d{12}$")
+
+
+class EncryptionSection(_Table):
+    master_key_file: str = ""
+    master_key_env: str = ""
+    previous_key_files: list[str] = Field(default_factory=list)
+    kms_key_ids: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    allow_sse_c_over_http: bool = False
+
+    @model_validator(mode="after")
+    def _one_master_key(self) -> Self:
+        if self.master_key_file and self.master_key_env:
+            raise ValueError("set master_key_file or master_key_env, not both")
+        for path in [self.master_key_file, *self.previous_key_files]:
+            if path:
+                try:
+                    decode_key(Path(path).read_text(), path)
+                except OSError as exc:
+                    raise ValueError(f"cannot read key file {path}: {exc.strerror}") from None
+        if self.master_key_env:
+            value = os.environ.get(self.master_key_env)
+            if not value:
+                raise ValueError(f"master_key_env: environment variable {self.master_key_env} is not set")
+            decode_key(value, f"environment variable {self.master_key_env}")
+        return self
 
 
 _DRIVES = DriveHealthSettings()
@@ -378,6 +425,7 @@ class ErasureTier(_LocalTier):
     m: NonNegativeInt = 2
     nodes: PositiveInt = 1
     drives_per_node: PositiveInt = 6
+    # Literal over erasure's runtime tuple of levels: pydantic checks it, mypy cannot spell it.
     spread_level: Literal[LEVELS] = "drive"  # type: ignore[valid-type]
     write_quorum: NonNegativeInt = 0  # 0: k+1
     block_size: PositiveInt = DEFAULT_BLOCK_SIZE
@@ -439,6 +487,8 @@ class Settings(BaseSettings):
     credentials: CredentialsSection = Field(default_factory=CredentialsSection)
     catalog: CatalogSection = Field(default_factory=CatalogSection)
     metrics: MetricsSection = Field(default_factory=MetricsSection)
+    authorization: AuthorizationSection = Field(default_factory=AuthorizationSection)
+    encryption: EncryptionSection = Field(default_factory=EncryptionSection)
     drives: DrivesSection = Field(default_factory=DrivesSection)
     lifecycle: LifecycleSection = Field(default_factory=LifecycleSection)
     rebalance: RebalanceSection = Field(default_factory=RebalanceSection)
@@ -484,7 +534,7 @@ class Settings(BaseSettings):
 
 
 SECTIONS: dict[str, type[_Table]] = {
-    name: info.annotation for name, info in Settings.model_fields.items()  # type: ignore[misc]
+    name: info.annotation for name, info in Settings.model_fields.items()
     if isinstance(info.annotation, type) and issubclass(info.annotation, _Table)
 }
 _TIER_FIELDS: dict[str, Any] = {k: f.annotation for m in TIER_KINDS.values() for k, f in m.model_fields.items()}
@@ -613,12 +663,22 @@ def server_config(settings: Settings, warnings: list[str] | None = None) -> Serv
         keep_alive_timeout_seconds=server.keep_alive_timeout_seconds,
         max_connections=server.max_connections,
         metrics_per_bucket=settings.metrics.per_bucket,
+        block_public_access=settings.authorization.block_public_access,
+        account_id=settings.authorization.account_id,
         drives=drives,
+        encryption_keys=KeySettings(
+            keyring_dir=server.data_dir / "encryption",
+            master_key_file=settings.encryption.master_key_file,
+            master_key_env=settings.encryption.master_key_env,
+            previous_key_files=list(settings.encryption.previous_key_files),
+            kms_key_ids=list(settings.encryption.kms_key_ids),
+        ),
+        encryption_allow_sse_c_over_http=settings.encryption.allow_sse_c_over_http,
         warnings=list(warnings or []),
     )
 
 
-def _tier_config(name: str, tier: _Tier, drives: DriveHealthSettings) -> TierConfig:
+def _tier_config(name: str, tier: TierTable, drives: DriveHealthSettings) -> TierConfig:
     options = tier.model_dump(exclude={"backend", "enabled", "capacity_bytes", "path", "domains"})
     if isinstance(tier, ErasureTier):
         options["drive_health"] = drives  # every erasure-coded pool judges its drives by [drives]
@@ -626,6 +686,5 @@ def _tier_config(name: str, tier: _Tier, drives: DriveHealthSettings) -> TierCon
         options["root"] = tier.path
     if isinstance(tier, ErasureTier) and tier.domains:
         options["domains"] = [d.model_dump(exclude_none=True) for d in tier.domains]
-    backend = cast(str, tier.backend)  # type: ignore[attr-defined]
-    return TierConfig(name=name, backend=backend, options={"name": name, **options},
+    return TierConfig(name=name, backend=tier.backend, options={"name": name, **options},
                       capacity_bytes=tier.capacity_bytes or None)

@@ -190,6 +190,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     # --- connection ------------------------------------------------------------------------------
 
+    # uvicorn's protocols take the stream transport asyncio hands them; typeshed says BaseTransport.
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._admitted = STATS.admit(self.limits.max_connections)

@@ -21,11 +21,15 @@ class Identity:
     access_key: str
     name: str
     is_admin: bool
+    anonymous: bool = False  # an unsigned request: policies and ACLs decide what it may do
 
     @property
     def owner_id(self) -> str:
         """The canonical user id S3 shows as Owner/ID: stable, and not the key itself."""
         return owner_id(self.access_key)
+
+
+ANONYMOUS = Identity("", "", False, anonymous=True)
 
 
 def owner_id(access_key: str) -> str:

@@ -58,4 +58,15 @@ def to_s3_error(exc: t.TieringError) -> s3.S3Error:
             return s3.ServiceUnavailable(
                 "The object's data cannot be read right now: too many of its shards are unavailable"
             )
+        case t.SSECustomerKeyRequired():
+            return s3.InvalidRequest("The object was stored using a form of Server Side Encryption. "
+                                     "The correct parameters must be provided to retrieve the object.")
+        case t.SSECustomerKeyMismatch():
+            return s3.AccessDenied("Access Denied")
+        case t.SSENotApplicable():
+            return s3.InvalidRequest("The encryption parameters are not applicable to this object.")
+        case t.KmsKeyNotFound():
+            return s3.KMSNotFoundException(f"Invalid keyId {exc.key_id}")
+        case t.EncryptionKeyUnavailable():
+            return s3.InternalError("The object's encryption key is not available on this server")
     return s3.InternalError()

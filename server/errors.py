@@ -181,6 +181,17 @@ class InvalidEncryptionAlgorithmError(S3Error):
     message = "The encryption request you specified is not valid."
 
 
+class KMSNotFoundException(S3Error):
+    """AWS's code is "KMS.NotFoundException": a dot no class name can hold (see `code`)."""
+
+    status = 400
+    message = "Invalid keyId"
+
+    @property
+    def code(self) -> str:
+        return "KMS.NotFoundException"
+
+
 class TooManyParts(S3Error):
     status = 400
     message = "You have attempted to upload more than the maximum number of parts."
@@ -393,3 +404,36 @@ class InvalidPartNumber(S3Error):
 class RestoreAlreadyInProgress(S3Error):
     status = 409
     message = "Object restore is already in progress"
+
+
+# --- authorization: policies, ACLs, ownership controls (server.access) -------------------------------
+
+
+class MalformedPolicy(S3Error):
+    status = 400
+    message = "Policies must be valid JSON and the first byte must be '{'"
+
+
+class MalformedACLError(S3Error):
+    status = 400
+    message = "The XML you provided was not well-formed or did not validate against our published schema"
+
+
+class AccessControlListNotSupported(S3Error):
+    status = 400
+    message = "The bucket does not allow ACLs"
+
+
+class InvalidBucketAclWithObjectOwnership(S3Error):
+    status = 400
+    message = "Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced setting"
+
+
+class UnresolvableGrantByEmailAddress(S3Error):
+    status = 400
+    message = "The email address you provided does not match any account on record."
+
+
+class UnexpectedContent(S3Error):
+    status = 400
+    message = "This request does not support content"

@@ -6,9 +6,12 @@ import base64
 import binascii
 import ipaddress
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote, unquote
+
+from starlette.datastructures import Headers
 
 from server.errors import (
     InvalidArgument,
@@ -141,10 +144,10 @@ def _parse_date(value: str | None) -> float | None:
         return None  # an unparseable date is ignored, as S3 does
 
 
-def check_read_conditions(headers: object, record: ObjectRecord, *, for_copy: bool = False) -> None:
+def check_read_conditions(headers: Headers, record: ObjectRecord, *, for_copy: bool = False) -> None:
     """If-Match / If-Unmodified-Since → 412; If-None-Match / If-Modified-Since → 304 (412 on copy)."""
     prefix = "x-amz-copy-source-" if for_copy else ""
-    get = headers.get  # type: ignore[attr-defined]
+    get = headers.get
     if_match = get(prefix + "if-match")
     if_none_match = get(prefix + "if-none-match")
     if_modified = _parse_date(get(prefix + "if-modified-since"))
@@ -194,8 +197,8 @@ def validate_tags(tags: dict[str, str], limit: int = 10) -> None:
             raise InvalidTag("The TagKey or TagValue you have provided is invalid")
 
 
-def storage_class_from(headers: object) -> tuple[str, bool]:
-    value = headers.get("x-amz-storage-class")  # type: ignore[attr-defined]
+def storage_class_from(headers: Mapping[str, str]) -> tuple[str, bool]:
+    value = headers.get("x-amz-storage-class")
     if not value:
         return "STANDARD", False
     value = value.strip().upper()
@@ -215,12 +218,12 @@ def without_aws_chunked(content_encoding: str) -> str | None:
     return ",".join(kept).strip() or None
 
 
-def meta_from_headers(headers: object) -> ObjectMeta:
-    """Everything a PUT / CreateMultipartUpload / CopyObject(REPLACE) says about the object."""
-    items: list[tuple[str, str]] = headers.items()  # type: ignore[attr-defined]
+def meta_from_headers(headers: Mapping[str, str]) -> ObjectMeta:
+    """Everything a PUT / CreateMultipartUpload / CopyObject(REPLACE) says about the object
+    (request headers, or a browser form's fields: names in lower case either way)."""
     user: dict[str, str] = {}
     size = 0
-    for name, value in items:
+    for name, value in headers.items():
         if name.startswith("x-amz-meta-"):
             short = name[len("x-amz-meta-") :]
             value = metadata_text(value)
@@ -228,16 +231,17 @@ def meta_from_headers(headers: object) -> ObjectMeta:
             size += len(short) + len(value.encode("utf-8"))
     if size > MAX_USER_METADATA_BYTES:
         raise MetadataTooLarge(Size=size, MaxSizeAllowed=MAX_USER_METADATA_BYTES)
-    get = headers.get  # type: ignore[attr-defined]
-    system = {name: get(name) for name in SYSTEM_HEADERS if get(name) is not None}
+    get = headers.get
+    system = {name: headers[name] for name in SYSTEM_HEADERS if name in headers}
     if "content-encoding" in system:
         encoding = without_aws_chunked(system["content-encoding"])
         if encoding is None:
             del system["content-encoding"]
         else:
             system["content-encoding"] = encoding
-    if get("x-amz-website-redirect-location"):
-        system["x-amz-website-redirect-location"] = get("x-amz-website-redirect-location")
+    redirect = get("x-amz-website-redirect-location")
+    if redirect:
+        system["x-amz-website-redirect-location"] = redirect
     storage_class, explicit = storage_class_from(headers)
     tagging = get("x-amz-tagging")
     return ObjectMeta(
@@ -299,9 +303,9 @@ def apply_response_overrides(headers: dict[str, str], query: dict[str, str]) -> 
 # --- digests the client declared -----------------------------------------------------------------
 
 
-def content_md5(headers: object) -> str | None:
+def content_md5(headers: Mapping[str, str]) -> str | None:
     """The Content-MD5 header as hex, validated (InvalidDigest if it is not a base64 MD5)."""
-    value = headers.get("content-md5")  # type: ignore[attr-defined]
+    value = headers.get("content-md5")
     if value is None:
         return None
     try:
@@ -313,9 +317,9 @@ def content_md5(headers: object) -> str | None:
     return raw.hex()
 
 
-def requested_checksum_algorithm(headers: object) -> str | None:
+def requested_checksum_algorithm(headers: Mapping[str, str]) -> str | None:
     """The additional checksum a client asks for (header value, trailer name, or SDK hint)."""
-    get = headers.get  # type: ignore[attr-defined]
+    get = headers.get
     for algorithm in ALGORITHMS:
         if get(f"x-amz-checksum-{algorithm.lower()}") is not None:
             return algorithm

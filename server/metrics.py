@@ -293,7 +293,7 @@ class StorageCollector(Collector):
         queue = GaugeMetricFamily("tierstore_heal_queue", "Heal requests waiting, per erasure-coded tier",
                                   labels=["tier"])
         for name, tier in self.store.tiers.items():
-            pool = getattr(tier.backend, "pool", None)
+            pool = tier.backend.erasure_pool()
             if pool is not None:
                 queue.add_metric([name], pool.heal_requests.qsize())
         yield queue
@@ -558,6 +558,8 @@ class RequestObserver:
                     "bytes_out": seen["out"],
                     "duration_ms": round((time.perf_counter() - started) * 1000, 3),
                     "error_code": state.get("error_code"),
+                    # Which rule decided (server.access.decision): allow:bucket-policy:Sid, deny:implicit, ...
+                    "authz": state.get("authz"),
                 }, separators=(",", ":")))
 
 

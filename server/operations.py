@@ -51,6 +51,11 @@ class Operation(enum.Enum):
     GetBucketOwnershipControls = "GetBucketOwnershipControls"
     GetObjectLockConfiguration = "GetObjectLockConfiguration"
     GetPublicAccessBlock = "GetPublicAccessBlock"
+    PutPublicAccessBlock = "PutPublicAccessBlock"
+    DeletePublicAccessBlock = "DeletePublicAccessBlock"
+    PutBucketOwnershipControls = "PutBucketOwnershipControls"
+    DeleteBucketOwnershipControls = "DeleteBucketOwnershipControls"
+    GetBucketPolicyStatus = "GetBucketPolicyStatus"
     OtherBucketSubresource = "OtherBucketSubresource"  # website, logging, replication, ...
     ListObjects = "ListObjects"
     ListObjectsV2 = "ListObjectsV2"

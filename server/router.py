@@ -64,6 +64,7 @@ _BUCKET_GET = [
     ("ownershipControls", Op.GetBucketOwnershipControls),
     ("object-lock", Op.GetObjectLockConfiguration),
     ("publicAccessBlock", Op.GetPublicAccessBlock),
+    ("policyStatus", Op.GetBucketPolicyStatus),
     ("uploads", Op.ListMultipartUploads),
     ("versions", Op.ListObjectVersions),
 ]
@@ -76,6 +77,8 @@ _BUCKET_PUT = [
     ("policy", Op.PutBucketPolicy),
     ("cors", Op.PutBucketCors),
     ("encryption", Op.PutBucketEncryption),
+    ("ownershipControls", Op.PutBucketOwnershipControls),
+    ("publicAccessBlock", Op.PutPublicAccessBlock),
 ]
 _BUCKET_DELETE = [
     ("lifecycle", Op.DeleteBucketLifecycle),
@@ -84,6 +87,8 @@ _BUCKET_DELETE = [
     ("policy", Op.DeleteBucketPolicy),
     ("cors", Op.DeleteBucketCors),
     ("encryption", Op.DeleteBucketEncryption),
+    ("ownershipControls", Op.DeleteBucketOwnershipControls),
+    ("publicAccessBlock", Op.DeletePublicAccessBlock),
 ]
 # Sub-resources we know by name but do not implement: a clean NotImplemented, not a listing.
 _OTHER_BUCKET = {

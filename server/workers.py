@@ -237,8 +237,8 @@ class Supervisor:
     # --- main loop -------------------------------------------------------------------------------
 
     def run(self) -> int:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, self._on_signal)
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, self._on_signal)
         spawned = [self._spawn() for _ in range(self.count)]
         ready = [w for w in spawned if self._wait_ready(w)]
         self.workers = spawned

@@ -13,7 +13,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from erasure import ErasurePool
 
 
 class BackendError(Exception):
@@ -170,6 +173,14 @@ class TierBackend(ABC):
     def stats(self) -> dict[str, Any]:
         """Cheap numbers for status and metrics (bytes used, capacity, ...)."""
         return {}
+
+    def erasure_pool(self) -> ErasurePool | None:
+        """The erasure pool holding this tier's bytes on local failure domains, or None.
+
+        Healing, rebalancing and drive administration work on a pool's domains and shards
+        directly; a backend without such a pool (memory, plain files, a remote bucket) answers None.
+        """
+        return None
 
     def domains(self) -> list[dict[str, Any]]:
         """The drives (failure domains) under this backend, for admin, metrics and the status page.

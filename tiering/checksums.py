@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Callable
 from typing import Protocol
 
 from awscrt import checksums as crt
@@ -33,13 +34,13 @@ class Digest(Protocol):
 class _Crc:
     """A running CRC with the big-endian byte layout S3 uses for its base64 value."""
 
-    def __init__(self, fn: type | object, width: int) -> None:
+    def __init__(self, fn: Callable[[bytes | memoryview, int], int], width: int) -> None:
         self._fn = fn
         self._width = width
         self._value = 0
 
     def update(self, data: bytes | memoryview) -> None:
-        self._value = self._fn(data, self._value)  # type: ignore[operator]
+        self._value = self._fn(data, self._value)
 
     def digest(self) -> bytes:
         return self._value.to_bytes(self._width, "big")

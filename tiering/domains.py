@@ -17,6 +17,7 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from erasure import ErasurePool
     from tiering.store import ObjectStore
 
 
@@ -31,10 +32,14 @@ class UnknownDomain(KeyError):
     pass
 
 
-def _pools(store: ObjectStore) -> dict[str, Any]:
-    return {
-        name: tier.backend.pool for name, tier in store.tiers.items() if hasattr(tier.backend, "pool")
-    }
+def erasure_pools(store: ObjectStore) -> dict[str, ErasurePool]:
+    """The erasure pool of every tier that has one, by tier name."""
+    pools: dict[str, ErasurePool] = {}
+    for name, tier in store.tiers.items():
+        pool = tier.backend.erasure_pool()
+        if pool is not None:
+            pools[name] = pool
+    return pools
 
 
 def list_domains(store: ObjectStore) -> list[dict[str, Any]]:
@@ -48,7 +53,7 @@ def list_domains(store: ObjectStore) -> list[dict[str, Any]]:
 
 def set_domain_state(store: ObjectStore, target: str, online: bool) -> list[str]:
     """Mark a drive, or every drive under a node/rack/zone, online or offline. Returns drive ids."""
-    for tier, pool in _pools(store).items():
+    for tier, pool in erasure_pools(store).items():
         topology = pool.topology
         if topology.get(target) is not None:
             changed = topology.set_state(target, "online" if online else "offline", "drive")
@@ -78,7 +83,7 @@ def _apply(store: ObjectStore, states: dict[str, str]) -> None:
     changed: dict[bool, list[str]] = {True: [], False: []}
     for name, state in states.items():
         drive = name[len(STATE_PREFIX) :]
-        for pool in _pools(store).values():
+        for pool in erasure_pools(store).values():
             domain = pool.topology.get(drive)
             if domain is not None and domain.state != state:
                 pool.topology.set_state(drive, state, "drive")

@@ -147,3 +147,38 @@ class TierUnavailable(TieringError):
 class CatalogUnavailable(TieringError):
     """The catalog database cannot be reached right now (PostgreSQL down or restarting, its
     connections exhausted): nothing was decided, the client should retry shortly."""
+
+
+# --- encryption at rest -----------------------------------------------------------------------
+
+
+class SSECustomerKeyRequired(TieringError):
+    """The object is encrypted with a customer key (SSE-C) and none was given."""
+
+    def __init__(self) -> None:
+        super().__init__("the object is encrypted with a customer-provided key")
+
+
+class SSECustomerKeyMismatch(TieringError):
+    """The customer key given is not the one the object was encrypted with."""
+
+    def __init__(self) -> None:
+        super().__init__("the customer-provided key does not match the object's")
+
+
+class SSENotApplicable(TieringError):
+    """A customer key was given for an object that is not encrypted with one."""
+
+    def __init__(self) -> None:
+        super().__init__("the object is not encrypted with a customer-provided key")
+
+
+class KmsKeyNotFound(TieringError):
+    def __init__(self, key_id: str) -> None:
+        super().__init__(f"no KMS key {key_id!r}")
+        self.key_id = key_id
+
+
+class EncryptionKeyUnavailable(TieringError):
+    """A stored object's wrapping key is missing from the keyring (or does not unwrap its data
+    key): the operator's configuration lost a master key. The data is intact, not readable here."""

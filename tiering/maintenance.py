@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tiering.backend import BackendError, StoredData
+from tiering.backends.erasure_coded import ErasureCodedBackend
 from tiering.lease_holders import process_holder
 
 if TYPE_CHECKING:
@@ -106,16 +107,16 @@ class Maintenance:
 
     # --- which backends take part --------------------------------------------------------------
 
-    def healable_tiers(self) -> dict[str, Any]:
+    def healable_tiers(self) -> dict[str, ErasureCodedBackend]:
         return {
-            name: tier.backend for name, tier in self.store.tiers.items() if hasattr(tier.backend, "heal")
+            name: tier.backend
+            for name, tier in self.store.tiers.items()
+            if isinstance(tier.backend, ErasureCodedBackend)
         }
 
     async def start(self) -> None:
         for name, backend in self.healable_tiers().items():
-            queue = getattr(getattr(backend, "pool", None), "heal_requests", None)
-            if queue is not None:
-                self._tasks.append(asyncio.create_task(self._drain(name, queue)))
+            self._tasks.append(asyncio.create_task(self._drain(name, backend.pool.heal_requests)))
         if self.healable_tiers():
             self._tasks.append(asyncio.create_task(self._heal_queued_forever()))
         if self.scrub_interval:

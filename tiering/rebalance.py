@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import re
@@ -45,16 +46,16 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from erasure import ErasureError, ErasurePool
 from erasure import rebalance as placement
 from erasure.location import Location
 from erasure.stripe import StripeLayout
 from erasure.topology import Domain
-from tiering.backend import BackendError
-from tiering.catalog import RETIRE_GRACE_SECONDS
-from tiering.domains import UnknownDomain
+from tiering.backend import BackendError, StoredData
+from tiering.catalog import RETIRE_GRACE_SECONDS, Catalog
+from tiering.domains import UnknownDomain, erasure_pools
 from tiering.errors import TieringError
 from tiering.lease_holders import holder_is_dead, process_holder
 
@@ -62,6 +63,8 @@ if TYPE_CHECKING:
     from tiering.store import ObjectStore
 
 log = logging.getLogger("tierstore.rebalance")
+
+T = TypeVar("T")
 
 Throttle = Callable[[int], Awaitable[None]]
 
@@ -166,9 +169,9 @@ class RebalanceProgress:
         return out
 
 
-def _erasure_pools(store: ObjectStore) -> dict[str, ErasurePool]:
-    return {name: tier.backend.pool for name, tier in store.tiers.items()
-            if isinstance(getattr(tier.backend, "pool", None), ErasurePool)}
+def _stored_blobs(catalog: Catalog, batch: list[tuple[str, str | None, str | None]]) -> list[StoredData | None]:
+    """The recorded StoredData of each (data_id, bucket, key) of a scan batch (one thread trip)."""
+    return [catalog.stored_blob(data_id) for data_id, _, _ in batch]
 
 
 def _row(tier: str, domain: Domain, status: str = "active") -> dict[str, Any]:
@@ -204,7 +207,7 @@ class Rebalancer:
 
     @property
     def pools(self) -> dict[str, ErasurePool]:
-        return _erasure_pools(self.store)
+        return erasure_pools(self.store)
 
     # --- start, stop, follow the shared topology ------------------------------------------------
 
@@ -414,16 +417,16 @@ class Rebalancer:
             planned += len(restripe) + len(moves)
             if restripe:
                 p.state = "restriping"
-                acted += await self._each(restripe, lambda item, t=tier: self._restripe(t, *item))
+                acted += await self._each(restripe, functools.partial(self._restripe, tier))
             if moves:
                 p.state = "moving"
-                acted += await self._each(moves, lambda data_id, t=tier, pl=pool: self._move_blob(t, pl, data_id))
+                acted += await self._each(moves, functools.partial(self._move_blob, tier, pool))
         if first and p.shards_scanned:
             p.first_pass_fraction = p.shards_planned / p.shards_scanned
         failed = p.failures - failures_before
         return acted, planned, failed
 
-    async def _each(self, items: list[Any], work: Callable[[Any], Awaitable[bool]]) -> int:
+    async def _each(self, items: list[T], work: Callable[[T], Awaitable[bool]]) -> int:
         """Run `work` over `items`, `concurrency` at a time; returns how many did something."""
         queue = list(reversed(items))
         done = 0
@@ -456,7 +459,7 @@ class Rebalancer:
             if not batch:
                 break
             cursor = batch[-1][0]
-            stored_all = await asyncio.to_thread(lambda b=batch: [catalog.stored_blob(d) for d, _, _ in b])
+            stored_all = await asyncio.to_thread(_stored_blobs, catalog, batch)
             for (data_id, bucket, key), stored in zip(batch, stored_all, strict=True):
                 if stored is None or not stored.location:
                     continue
@@ -483,7 +486,8 @@ class Rebalancer:
             await asyncio.sleep(0)
         return list(restripe), moves, scanned, shard_moves
 
-    async def _restripe(self, tier: str, bucket: str, key: str) -> bool:
+    async def _restripe(self, tier: str, object_key: tuple[str, str]) -> bool:
+        bucket, key = object_key
         pool = self.pools[tier]
 
         def stale(stored: Any) -> bool:
@@ -543,8 +547,8 @@ class Rebalancer:
             await self._drop_copies(intents)
             return False
         if await asyncio.to_thread(catalog.relocate_blob_if, data_id, before, after):
-            old = [(data_id, tier, loc.shards[i], i) for i in moved if loc.shards[i] is not None]
-            await asyncio.to_thread(catalog.add_shard_garbage, old, time.time() + RETIRE_GRACE_SECONDS)  # type: ignore[arg-type]
+            old = [(data_id, tier, domain, i) for i in moved if (domain := loc.shards[i]) is not None]
+            await asyncio.to_thread(catalog.add_shard_garbage, old, time.time() + RETIRE_GRACE_SECONDS)
             p.shards_moved += len(moved)
             p.total_shards_moved += len(moved)
             unmoved = [e for e in intents if e[3] not in moved]
@@ -600,7 +604,7 @@ class Rebalancer:
 
 
 def _pool(store: ObjectStore, tier: str) -> ErasurePool:
-    pool = _erasure_pools(store).get(tier)
+    pool = erasure_pools(store).get(tier)
     if pool is None:
         raise UnknownTier(f"no erasure-coded tier {tier!r}")
     return pool
@@ -608,7 +612,7 @@ def _pool(store: ObjectStore, tier: str) -> ErasurePool:
 
 def resolve_domains(store: ObjectStore, target: str) -> tuple[str, ErasurePool, list[Domain]]:
     """A drive id (hot-n1-d2), or every drive under a tier's node/rack/zone (hot-n3, hot-rack2)."""
-    for tier, pool in _erasure_pools(store).items():
+    for tier, pool in erasure_pools(store).items():
         domain = pool.topology.get(target)
         if domain is not None:
             return tier, pool, [domain]
@@ -646,9 +650,9 @@ async def _add_domain(
         domain_id = f"{tier}-{node}-d{n}"
     if not _DOMAIN_ID.fullmatch(domain_id):
         raise RebalanceRefused(f"invalid domain id {domain_id!r}")
-    if any(pool.topology.get(domain_id) for pool in _erasure_pools(store).values()):
+    if any(pool.topology.get(domain_id) for pool in erasure_pools(store).values()):
         raise RebalanceRefused(f"domain {domain_id!r} exists")
-    existing = [d for other in _erasure_pools(store).values() for d in other.topology]
+    existing = [d for other in erasure_pools(store).values() for d in other.topology]
 
     def prepare() -> tuple[Path, Domain | None]:
         where = Path(path).resolve()

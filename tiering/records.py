@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from tiering.backend import StoredData
+from tiering.encryption.chunks import CHUNK_SIZE, plaintext_size
 
 
 @dataclass(frozen=True)
@@ -48,15 +49,23 @@ class ObjectMeta:
     tags: dict[str, str] = field(default_factory=dict)
     storage_class: str = "STANDARD"  # the class the client asked for, as S3 reports it
     storage_class_explicit: bool = False  # did the client name a class (temperature management)
+    acl: str | None = None  # the object's ACL (owner and grants) as server.access.acl stores it; None: private
+    # Encryption at rest (`tiering.encryption.ObjectEncryption.to_json()`); None: stored in the clear.
+    encryption: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        raw: dict[str, Any] = {
             "ct": self.content_type,
             "sys": self.system,
             "user": self.user,
             "sc": self.storage_class,
             "scx": self.storage_class_explicit,
         }
+        if self.acl is not None:
+            raw["acl"] = self.acl
+        if self.encryption is not None:
+            raw["enc"] = self.encryption
+        return raw
 
     @classmethod
     def from_json(cls, raw: dict[str, Any], tags: dict[str, str]) -> ObjectMeta:
@@ -67,6 +76,8 @@ class ObjectMeta:
             tags=tags,
             storage_class=raw.get("sc", "STANDARD"),
             storage_class_explicit=raw.get("scx", False),
+            acl=raw.get("acl"),
+            encryption=raw.get("enc"),
         )
 
 
@@ -124,6 +135,14 @@ class ObjectRecord:
     @property
     def parts_count(self) -> int:
         return sum(1 for s in self.segments if s.part_number) or 0
+
+    def segment_sizes(self, segments: tuple[Segment, ...] | None = None) -> list[int]:
+        """The object's bytes in each segment (stored sizes less the encryption's framing)."""
+        segments = self.segments if segments is None else segments
+        if self.meta.encryption is None:
+            return [s.stored.size for s in segments]
+        chunk = self.meta.encryption.get("cs", CHUNK_SIZE)
+        return [plaintext_size(s.stored.size, chunk) for s in segments]
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
+
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
@@ -179,16 +181,17 @@ def run_one(server: servers.Server, wl: Workload, source: str, n: int, data: dic
         t.start()
     load = LoadSampler()
     load.start()
-    cpu0, t_run = servers.cpu_seconds(server.proc.pid), time.monotonic()
+    cpu0, t_run = servers.cpu_seconds(server.pid), time.monotonic()
     deadline_box.append(t_run + max_s)
     start.wait()
     for t in threads:
         t.join(max_s + 120)
     wall = time.monotonic() - t_run
-    server_cpu = servers.cpu_seconds(server.proc.pid) - cpu0
+    server_cpu = servers.cpu_seconds(server.pid) - cpu0
     load.stop.set()
     for it, _ in its:
-        it._shutdown_workers()  # noqa: SLF001 - stop the worker processes now, not at GC time
+        if isinstance(it, _MultiProcessingDataLoaderIter):  # with workers > 0
+            it._shutdown_workers()  # noqa: SLF001 - stop the worker processes now, not at GC time
     its.clear()
     errors = [r["error"] for r in results if "error" in r]
     samples_s = sum(r["batches"] * wl.batch / r["window_s"] for r in results if r.get("window_s"))
@@ -235,7 +238,7 @@ def profile_server(server: servers.Server, wl: Workload, source: str, n: int, da
     """py-spy record (raw collapsed stacks) of the server during one more run of the worst case."""
     raw = out_dir / f"pyspy-{wl.name}-{source}-n{n}.txt"
     duration = int(args.max_seconds)
-    spy = subprocess.Popen([args.py_spy, "record", "--pid", str(server.proc.pid), "--duration", str(duration),
+    spy = subprocess.Popen([args.py_spy, "record", "--pid", str(server.pid), "--duration", str(duration),
                             "--rate", "50", "--format", "raw", "--nonblocking", "--gil", "--output", str(raw)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:

@@ -8,6 +8,7 @@ from starlette.responses import Response
 
 from server.context import S3Request
 from server.errors import InvalidLocationConstraint
+from server.handlers import access_api
 from server.handlers.common import owner_of, owner_xml
 from server.handlers.registry import handles
 from server.http_semantics import validate_bucket_name
@@ -29,7 +30,7 @@ async def list_buckets(req: S3Request) -> Response:
         for b in buckets
     ]
     return xml_response(
-        document("ListAllMyBucketsResult", [("Owner", owner_xml(req)), ("Buckets", entries)])  # type: ignore[list-item]
+        document("ListAllMyBucketsResult", [("Owner", owner_xml(req)), ("Buckets", entries)])
     )
 
 
@@ -45,7 +46,9 @@ async def create_bucket(req: S3Request) -> Response:
                 raise InvalidLocationConstraint(LocationConstraint=constraint)
             region = constraint
     owner_id, _ = owner_of(req)
+    await access_api.bucket_acl_on_create(req)  # refuses before anything exists
     await req.store.create_bucket(req.bucket, owner_id, region)
+    await access_api.store_bucket_documents(req)
     return empty_response(200, {"location": f"/{req.bucket}"})
 
 

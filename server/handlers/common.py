@@ -7,6 +7,7 @@ import hashlib
 from server.context import S3Request
 from server.errors import BadDigest, EntityTooLarge, InvalidArgument, NoSuchVersion
 from server.http_semantics import content_md5
+from server.xml_io import Value
 from tiering.store import PendingWrite
 
 MAX_PUT_SIZE = 5 * 1024**3  # the largest single PUT or part, as on AWS
@@ -18,7 +19,7 @@ def owner_of(req: S3Request) -> tuple[str, str]:
     return hashlib.sha256(key.encode()).hexdigest(), key
 
 
-def owner_xml(req: S3Request) -> list[tuple[str, object]]:
+def owner_xml(req: S3Request) -> list[tuple[str, Value]]:
     owner_id, name = owner_of(req)
     return [("ID", owner_id), ("DisplayName", name)]
 

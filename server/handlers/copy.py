@@ -7,9 +7,10 @@ from urllib.parse import unquote
 from starlette.responses import Response
 
 from server.context import S3Request
+from server.encryption import COPY_SOURCE_CUSTOMER, customer_key, response_headers, write_request
 from server.errors import InvalidArgument, InvalidRange, InvalidRequest, NoSuchVersion
+from server.handlers.access_api import object_acl_for_write
 from server.handlers.multipart import part_number_param
-from server.handlers.put import refuse_encryption
 from server.handlers.registry import handles
 from server.http_semantics import (
     check_read_conditions,
@@ -69,33 +70,37 @@ def _copy_meta(req: S3Request, source: ObjectRecord) -> ObjectMeta:
     )
 
 
-def _result(tag: str, record_etag: str, mtime: float, checksum: tuple[str | None, str | None]) -> Response:
+def _result(tag: str, record_etag: str, mtime: float, checksum: tuple[str | None, str | None],
+            headers: dict[str, str] | None = None) -> Response:
     children: list[tuple[str, Value]] = [("ETag", f'"{record_etag}"'), ("LastModified", iso_time(mtime))]
     algorithm, value = checksum
     if algorithm and value:
         children.append((f"Checksum{algorithm}", value))
-    return xml_response(document(tag, children))
+    return xml_response(document(tag, children), headers=headers or None)
 
 
 @handles(Operation.CopyObject)
 async def copy_object(req: S3Request) -> Response:
     validate_key(req.key)
-    refuse_encryption(req)
+    encryption, ckey = write_request(req)
     src_bucket, src_key = copy_source(req)
+    source_key = customer_key(req, COPY_SOURCE_CUSTOMER)
     if req.authorizer is not None and req.identity is not None:
-        await req.authorizer.check_read(req.identity, src_bucket)
-    source = await req.store.open_object(src_bucket, src_key)
+        await req.authorizer.check_read(req.identity, src_bucket, src_key, request=req.request)
+    source = await req.store.open_object(src_bucket, src_key, customer_key=source_key.key if source_key else None,
+                                         check_customer_key=True)
     if req.lifecycle is not None:
         req.lifecycle.record_access(src_bucket, src_key)  # a copy reads its source: an access
     try:
         check_read_conditions(req.headers, source.record, for_copy=True)
-        meta = _copy_meta(req, source.record)
+        meta = await object_acl_for_write(req, _copy_meta(req, source.record))
         same_object = (src_bucket, src_key) == (req.bucket, req.key)
         if same_object:
             changes = (
                 (req.header("x-amz-metadata-directive") or "").upper() == "REPLACE"
                 or (req.header("x-amz-tagging-directive") or "").upper() == "REPLACE"
                 or meta.storage_class != source.record.meta.storage_class
+                or encryption is not None
             )
             if not changes:
                 raise InvalidRequest(
@@ -103,15 +108,16 @@ async def copy_object(req: S3Request) -> Response:
                     "changing the object's metadata, storage class, website redirect location or encryption "
                     "attributes."
                 )
-            if req.store.tier_for(meta.storage_class) == source.record.tier:
+            if req.store.tier_for(meta.storage_class) == source.record.tier and encryption is None:
                 # chmod/touch through a FUSE mount: only metadata changes, no byte is copied.
                 record = await req.store.replace_metadata(req.bucket, req.key, meta, if_etag=source.record.etag)
                 return _result("CopyObjectResult", record.etag, record.last_modified,
-                               (record.checksum_algorithm, record.checksum))
+                               (record.checksum_algorithm, record.checksum), response_headers(record.meta.encryption))
         await req.store.get_bucket(req.bucket)
         pending = await req.store.begin_put(
             req.bucket, meta.storage_class, size_hint=source.record.size,
             checksum_algorithm=req.header("x-amz-checksum-algorithm") or source.record.checksum_algorithm,
+            encryption=encryption,
         )
         try:
             await req.store.copy_data(source, pending)
@@ -121,7 +127,8 @@ async def copy_object(req: S3Request) -> Response:
             raise
     finally:
         source.close()
-    return _result("CopyObjectResult", record.etag, record.last_modified, (record.checksum_algorithm, record.checksum))
+    return _result("CopyObjectResult", record.etag, record.last_modified, (record.checksum_algorithm, record.checksum),
+                   response_headers(record.meta.encryption, ckey))
 
 
 def _copy_range(req: S3Request, size: int) -> tuple[int, int]:
@@ -144,13 +151,17 @@ async def upload_part_copy(req: S3Request) -> Response:
     part_number = part_number_param(req)
     upload = await req.store.get_upload(req.bucket, req.key, req.query.get("uploadId", ""))
     src_bucket, src_key = copy_source(req)
+    source_key = customer_key(req, COPY_SOURCE_CUSTOMER)
+    ckey = customer_key(req)
     if req.authorizer is not None and req.identity is not None:
-        await req.authorizer.check_read(req.identity, src_bucket)
-    source = await req.store.open_object(src_bucket, src_key)
+        await req.authorizer.check_read(req.identity, src_bucket, src_key, request=req.request)
+    source = await req.store.open_object(src_bucket, src_key, customer_key=source_key.key if source_key else None,
+                                         check_customer_key=True)
     try:
         check_read_conditions(req.headers, source.record, for_copy=True)
         start, end = _copy_range(req, source.record.size)
-        pending = await req.store.begin_part(upload, size_hint=end - start, checksum_algorithm=None)
+        pending = await req.store.begin_part(upload, size_hint=end - start, checksum_algorithm=None,
+                                             part_number=part_number, customer_key=ckey.key if ckey else None)
         try:
             await req.store.copy_data(source, pending, start, end)
             part = await pending.commit_part(upload, part_number)
@@ -159,4 +170,5 @@ async def upload_part_copy(req: S3Request) -> Response:
             raise
     finally:
         source.close()
-    return _result("CopyPartResult", part.etag, part.last_modified, (upload.checksum_algorithm, part.checksum))
+    return _result("CopyPartResult", part.etag, part.last_modified, (upload.checksum_algorithm, part.checksum),
+                   response_headers(upload.meta.encryption, ckey))

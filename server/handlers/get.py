@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator
 from starlette.responses import Response
 
 from server.context import S3Request
-from server.errors import InvalidPartNumber, InvalidRange, InvalidRequest
+from server.encryption import SSE, CustomerKey, customer_key, response_headers
+from server.errors import InvalidArgument, InvalidPartNumber, InvalidRange, InvalidRequest
 from server.handlers.common import only_null_version
 from server.handlers.multipart import part_number_param
 from server.handlers.registry import handles
@@ -22,7 +23,7 @@ from server.http_semantics import (
 )
 from server.operations import Operation
 from server.responses import StreamedBody, xml_response
-from server.xml_io import document, http_date
+from server.xml_io import Value, document, http_date
 from tiering.checksums import checksum_type_of
 from tiering.records import ObjectRecord
 from tiering.store import OpenedObject
@@ -39,10 +40,10 @@ def part_range(record: ObjectRecord, part_number: int) -> ByteRange:
             raise InvalidPartNumber()
         return ByteRange(0, record.size)
     offset = 0
-    for segment in record.segments:
+    for segment, size in zip(record.segments, record.segment_sizes(), strict=True):
         if segment.part_number == part_number:
-            return ByteRange(offset, offset + segment.stored.size)
-        offset += segment.stored.size
+            return ByteRange(offset, offset + size)
+        offset += size
     raise InvalidPartNumber()
 
 
@@ -66,14 +67,18 @@ def _part_header(boundary: str, content_type: str, r: ByteRange, size: int) -> b
 async def get_object(req: S3Request) -> Response:
     only_null_version(req)
     send_body = req.operation is Operation.GetObject
+    if req.header(SSE) is not None:  # a read names no encryption of its own (SSE-C keys aside)
+        raise InvalidArgument("x-amz-server-side-encryption header is not supported for this operation.")
+    ckey = customer_key(req)
     # HEAD describes an archived object; only GET needs its bytes (and so a restore).
     opened = await req.store.open_object(
-        req.bucket, req.key, allow_archived=not send_body, read_up_to=SMALL_GET_BYTES if send_body else 0
+        req.bucket, req.key, allow_archived=not send_body, read_up_to=SMALL_GET_BYTES if send_body else 0,
+        customer_key=ckey.key if ckey else None, check_customer_key=True,
     )
     if send_body and req.lifecycle is not None:
         req.lifecycle.record_access(req.bucket, req.key)  # HEAD does not warm an object
     try:
-        response = _respond(req, opened, send_body)
+        response = _respond(req, opened, send_body, ckey)
         if send_body and isinstance(response, StreamedBody):
             await response.prime()  # data that cannot be read fails as an S3 error, not a cut body
         return response
@@ -82,10 +87,11 @@ async def get_object(req: S3Request) -> Response:
         raise
 
 
-def _respond(req: S3Request, opened: OpenedObject, send_body: bool) -> Response:
+def _respond(req: S3Request, opened: OpenedObject, send_body: bool, ckey: CustomerKey | None) -> Response:
     record = opened.record
     check_read_conditions(req.headers, record)
     headers = object_headers(record, checksum_mode=(req.header("x-amz-checksum-mode") or "").upper() == "ENABLED")
+    headers.update(response_headers(record.meta.encryption, ckey))
     if req.query.get("versionId") == "null":
         headers["x-amz-version-id"] = "null"
     apply_response_overrides(headers, req.query)
@@ -159,7 +165,7 @@ async def get_object_attributes(req: S3Request) -> Response:
     only_null_version(req)
     record = await req.store.head_object(req.bucket, req.key)
     wanted = {a.strip() for a in (req.header("x-amz-object-attributes") or "").split(",") if a.strip()}
-    children: list[tuple[str, object]] = []
+    children: list[tuple[str, Value]] = []
     if "ETag" in wanted:
         children.append(("ETag", record.etag))
     if "Checksum" in wanted and record.checksum and record.checksum_algorithm:
@@ -173,4 +179,4 @@ async def get_object_attributes(req: S3Request) -> Response:
     if "ObjectSize" in wanted:
         children.append(("ObjectSize", record.size))
     headers = {"last-modified": http_date(record.last_modified)}
-    return xml_response(document("GetObjectAttributesResponse", children), headers=headers)  # type: ignore[arg-type]
+    return xml_response(document("GetObjectAttributesResponse", children), headers=headers)

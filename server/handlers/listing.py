@@ -260,8 +260,8 @@ async def list_uploads(req: S3Request) -> Response:
         children.append(("Upload", [
             ("Key", encode_key(upload.key, encoding)),
             ("UploadId", upload.upload_id),
-            ("Initiator", owner_xml(req)),  # type: ignore[list-item]
-            ("Owner", owner_xml(req)),  # type: ignore[list-item]
+            ("Initiator", owner_xml(req)),
+            ("Owner", owner_xml(req)),
             ("StorageClass", upload.meta.storage_class),
             ("Initiated", iso_time(upload.initiated)),
         ]))

@@ -5,9 +5,11 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from server.context import S3Request
+from server.encryption import customer_key, response_headers, write_request
 from server.errors import InvalidArgument, InvalidRequest, MalformedXML
+from server.handlers.access_api import object_acl_for_write
 from server.handlers.common import int_param, owner_of, owner_xml, receive_body
-from server.handlers.put import declared_size, refuse_encryption
+from server.handlers.put import declared_size
 from server.handlers.registry import handles
 from server.http_semantics import is_number, meta_from_headers, requested_checksum_algorithm, validate_key
 from server.operations import Operation
@@ -29,20 +31,21 @@ def part_number_param(req: S3Request) -> int:
 @handles(Operation.CreateMultipartUpload)
 async def create_upload(req: S3Request) -> Response:
     validate_key(req.key)
-    refuse_encryption(req)
-    meta = meta_from_headers(req.headers)
+    encryption, ckey = write_request(req)
+    meta = await object_acl_for_write(req, meta_from_headers(req.headers))
     algorithm = req.header("x-amz-checksum-algorithm")
     if algorithm and algorithm.upper() not in ALGORITHMS:
         raise InvalidRequest("Checksum algorithm provided is unsupported.")
     checksum_type = _checksum_type(algorithm, req.header("x-amz-checksum-type"))
     owner_id, _ = owner_of(req)
     upload = await req.store.create_upload(
-        req.bucket, req.key, meta, checksum_algorithm=algorithm, owner=owner_id, checksum_type=checksum_type
+        req.bucket, req.key, meta, checksum_algorithm=algorithm, owner=owner_id, checksum_type=checksum_type,
+        encryption=encryption,
     )
-    headers = None
+    headers = response_headers(upload.meta.encryption, ckey)
     if upload.checksum_algorithm:
-        headers = {"x-amz-checksum-algorithm": upload.checksum_algorithm,
-                   "x-amz-checksum-type": upload.checksum_type or COMPOSITE}
+        headers.update({"x-amz-checksum-algorithm": upload.checksum_algorithm,
+                        "x-amz-checksum-type": upload.checksum_type or COMPOSITE})
     return xml_response(
         document(
             "InitiateMultipartUploadResult",
@@ -79,14 +82,16 @@ async def upload_part(req: S3Request) -> Response:
         raise InvalidRequest(f"Checksum Type mismatch occurred, expected checksum Type: "
                              f"{upload.checksum_algorithm.lower()}, actual checksum Type: {requested.lower()}")
     algorithm = requested or upload.checksum_algorithm
-    pending = await req.store.begin_part(upload, size_hint=size, checksum_algorithm=algorithm)
+    ckey = customer_key(req)
+    pending = await req.store.begin_part(upload, size_hint=size, checksum_algorithm=algorithm,
+                                         part_number=part_number, customer_key=ckey.key if ckey else None)
     try:
         await receive_body(req, pending)
         part = await pending.commit_part(upload, part_number)
     except BaseException:
         await pending.abort()
         raise
-    headers = {"etag": f'"{part.etag}"'}
+    headers = {"etag": f'"{part.etag}"', **response_headers(upload.meta.encryption, ckey)}
     if part.checksum and algorithm:
         headers[f"x-amz-checksum-{algorithm.lower()}"] = part.checksum
     return empty_response(200, headers)
@@ -120,7 +125,8 @@ async def complete_upload(req: S3Request) -> Response:
     if record.checksum and record.checksum_algorithm:
         children.append((f"Checksum{record.checksum_algorithm}", record.checksum))
         children.append(("ChecksumType", checksum_type_of(record.checksum)))
-    return xml_response(document("CompleteMultipartUploadResult", children))
+    return xml_response(document("CompleteMultipartUploadResult", children),
+                        headers=response_headers(record.meta.encryption) or None)
 
 
 @handles(Operation.AbortMultipartUpload)
@@ -145,8 +151,8 @@ async def list_parts(req: S3Request) -> Response:
         ("NextPartNumberMarker", parts[-1].part_number if parts else marker),
         ("MaxParts", max_parts),
         ("IsTruncated", truncated),
-        ("Initiator", owner_xml(req)),  # type: ignore[list-item]
-        ("Owner", owner_xml(req)),  # type: ignore[list-item]
+        ("Initiator", owner_xml(req)),
+        ("Owner", owner_xml(req)),
         ("StorageClass", upload.meta.storage_class),
     ]
     if upload.checksum_algorithm:

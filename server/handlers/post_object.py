@@ -13,37 +13,39 @@ import dataclasses
 from datetime import UTC, datetime
 from urllib.parse import quote, urlencode, urlsplit
 
+from starlette.datastructures import Headers
 from starlette.responses import Response
 
 from server import errors as s3
+from server.access.acl import CANNED_ACLS
 from server.context import S3Request
+from server.credentials import ANONYMOUS
+from server.encryption import response_headers, write_request
 from server.form_data import FilePart, FormReader, form_boundary
+from server.handlers.access_api import object_acl_for_write
 from server.handlers.common import MAX_PUT_SIZE
 from server.handlers.registry import handles
-from server.handlers.subresources import CANNED_ACLS, parse_tags
+from server.handlers.subresources import parse_tags
 from server.http_semantics import content_md5, meta_from_headers, requested_checksum_algorithm, validate_key
 from server.operations import Operation
 from server.post_policy import check_form, check_size, parse_policy, size_limit, verify_signature
 from server.responses import empty_response, xml_response
 from server.xml_io import document
 
-# The canned ACLs a bucket with S3's default ownership (BucketOwnerEnforced) accepts: those that
-# leave the owner in full control. Any other is refused as S3 refuses it.
-OWNER_ACLS = {"private", "bucket-owner-full-control"}
 
-
-class AccessControlListNotSupported(s3.S3Error):
-    status = 400
-    message = "The bucket does not allow ACLs"
-
-
-def _check_acl(values: dict[str, str]) -> None:
+def _form_request(req: S3Request, values: dict[str, str]) -> S3Request:
+    """The request as the PutObject helpers read it: the form's `acl` field as x-amz-acl and its
+    x-amz-server-side-encryption* fields as those headers (object_acl_for_write, write_request)."""
     acl = values.get("acl")
-    if acl is None or acl in OWNER_ACLS:
-        return
-    if acl in CANNED_ACLS:
-        raise AccessControlListNotSupported()
-    raise s3.InvalidArgument(ArgumentName="acl", ArgumentValue=acl)
+    if acl is not None and acl not in CANNED_ACLS:
+        raise s3.InvalidArgument(ArgumentName="acl", ArgumentValue=acl)
+    headers = {"x-amz-acl": acl} if acl is not None else {}
+    for name, value in values.items():
+        if name.startswith("x-amz-server-side-encryption"):
+            if not value.isascii():
+                raise s3.InvalidArgument(ArgumentName=name, ArgumentValue=value)
+            headers[name] = value
+    return dataclasses.replace(req, headers=Headers(headers))
 
 
 def _object_key(values: dict[str, str], part: FilePart) -> str:
@@ -92,26 +94,31 @@ async def post_object(req: S3Request) -> Response:
     key = _object_key(values, part)
     assert req.credentials is not None
     signer = verify_signature(values, req.credentials)
-    if signer is None:
-        # TODO(authz merge): an anonymous form may write to a bucket whose policy or ACL lets
-        # everyone write; until then only signed forms are accepted.
-        raise s3.AccessDenied()
-    policy = parse_policy(values["policy"])
-    check_form(policy, fields, req.bucket, datetime.now(UTC))
+    # A signed form is bound by its policy (verify_signature required one); an anonymous form
+    # that carries a policy is bound by it too.
+    policy = parse_policy(values["policy"]) if "policy" in values else None
+    if policy is not None:
+        check_form(policy, fields, req.bucket, datetime.now(UTC))
+    # An anonymous form (no signature fields) writes only where a bucket policy or ACL lets
+    # everyone write, as S3 decides it.
+    identity = ANONYMOUS if signer is None else req.credentials.identity(signer.access_key)
+    req.identity = identity
     assert req.authorizer is not None
-    await req.authorizer.check(req.credentials.identity(signer.access_key), Operation.PutObject, req.bucket)
-    if any(name.startswith("x-amz-server-side-encryption") for name in values):
-        # TODO(sse merge): encrypt as a PUT with these headers does (the SSE branch owns it).
-        raise s3.NotImplemented("Server-side encryption is not supported")
-    _check_acl(values)
+    await req.authorizer.check(identity, Operation.PutObject, req.bucket, key=key, request=req.request,
+                               auth_scheme=None if signer is None else "post")
+    form_request = _form_request(req, values)
+    encryption, ckey = write_request(form_request)  # encrypted as a PUT with these headers would be
     meta = meta_from_headers(values)  # Content-Type, Cache-Control, x-amz-meta-*, ... as fields
+    # Refused or owned as the bucket's ownership controls say, as for a PutObject with x-amz-acl.
+    meta = await object_acl_for_write(form_request, meta)
     if "tagging" in values:
         meta = dataclasses.replace(meta, tags=parse_tags(values["tagging"].encode(), 10))
     algorithm = requested_checksum_algorithm(values)
     declared_md5 = content_md5(values)
 
-    limit = size_limit(policy)
-    pending = await req.store.begin_put(req.bucket, meta.storage_class, checksum_algorithm=algorithm)
+    limit = size_limit(policy) if policy is not None else None
+    pending = await req.store.begin_put(req.bucket, meta.storage_class, checksum_algorithm=algorithm,
+                                        encryption=encryption)
     try:
         size = 0
         async for chunk in form.file():
@@ -121,7 +128,8 @@ async def post_object(req: S3Request) -> Response:
             if limit is None or size <= limit:
                 await pending.write(chunk)
             # Past the policy's limit the rest is only counted: S3 reports the whole size.
-        check_size(policy, size)
+        if policy is not None:
+            check_size(policy, size)
         await form.drain()
         await pending.end_body()
         digests = pending.digests
@@ -133,12 +141,12 @@ async def post_object(req: S3Request) -> Response:
     except BaseException:
         await pending.abort()
         raise
-    return _answer(req, values, key, record.etag)
+    return _answer(req, values, key, record.etag, response_headers(record.meta.encryption, ckey))
 
 
-def _answer(req: S3Request, values: dict[str, str], key: str, etag: str) -> Response:
+def _answer(req: S3Request, values: dict[str, str], key: str, etag: str, encryption: dict[str, str]) -> Response:
     location = _object_url(req, key)
-    headers = {"etag": f'"{etag}"', "location": location}
+    headers = {"etag": f'"{etag}"', "location": location, **encryption}
     redirect = _redirect(values.get("success_action_redirect") or values.get("redirect"))
     if redirect is not None:
         query = urlencode([("bucket", req.bucket), ("key", key), ("etag", f'"{etag}"')])

@@ -4,21 +4,15 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from server import errors as s3
 from server.context import S3Request
+from server.encryption import response_headers, write_request
 from server.errors import EntityTooLarge, MissingContentLength
+from server.handlers.access_api import object_acl_for_write
 from server.handlers.common import MAX_PUT_SIZE, receive_body
 from server.handlers.registry import handles
 from server.http_semantics import meta_from_headers, requested_checksum_algorithm, validate_key
 from server.operations import Operation
 from server.responses import empty_response
-
-
-def refuse_encryption(req: S3Request) -> None:
-    """We do not encrypt at rest: say so rather than pretend."""
-    if req.header("x-amz-server-side-encryption") or req.header("x-amz-server-side-encryption-customer-algorithm"):
-        # s3.NotImplemented (501), not Python's NotImplementedError (which would be a 500).
-        raise s3.NotImplemented("Server-side encryption is not supported")
 
 
 def declared_size(req: S3Request) -> int | None:
@@ -33,11 +27,12 @@ def declared_size(req: S3Request) -> int | None:
 @handles(Operation.PutObject)
 async def put_object(req: S3Request) -> Response:
     validate_key(req.key)
-    refuse_encryption(req)
-    meta = meta_from_headers(req.headers)
+    encryption, ckey = write_request(req)
+    meta = await object_acl_for_write(req, meta_from_headers(req.headers))
     size = declared_size(req)
     algorithm = requested_checksum_algorithm(req.headers)
-    pending = await req.store.begin_put(req.bucket, meta.storage_class, size_hint=size, checksum_algorithm=algorithm)
+    pending = await req.store.begin_put(req.bucket, meta.storage_class, size_hint=size, checksum_algorithm=algorithm,
+                                        encryption=encryption)
     try:
         await receive_body(req, pending)
         record = await pending.commit_object(
@@ -50,7 +45,8 @@ async def put_object(req: S3Request) -> Response:
     except BaseException:
         await pending.abort()
         raise
-    headers = {"etag": f'"{record.etag}"', "x-tierstore-tier": record.tier}
+    headers = {"etag": f'"{record.etag}"', "x-tierstore-tier": record.tier,
+               **response_headers(record.meta.encryption, ckey)}
     if record.checksum and record.checksum_algorithm:
         headers[f"x-amz-checksum-{record.checksum_algorithm.lower()}"] = record.checksum
         headers["x-amz-checksum-type"] = "FULL_OBJECT"

@@ -1,4 +1,4 @@
-"""Bucket and object sub-resources: tagging, ACLs, versioning, and the
+"""Bucket and object sub-resources: tagging, versioning, and the
 configuration APIs we answer honestly ("not configured") without implementing them."""
 
 from __future__ import annotations
@@ -9,18 +9,12 @@ from starlette.responses import Response
 
 from server import errors as s3
 from server.context import S3Request
-from server.handlers.common import only_null_version, owner_xml
+from server.handlers.common import only_null_version
 from server.handlers.registry import handles
 from server.http_semantics import validate_tags
 from server.operations import Operation
 from server.responses import empty_response, xml_response
 from server.xml_io import Value, child_text, document, parse
-
-CANNED_ACLS = {
-    "private", "public-read", "public-read-write", "authenticated-read", "aws-exec-read",
-    "bucket-owner-read", "bucket-owner-full-control", "log-delivery-write",
-}  # fmt: skip
-
 
 # --- tagging -------------------------------------------------------------------------------------
 
@@ -96,49 +90,6 @@ async def delete_bucket_tagging(req: S3Request) -> Response:
     return empty_response(204)
 
 
-# --- ACLs: tools set them even when nobody uses them; the owner always has FULL_CONTROL --------
-
-
-def _acl_document(req: S3Request) -> bytes:
-    owner = owner_xml(req)
-    grant: list[tuple[str, Value]] = [
-        ("Grantee", owner + [("Type", "CanonicalUser")]),  # type: ignore[operator]
-        ("Permission", "FULL_CONTROL"),
-    ]
-    body = document("AccessControlPolicy", [("Owner", owner), ("AccessControlList", [("Grant", grant)])])  # type: ignore[list-item]
-    # Grantee needs the xsi:type attribute that the plain builder cannot express.
-    return body.replace(
-        b"<Grantee>",
-        b'<Grantee xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="CanonicalUser">',
-    ).replace(b"<Type>CanonicalUser</Type>", b"")
-
-
-@handles(Operation.GetBucketAcl)
-async def get_bucket_acl(req: S3Request) -> Response:
-    await req.store.get_bucket(req.bucket)
-    return xml_response(_acl_document(req))
-
-
-@handles(Operation.GetObjectAcl)
-async def get_object_acl(req: S3Request) -> Response:
-    only_null_version(req)
-    await req.store.head_object(req.bucket, req.key)
-    return xml_response(_acl_document(req))
-
-
-@handles(Operation.PutBucketAcl, Operation.PutObjectAcl)
-async def put_acl(req: S3Request) -> Response:
-    canned = req.header("x-amz-acl")
-    if canned is not None and canned not in CANNED_ACLS:
-        raise s3.InvalidArgument(ArgumentName="x-amz-acl", ArgumentValue=canned)
-    await req.small_body()  # an AccessControlPolicy body is accepted and ignored, like a canned ACL
-    if req.key_name:
-        await req.store.head_object(req.bucket, req.key)
-    else:
-        await req.store.get_bucket(req.bucket)
-    return empty_response(200)
-
-
 # --- versioning: buckets are unversioned --------------------------------------------------------
 
 
@@ -163,11 +114,7 @@ async def put_bucket_versioning(req: S3Request) -> Response:
 # --- configuration we do not offer: answer "none configured" to GETs ----------------------------
 
 _NOT_CONFIGURED: dict[Operation, type[s3.S3Error]] = {
-    Operation.GetBucketPolicy: s3.NoSuchBucketPolicy,
-    Operation.GetBucketEncryption: s3.ServerSideEncryptionConfigurationNotFoundError,
-    Operation.GetBucketOwnershipControls: s3.OwnershipControlsNotFoundError,
     Operation.GetObjectLockConfiguration: s3.ObjectLockConfigurationNotFoundError,
-    Operation.GetPublicAccessBlock: s3.NoSuchPublicAccessBlockConfiguration,
 }
 
 
@@ -175,9 +122,3 @@ _NOT_CONFIGURED: dict[Operation, type[s3.S3Error]] = {
 async def not_configured(req: S3Request) -> Response:
     await req.store.get_bucket(req.bucket)
     raise _NOT_CONFIGURED[req.operation](BucketName=req.bucket)
-
-
-@handles(Operation.DeleteBucketPolicy, Operation.DeleteBucketEncryption)
-async def delete_not_configured(req: S3Request) -> Response:
-    await req.store.get_bucket(req.bucket)
-    return empty_response(204)

@@ -94,7 +94,7 @@ def run_page(site: PageServer, path: str, script: str, tmp_path: Path) -> dict[s
     assert match, f"no result in the page (rc {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
     text = html.unescape(match.group(1))
     assert text != "pending", f"the page did not finish:\n{done.stderr[-2000:]}"
-    return json.loads(text)  # type: ignore[no-any-return]
+    return json.loads(text)
 
 
 @pytest.fixture

@@ -45,6 +45,7 @@ def wait_for(check: Callable[[], bool], what: str, timeout: float = 15.0) -> Non
 
 
 def unmount(mountpoint: Path) -> None:
+    assert FUSERMOUNT is not None, "require() skips a test without it before anything is mounted"
     for _ in range(50):
         if not os.path.ismount(mountpoint):
             return

@@ -12,10 +12,11 @@ import random
 
 import pytest
 
-pa = pytest.importorskip("pyarrow")
+pytest.importorskip("pyarrow")
 pytest.importorskip("pyarrow.dataset")
 pytest.importorskip("pyarrow.fs")
 
+import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.dataset as ds  # noqa: E402
 import pyarrow.fs as pafs  # noqa: E402

@@ -97,7 +97,7 @@ class Cluster:
         return admin(self.server.endpoint, *args, timeout=300)
 
     def status(self) -> dict[str, Any]:
-        return self.admin("status")  # type: ignore[no-any-return]
+        return self.admin("status")
 
     def api(self, path: str) -> Any:
         """GET an admin endpoint in-process, signed as the CLI signs it: for probes and polling,
@@ -110,7 +110,7 @@ class Cluster:
             return json.loads(response.read())
 
     def api_status(self) -> dict[str, Any]:
-        return self.api("status")  # type: ignore[no-any-return]
+        return self.api("status")
 
     def api_domains(self) -> dict[str, dict[str, Any]]:
         return {d["id"]: d for d in self.api("domains")}
@@ -121,7 +121,7 @@ class Cluster:
     def heal(self) -> dict[str, Any]:
         result = self.admin("heal", "--wait")
         assert result["running"] is False
-        return result  # type: ignore[no-any-return]
+        return result
 
     # shard files on disk: data id → shard index → paths (more than one after a relocation left
     # an orphan on a domain that was offline then)
@@ -449,9 +449,9 @@ def test_corrupt_blocks_are_read_around_and_healed(cluster: Cluster, reliability
     rng = random.Random(99)
     by_blob: list[tuple[str, str, dict[int, Path]]] = []
     for tier in TIERS:
-        for data_id, shards in sorted(cluster.shard_files(tier).items()):
-            if all(len(ps) == 1 for ps in shards.values()):  # no orphan: the live file is unambiguous
-                by_blob.append((tier, data_id, {i: ps[0] for i, ps in shards.items()}))
+        for data_id, files in sorted(cluster.shard_files(tier).items()):
+            if all(len(ps) == 1 for ps in files.values()):  # no orphan: the live file is unambiguous
+                by_blob.append((tier, data_id, {i: ps[0] for i, ps in files.items()}))
     chosen = rng.sample(by_blob, 30)
     # Make sure multi-stripe blobs and replicas are among them.
     for tier, data_id, shards in by_blob:

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from tests.clients.wire import sign_v4
@@ -118,7 +119,7 @@ class MixedLoad:
                 self._fail("bare GET", exc)
                 conn.close()
 
-    def verify(self, s3) -> None:  # type: ignore[no-untyped-def]
+    def verify(self, s3: Any) -> None:
         assert not self.errors, f"{len(self.errors)} failed request(s) of {self.requests}: {self.errors[:5]}"
         listed = {
             o["Key"]: o["ETag"].strip('"')

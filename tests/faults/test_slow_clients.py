@@ -195,14 +195,14 @@ def test_hundreds_of_half_heads_are_all_closed(quick: ServerProcess) -> None:
         deadline = time.monotonic() + CLOSE_LIMIT
         while still_open and time.monotonic() < deadline:
             for key, _ in selector.select(timeout=0.5):
-                sock = key.fileobj
-                assert isinstance(sock, socket.socket)
+                ready = key.fileobj
+                assert isinstance(ready, socket.socket)
                 try:
-                    assert sock.recv(4096) == b"", "a half-sent head was answered"
+                    assert ready.recv(4096) == b"", "a half-sent head was answered"
                 except ConnectionResetError:
                     pass
-                selector.unregister(sock)
-                still_open.discard(sock)
+                selector.unregister(ready)
+                still_open.discard(ready)
         assert not still_open, f"{len(still_open)} of 500 half-head connections still open after {CLOSE_LIMIT}s"
     finally:
         selector.close()

@@ -313,8 +313,8 @@ def test_soak(tmp_path: Path, request: pytest.FixtureRequest, reliability: Recor
     seed = int(os.environ.get("TIERSTORE_SOAK_SEED") or random.SystemRandom().randrange(1 << 32))
     print(f"\nsoak: {CLIENTS} clients for {seconds:.0f}s, seed {seed} (TIERSTORE_SOAK_SEED={seed})")
     rng = random.Random(seed)
-    data, port = tmp_path / "data", free_port()
-    server = ServerProcess(data, port, env=dict(SERVER_ENV), extra_args=["--test-clock"]).start()
+    data_dir, port = tmp_path / "data", free_port()
+    server = ServerProcess(data_dir, port, env=dict(SERVER_ENV), extra_args=["--test-clock"]).start()
     soak = Soak(seed, port)
     clients: list[Client] = []
     try:
@@ -345,7 +345,7 @@ def test_soak(tmp_path: Path, request: pytest.FixtureRequest, reliability: Recor
             if not killed and now >= kill_at:
                 server.kill()
                 faults += 1
-                server = ServerProcess(data, port, env=dict(SERVER_ENV), extra_args=["--test-clock"]).start()
+                server = ServerProcess(data_dir, port, env=dict(SERVER_ENV), extra_args=["--test-clock"]).start()
                 killed, restarted_at = True, time.monotonic()
                 if offline:  # whatever the restart made of it, it comes back now
                     admin(endpoint, "domain", "online", offline)

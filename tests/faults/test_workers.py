@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from erasure import ErasurePool
 from erasure.shard_store import TMP_DIR
 from server.app import build_store
 from server.config import load_config
@@ -29,6 +30,7 @@ from tests.support import wait_for
 from tiering import domains
 from tiering.clock import Clock
 from tiering.peers import ProcessRegistry
+from tiering.store import ObjectStore
 
 Spawn = Callable[..., ServerProcess]
 
@@ -42,14 +44,20 @@ def dead_pid() -> int:
 # --- in-process: what several processes share -------------------------------------------------
 
 
-def _store(data: Path):  # type: ignore[no-untyped-def]
+def _store(data: Path) -> ObjectStore:
     config = load_config(None, data_dir=data, test_clock=True)
     return build_store(config)
 
 
+def _hot_pool(store: ObjectStore) -> ErasurePool:
+    pool = store.tiers["hot"].backend.erasure_pool()
+    assert pool is not None, "the default hot tier is erasure-coded"
+    return pool
+
+
 def test_temp_files_of_live_writers_survive_a_start(tmp_path: Path) -> None:
     store = _store(tmp_path / "data")
-    pool = store.tiers["hot"].backend.pool  # type: ignore[attr-defined]
+    pool = _hot_pool(store)
     tmp = next(iter(pool.topology)).path / TMP_DIR
     tmp.mkdir(parents=True, exist_ok=True)
     live = tmp / f"abc.0.0123456789ab.p{os.getppid()}.tmp"  # pytest's parent: alive
@@ -119,14 +127,14 @@ def test_domain_state_and_clock_reach_the_other_process(tmp_path: Path) -> None:
         try:
             changed = domains.set_domain_state(first, "hot-n1", online=False)
             assert changed
-            pool = second.tiers["hot"].backend.pool  # type: ignore[attr-defined]
+            pool = _hot_pool(second)
             deadline = time.monotonic() + 3
-            while any(pool.topology.get(d).online for d in changed):
+            while any(pool.topology[d].online for d in changed):
                 assert time.monotonic() < deadline, "the other process never saw the domains go offline"
                 await asyncio.sleep(0.05)
             domains.set_domain_state(first, "hot-n1", online=True)
             deadline = time.monotonic() + 3
-            while not all(pool.topology.get(d).online for d in changed):
+            while not all(pool.topology[d].online for d in changed):
                 assert time.monotonic() < deadline, "the other process never saw the domains return"
                 await asyncio.sleep(0.05)
             # The test clock: advanced in one process, seen by the other within a second.
@@ -146,7 +154,7 @@ def test_domain_state_and_clock_reach_the_other_process(tmp_path: Path) -> None:
     async def fresh() -> None:
         await third.start()
         try:
-            pool = third.tiers["hot"].backend.pool  # type: ignore[attr-defined]
+            pool = _hot_pool(third)
             assert all(d.online for d in pool.topology)
         finally:
             await third.close()

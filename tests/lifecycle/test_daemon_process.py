@@ -69,7 +69,7 @@ def lease_holders(data: Path) -> list[tuple[str, float]]:
 
 def admin_subprocess(ts: Tiered, *args: str) -> dict:
     """The admin CLI as a user runs it: its own process."""
-    return admin(ts.endpoint, *args, timeout=120)  # type: ignore[no-any-return]
+    return admin(ts.endpoint, *args, timeout=120)
 
 
 def test_separate_daemon_moves_objects_holds_the_lease_and_stops_cleanly(spawn, daemons, tmp_path: Path) -> None:
@@ -135,7 +135,7 @@ def test_a_server_killed_with_sigkill_takes_its_lease_back_when_it_restarts(spaw
     assert result["passes"] >= 1 and result["pass"]["scanned"] == 1, result
     assert ts.tier("killed", "a") == "warm"
     (new_holder, _), = lease_holders(data)
-    assert new_holder != holder and new_holder.split(":")[1] == str(ts.server.proc.pid)  # type: ignore[union-attr]
+    assert new_holder != holder and new_holder.split(":")[1] == str(ts.server.proc.pid)
 
 
 def test_run_wait_names_the_live_holder_of_the_lease(spawn, daemons, tmp_path: Path) -> None:

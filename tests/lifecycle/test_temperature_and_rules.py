@@ -10,6 +10,7 @@ import datetime as dt
 import re
 import urllib.request
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
@@ -257,7 +258,7 @@ def test_lifecycle_rules_transition_expire_and_abort_by_filter(ts: Tiered, bucke
     }
     for key, (body, tags) in put.items():
         s3.put_object(Bucket=b, Key=key, Body=body, **({"Tagging": tags} if tags else {}))
-    rules = {"Rules": [
+    rules: dict[str, Any] = {"Rules": [
         {"ID": "logs", "Filter": {"Prefix": "logs/"}, "Status": "Enabled",
          "Transitions": [{"Days": 30, "StorageClass": "STANDARD_IA"}, {"Days": 60, "StorageClass": "GLACIER"}]},
         {"ID": "ml-expire", "Filter": {"And": {"Prefix": "tagged/", "Tags": [{"Key": "team", "Value": "ml"}]}},

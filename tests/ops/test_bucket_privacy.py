@@ -48,7 +48,7 @@ def assert_private(text: str, bucket: str, data_dir: Path) -> None:
 def status_json(server: ServerProcess, **sign: Any) -> dict[str, Any]:
     reply = http(f"{server.endpoint}/_tierstore/status.json", **sign)
     assert reply.status == 200, reply.text
-    return json.loads(reply.body)  # type: ignore[no-any-return]
+    return json.loads(reply.body)
 
 
 @pytest.fixture(scope="module")

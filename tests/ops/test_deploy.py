@@ -71,7 +71,9 @@ def test_compose_store_starts_with_the_compose_layout(tmp_path: Path) -> None:
         store = build_store(config)
         await store.start()
         try:
-            return [t["name"] for t in (await store.status())["tiers"]]  # type: ignore[index]
+            tiers = (await store.status())["tiers"]
+            assert isinstance(tiers, list)
+            return [t["name"] for t in tiers]
         finally:
             await store.close()
 

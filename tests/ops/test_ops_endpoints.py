@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 from starlette.requests import Request
+from starlette.types import Message, Receive, Scope, Send
 
 from server.app import Gateway
 from server.credentials import StaticCredentials
@@ -120,7 +121,7 @@ def test_health_answers_without_credentials(ops: Ops) -> None:
 def test_status_json_shows_tiers_domains_heal_and_moves(ops: Ops, traffic: dict[str, Any]) -> None:
     reply = http(f"{ops.endpoint}/_tierstore/status.json")
     assert reply.status == 200 and reply.headers["content-type"] == "application/json"
-    status = reply.body and json.loads(reply.body)
+    status = json.loads(reply.body)
     tiers = {t["name"]: t for t in status["tiers"]}
     assert list(tiers) == ["gpu-direct", "hot", "warm", "cold"]
     assert tiers["warm"]["objects"] >= 1 and tiers["warm"]["bytes"] >= 300_000
@@ -212,7 +213,7 @@ def test_request_observer_counts_bytes_and_logs_only_when_enabled(enabled: bool)
 
     from server.metrics import Metrics, RequestObserver
 
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
         message = await receive()
         scope["state"]["operation"] = "PutObject"
         scope["state"]["bucket"] = "b"
@@ -223,15 +224,19 @@ def test_request_observer_counts_bytes_and_logs_only_when_enabled(enabled: bool)
     metrics = Metrics(store)  # type: ignore[arg-type]
     observer = RequestObserver(app, metrics, access_log_enabled=enabled)
     records: list[logging.LogRecord] = []
-    handler = logging.Handler()
-    handler.emit = records.append  # type: ignore[method-assign]
-    logging.getLogger("tierstore.access").addHandler(handler)
-    sent: list[dict[str, Any]] = []
 
-    async def receive() -> dict[str, Any]:
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Collect()
+    logging.getLogger("tierstore.access").addHandler(handler)
+    sent: list[Message] = []
+
+    async def receive() -> Message:
         return {"type": "http.request", "body": b"abc", "more_body": False}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: Message) -> None:
         sent.append(message)
 
     scope = {"type": "http", "method": "PUT", "path": "/b/k", "client": ("127.0.0.1", 1), "headers": []}

@@ -167,17 +167,12 @@ def test_unknown_access_key(server, bucket, expect_error) -> None:
 def test_unsupported_apis_are_not_implemented(s3, bucket, expect_error) -> None:
     s3.put_object(Bucket=bucket, Key="k", Body=b"a,b\n1,2\n")
     calls = [
-        lambda: s3.put_bucket_policy(Bucket=bucket, Policy='{"Version": "2012-10-17", "Statement": []}'),
         lambda: s3.select_object_content(
             Bucket=bucket, Key="k", Expression="select * from s3object", ExpressionType="SQL",
             InputSerialization={"CSV": {}}, OutputSerialization={"CSV": {}}),
         lambda: s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"}),
         lambda: s3.put_bucket_website(Bucket=bucket, WebsiteConfiguration={"IndexDocument": {"Suffix": "i"}}),
         lambda: s3.put_object_retention(Bucket=bucket, Key="k", Retention={"Mode": "GOVERNANCE"}),
-        lambda: s3.put_object(Bucket=bucket, Key="sse", Body=b"x", ServerSideEncryption="AES256"),
-        lambda: s3.create_multipart_upload(Bucket=bucket, Key="sse", ServerSideEncryption="aws:kms"),
-        lambda: s3.copy_object(Bucket=bucket, Key="sse", CopySource={"Bucket": bucket, "Key": "k"},
-                               ServerSideEncryption="AES256"),
     ]
     for call in calls:
         with expect_error("NotImplemented", 501):

@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from itertools import count
+from typing import Any
 from urllib.parse import unquote_plus
 from xml.etree import ElementTree
 
@@ -61,7 +62,7 @@ def listed_bucket(server, s3) -> Iterator[str]:
     s3.delete_bucket(Bucket=name)
 
 
-def _entries(page: dict) -> list[tuple[str, str]]:  # type: ignore[type-arg]
+def _entries(page: dict[str, Any]) -> list[tuple[str, str]]:
     merged = [("k", o["Key"]) for o in page.get("Contents", [])]
     merged += [("p", p["Prefix"]) for p in page.get("CommonPrefixes", [])]
     return sorted(merged, key=lambda e: e[1])

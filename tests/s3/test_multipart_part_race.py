@@ -108,7 +108,7 @@ def test_racing_threads_leave_exactly_one_part(own_server: ServerProcess) -> Non
     s3 = make_client(own_server.endpoint)
     s3.create_bucket(Bucket="race")
     upload = s3.create_multipart_upload(Bucket="race", Key="k")["UploadId"]
-    bodies = {}
+    bodies: dict[str, bytes] = {}
     for _ in range(3):
         batch = [os.urandom(256 * 1024 + n) for n in range(8)]
         with ThreadPoolExecutor(8) as pool:

@@ -244,7 +244,7 @@ def test_sigv2_policies_are_accepted_too(server, s3, bucket) -> None:
     [
         ("acl", "public-read", 400, "AccessControlListNotSupported"),
         ("acl", "no-such-acl", 400, "InvalidArgument"),
-        ("x-amz-server-side-encryption", "AES256", 501, "NotImplemented"),
+        ("x-amz-server-side-encryption", "AES512", 400, "InvalidArgument"),
         ("x-amz-storage-class", "FAKE", 400, "InvalidStorageClass"),
     ],
 )
@@ -270,3 +270,30 @@ def test_the_signer_must_be_allowed_to_write_the_bucket(server, s3, bucket) -> N
         user.delete_object(Bucket=own, Key="k")
     finally:
         user.delete_bucket(Bucket=own)
+
+
+def test_an_anonymous_form_writes_only_where_a_policy_lets_everyone_write(server, s3, bucket) -> None:
+    policy = {"Version": "2012-10-17", "Statement": [{
+        "Sid": "drop-box", "Effect": "Allow", "Principal": "*", "Action": "s3:PutObject",
+        "Resource": f"arn:aws:s3:::{bucket}/drop/*"}]}
+    s3.put_bucket_policy(Bucket=bucket, Policy=json.dumps(policy))
+    url = f"{server.endpoint}/{bucket}"
+    response = requests.post(url, data={"key": "drop/${filename}"}, files={"file": ("a.txt", b"anonymous")},
+                             timeout=60, allow_redirects=False)
+    assert response.status_code == 204, response.content
+    assert s3.get_object(Bucket=bucket, Key="drop/a.txt")["Body"].read() == b"anonymous"
+    response = requests.post(url, data={"key": "elsewhere/a.txt"}, files={"file": ("a.txt", b"no")}, timeout=60)
+    assert (response.status_code, error(response)["Code"]) == (403, "AccessDenied")
+    s3.delete_bucket_policy(Bucket=bucket)
+    response = requests.post(url, data={"key": "drop/b.txt"}, files={"file": ("b.txt", b"no")}, timeout=60)
+    assert (response.status_code, error(response)["Code"]) == (403, "AccessDenied")
+
+
+def test_a_form_asking_for_encryption_is_stored_encrypted(server, s3, signer, bucket) -> None:
+    fields = {"x-amz-server-side-encryption": "AES256"}
+    presigned = signer.generate_presigned_post(bucket, "sealed", Fields=fields, Conditions=[fields])
+    response = post(server, presigned, file=("f.bin", b"secret form body"))
+    assert response.status_code == 204, response.content
+    assert response.headers["x-amz-server-side-encryption"] == "AES256"
+    got = s3.get_object(Bucket=bucket, Key="sealed")
+    assert (got["ServerSideEncryption"], got["Body"].read()) == ("AES256", b"secret form body")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
@@ -161,7 +163,7 @@ def test_bad_part_number_is_invalid_argument(raw, obj, error_code, value: str) -
 # --- conditional reads --------------------------------------------------------------------------
 
 
-def _status(call) -> int:  # type: ignore[no-untyped-def]
+def _status(call: Callable[[], Any]) -> int:
     try:
         return int(call()["ResponseMetadata"]["HTTPStatusCode"])
     except ClientError as exc:

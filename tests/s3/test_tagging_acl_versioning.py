@@ -88,6 +88,8 @@ def test_bucket_tagging(s3, bucket, expect_error) -> None:
 
 @pytest.mark.parametrize("acl", CANNED)
 def test_canned_acls_accepted_on_put(s3, bucket, acl: str) -> None:
+    # New buckets refuse ACLs (BucketOwnerEnforced, as S3's since 2023): ObjectWriter enables them.
+    s3.put_bucket_ownership_controls(Bucket=bucket, OwnershipControls={"Rules": [{"ObjectOwnership": "ObjectWriter"}]})
     s3.put_object(Bucket=bucket, Key="a", Body=b"x", ACL=acl)
     s3.put_object_acl(Bucket=bucket, Key="a", ACL=acl)
     s3.put_bucket_acl(Bucket=bucket, ACL=acl)

@@ -251,3 +251,20 @@ def test_serve_refuses_a_bad_file_with_exit_2_and_no_traceback(tmp_path: Path) -
     assert f"{path}:2: unknown key server.listne" in done.stderr
     assert f"{path}:4: tiers.hot.k: " in done.stderr
     assert not (tmp_path / "data").exists()  # refused before anything was created
+
+
+def test_encryption_keys_are_validated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    short = tmp_path / "short.key"
+    short.write_text("c2hvcnQ=\n")  # 5 bytes
+    assert "32 bytes" in refusal(write(tmp_path, f'[encryption]\nmaster_key_file = "{short}"\n'))
+    assert "cannot read" in refusal(write(tmp_path, f'[encryption]\nmaster_key_file = "{tmp_path / "none"}"\n'))
+    monkeypatch.delenv("TS_TEST_MASTER", raising=False)
+    assert "not set" in refusal(write(tmp_path, '[encryption]\nmaster_key_env = "TS_TEST_MASTER"\n'))
+    good = tmp_path / "good.key"
+    good.write_text("ab" * 32)
+    text = f'[encryption]\nmaster_key_file = "{good}"\nmaster_key_env = "TS_TEST_MASTER"\n'
+    monkeypatch.setenv("TS_TEST_MASTER", "cd" * 32)
+    assert "not both" in refusal(write(tmp_path, text))
+    config = load_config(write(tmp_path, f'[encryption]\nmaster_key_file = "{good}"\nkms_key_ids = ["a", "b"]\n'))
+    assert config.encryption_keys.master_key_file == str(good)
+    assert config.encryption_keys.kms_key_ids == ["a", "b"] and not config.encryption_allow_sse_c_over_http

@@ -69,6 +69,15 @@ def obj(
                        T0 - 10 * DAY, last_access, 0.0)
 
 
+def it_action_of(
+    configs: list[IntelligentTieringConfig], facts: ObjectFacts, now: float, policy: ITPolicy
+) -> Action:
+    """`it_action` where the test expects a move: None fails here, not as an AttributeError."""
+    action = it_action(configs, facts, now, policy)
+    assert action is not None, f"no action for {facts.key} at {now}"
+    return action
+
+
 def test_parse_aws_example() -> None:
     config = parse_intelligent_tiering(AWS_EXAMPLE)
     assert config == IntelligentTieringConfig(
@@ -171,12 +180,12 @@ def test_frequent_to_infrequent_to_archive_to_deep_archive() -> None:
     assert it_action([CONFIG], warm, T0 + 90 * DAY, POLICY) == Action(ActionKind.TRANSITION, "COLD", "cfg", "archive")
     assert it_action([CONFIG], warm, T0 + 180 * DAY, POLICY) == Action(ActionKind.TRANSITION, "COLD", "cfg", "deep-archive")
     # Straight from frequent when it was idle long enough; nothing more once it is cold.
-    assert it_action([CONFIG], o, T0 + 100 * DAY, POLICY).reason == "archive"
+    assert it_action_of([CONFIG], o, T0 + 100 * DAY, POLICY).reason == "archive"
     assert it_action([CONFIG], obj(tier="cold"), T0 + 400 * DAY, POLICY) is None
 
 
 def test_gpu_direct_counts_as_frequent() -> None:
-    assert it_action([], obj(tier="gpu-direct"), T0 + 31 * DAY, POLICY).storage_class == "WARM"
+    assert it_action_of([], obj(tier="gpu-direct"), T0 + 31 * DAY, POLICY).storage_class == "WARM"
 
 
 def test_without_archive_configs_it_stops_at_warm() -> None:
@@ -191,9 +200,9 @@ def test_filters_select_configs_and_deepest_wins() -> None:
     plain = IntelligentTieringConfig("all", True, Filter(), (Tiering(120, ARCHIVE_ACCESS),))
     configs = [other, plain, tagged]
     assert it_action(configs, obj(tier="warm"), T0 + 100 * DAY, POLICY) is None
-    assert it_action(configs, obj(tier="warm"), T0 + 150 * DAY, POLICY).rule_id == "all"
-    assert it_action(configs, obj(tier="warm"), T0 + 250 * DAY, POLICY).rule_id == "tagged"
-    assert it_action(configs, obj(tier="warm", tags={}), T0 + 250 * DAY, POLICY).rule_id == "all"
+    assert it_action_of(configs, obj(tier="warm"), T0 + 150 * DAY, POLICY).rule_id == "all"
+    assert it_action_of(configs, obj(tier="warm"), T0 + 250 * DAY, POLICY).rule_id == "tagged"
+    assert it_action_of(configs, obj(tier="warm", tags={}), T0 + 250 * DAY, POLICY).rule_id == "all"
 
 
 def test_an_access_resets_the_idle_clock() -> None:
@@ -202,7 +211,7 @@ def test_an_access_resets_the_idle_clock() -> None:
 
 def test_policy_knobs() -> None:
     quick = ITPolicy(infrequent_after_days=1.0, min_monitored_size=0)
-    assert it_action([], obj(size=1), T0 + DAY, quick).storage_class == "WARM"
+    assert it_action_of([], obj(size=1), T0 + DAY, quick).storage_class == "WARM"
 
 
 @settings(max_examples=60, deadline=None)
@@ -230,4 +239,5 @@ def test_never_moves_up(idle_days: float, tier: str) -> None:
     action = it_action([CONFIG], obj(tier=tier), T0 + idle_days * DAY, POLICY)
     if action is not None:
         order = ["gpu-direct", "hot", "warm", "cold"]
+        assert action.storage_class is not None  # Intelligent-Tiering only ever moves objects
         assert order.index(action.storage_class.lower()) > order.index(tier)

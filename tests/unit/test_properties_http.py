@@ -90,7 +90,7 @@ def test_router_and_signature_read_a_query_alike(query: str) -> None:
 
 # --- header text -------------------------------------------------------------------------------------
 
-printable_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60)
+printable_text = st.text(st.characters(exclude_categories=["Cs"]), max_size=60)
 
 
 def decoded(value: str) -> str:

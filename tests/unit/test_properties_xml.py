@@ -25,8 +25,8 @@ NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 
 # Text XML 1.0 can carry, without CR (an XML parser turns a literal CR into LF).
 xml_chars = st.characters(
-    blacklist_categories=("Cs",),
-    blacklist_characters="".join(chr(c) for c in range(32) if c not in (9, 10)) + "\ufffe\uffff",
+    exclude_categories=["Cs"],
+    exclude_characters="".join(chr(c) for c in range(32) if c not in (9, 10)) + "\ufffe\uffff",
 )
 xml_text = st.text(xml_chars, max_size=30)
 nonempty = st.text(xml_chars, min_size=1, max_size=30)

@@ -10,7 +10,7 @@ import hashlib
 import hmac
 import io
 import zlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -173,7 +173,7 @@ def read_all(reader: PayloadReader) -> bytes:
 
 
 def decode(
-    body: bytes, auth: AuthContext, headers: dict[str, str], size: int = 65536
+    body: bytes, auth: AuthContext, headers: Mapping[str, str], size: int = 65536
 ) -> tuple[bytes, PayloadReader]:
     reader = PayloadReader(pieces(body, size), auth, headers)
     return read_all(reader), reader

@@ -13,11 +13,11 @@ import re
 from pathlib import Path
 
 import pytest
-from test_erasure_pool import BLOCK, SMALL, K, blob, corrupt, make_pool, put, shard_path
 
 from server.app import RequestIds
 from server.signature.dates import parse_amz_date
 from server.xml_io import http_date
+from tests.unit.test_erasure_pool import BLOCK, SMALL, K, blob, corrupt, make_pool, put, shard_path
 
 
 @pytest.mark.parametrize("size", [0, 1, SMALL - 1, SMALL, BLOCK + 7, K * BLOCK + 1])

@@ -76,7 +76,7 @@ class _Reader(DataReader):
     def __init__(self, reader: PoolReader) -> None:
         self._reader = reader
 
-    async def stream(self, start: int, end: int) -> AsyncIterator[bytes | memoryview]:  # type: ignore[override]
+    async def stream(self, start: int, end: int) -> AsyncIterator[bytes | memoryview]:
         try:
             async for chunk in self._reader.stream(start, end):
                 yield chunk
@@ -129,6 +129,9 @@ class ErasureCodedBackend(TierBackend):
                 drive_health=drive_health,
             )
         self.pool = pool
+
+    def erasure_pool(self) -> ErasurePool:
+        return self.pool
 
     async def create_writer(self, data_id: str, size_hint: int | None = None) -> DataWriter:
         return _Writer(await self.pool.create_writer(data_id, size_hint))

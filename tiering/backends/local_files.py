@@ -105,7 +105,7 @@ class _FileReader(DataReader):
     def __init__(self, f: BinaryIO) -> None:
         self._file = f
 
-    async def stream(self, start: int, end: int) -> AsyncIterator[bytes]:  # type: ignore[override]
+    async def stream(self, start: int, end: int) -> AsyncIterator[bytes]:
         f = self._file
         position = start
         while position < end:

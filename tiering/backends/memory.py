@@ -25,7 +25,7 @@ class _MemoryReader(DataReader):
     def __init__(self, data: bytes) -> None:
         self._data = data
 
-    async def stream(self, start: int, end: int) -> AsyncIterator[bytes | memoryview]:  # type: ignore[override]
+    async def stream(self, start: int, end: int) -> AsyncIterator[bytes | memoryview]:
         # Views, not copies: the cached bytes are immutable, and a view keeps them alive even
         # if the blob is evicted while a response is still being sent.
         view = memoryview(self._data)

@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -161,7 +162,7 @@ class _RemoteWriter(DataWriter):
         upload_id = self._upload_id
 
         def upload() -> dict[str, Any]:
-            return backend.client.upload_part(  # type: ignore[no-any-return]
+            return backend.client.upload_part(
                 Bucket=backend.bucket, Key=self._key, UploadId=upload_id, PartNumber=number,
                 Body=data, ContentLength=len(data), ContentMD5=_md5_b64(data),
             )
@@ -179,7 +180,7 @@ class _RemoteWriter(DataWriter):
                 data, self._buffer = bytes(self._buffer), bytearray()
 
                 def put() -> dict[str, Any]:
-                    return backend.client.put_object(  # type: ignore[no-any-return]
+                    return backend.client.put_object(
                         Bucket=backend.bucket, Key=self._key, Body=data, ContentLength=len(data),
                         ContentMD5=_md5_b64(data),
                     )
@@ -240,12 +241,12 @@ class _RemoteReader(DataReader):
         )
         return reply["Body"]
 
-    async def stream(self, start: int, end: int) -> AsyncIterator[bytes]:  # type: ignore[override]
+    async def stream(self, start: int, end: int) -> AsyncIterator[bytes]:
         backend = self._backend
         position = start
         resumes = 0
         while position < end:
-            body = await backend.call(lambda p=position: self._get(p, end), self._key)
+            body = await backend.call(functools.partial(self._get, position, end), self._key)
             try:
                 while position < end:
                     try:

@@ -57,7 +57,7 @@ class BlobsCatalog(CatalogBase):
             "SELECT data_id, bucket, key FROM blobs WHERE tier = ? AND data_id > ? ORDER BY data_id LIMIT ?",
             (tier, after, limit),
         )
-        return [tuple(row) for row in rows]  # type: ignore[misc]
+        return [tuple(row) for row in rows]
 
     def stored_blob(self, data_id: str) -> StoredData | None:
         """The current StoredData (with its recorded location) of a live blob."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from tiering.catalog.base import (
     ARCHIVE_STATUS,
     OBJECT_COLUMNS,
@@ -12,7 +14,6 @@ from tiering.catalog.database import transaction
 from tiering.heat import DEFAULT_HALF_LIFE, decayed
 from tiering.records import (
     MoveRecord,
-    ObjectMeta,
     ObjectRecord,
     RestoreState,
     Segment,
@@ -74,10 +75,8 @@ class MovesCatalog(CatalogBase):
             if tier == "cold" and meta.storage_class == "INTELLIGENT_TIERING":
                 # S3 reports an archived Intelligent-Tiering object by its access tier.
                 system[ARCHIVE_STATUS] = "DEEP_ARCHIVE_ACCESS" if "deep-archive" in reason else "ARCHIVE_ACCESS"
-            meta = ObjectMeta(
-                content_type=meta.content_type, system=system, user=meta.user, tags=meta.tags,
-                storage_class=storage_class or meta.storage_class, storage_class_explicit=meta.storage_class_explicit,
-            )
+            # replace(), not a new ObjectMeta: a move keeps every other field (the ACL, ...).
+            meta = dataclasses.replace(meta, system=system, storage_class=storage_class or meta.storage_class)
             restore = current.restore
             if restore is not None and tier != "cold":
                 # Out of the archive for good: the temporary restored copy has no job left.

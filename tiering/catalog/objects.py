@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -136,6 +138,8 @@ class ObjectsCatalog(CatalogBase):
             current = self._object_from_row(row)
             if if_etag is not None and current.etag != if_etag:
                 raise PreconditionFailed("etag")
+            # The data stays as it is, so its encryption does too.
+            meta = dataclasses.replace(meta, encryption=current.meta.encryption)
             now = time.time()
             generation = self._next_generation(db)
             db.execute(
@@ -155,6 +159,35 @@ class ObjectsCatalog(CatalogBase):
                 if db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (bucket,)).fetchone() is None:
                     raise BucketNotFound(bucket)
                 raise ObjectNotFound(bucket, key)
+
+    @transaction
+    def put_object_acl(self, bucket: str, key: str, acl: str) -> None:
+        """Replace an object's ACL (PutObjectAcl): its data, dates and generation stay as they are."""
+        with self._write() as db:
+            row = db.execute("SELECT meta FROM objects WHERE bucket = ? AND key = ?", (bucket, key)).fetchone()
+            if row is None:
+                if db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (bucket,)).fetchone() is None:
+                    raise BucketNotFound(bucket)
+                raise ObjectNotFound(bucket, key)
+            meta = json.loads(row[0])
+            meta["acl"] = acl
+            db.execute("UPDATE objects SET meta = ? WHERE bucket = ? AND key = ?", (_dumps(meta), bucket, key))
+
+    @transaction
+    def set_encryption(self, bucket: str, key: str, generation: int, encryption: dict[str, Any]) -> bool:
+        """Replace an object's encryption descriptor (a master-key rotation re-wrapping its data
+        key); False if the object changed meanwhile. The generation stays: data and location are
+        untouched, and a mover's commit re-reads the metadata inside its own transaction."""
+        with self._write() as db:
+            row = db.execute("SELECT meta FROM objects WHERE bucket = ? AND key = ? AND generation = ?",
+                             (bucket, key, generation)).fetchone()
+            if row is None:
+                return False
+            meta = json.loads(row[0])
+            meta["enc"] = encryption
+            db.execute("UPDATE objects SET meta = ? WHERE bucket = ? AND key = ? AND generation = ?",
+                       (_dumps(meta), bucket, key, generation))
+        return True
 
     @transaction
     def delete_object(self, bucket: str, key: str, *, expected_generation: int | None = None) -> ObjectRecord | None:

@@ -200,6 +200,11 @@ SCHEMA = [
         PRIMARY KEY (data_id, domain, shard)
     )""",
     "CREATE INDEX IF NOT EXISTS shard_garbage_due ON shard_garbage (not_before)",
+    # IAM-style user policies (`tierstore admin user policy set NAME FILE`), by user name.
+    """CREATE TABLE IF NOT EXISTS user_policies (
+        name TEXT PRIMARY KEY,
+        policy TEXT NOT NULL
+    )""",
     # Per-bucket configuration documents (lifecycle, intelligent-tiering, ...), stored as given.
     """CREATE TABLE IF NOT EXISTS bucket_config (
         bucket TEXT NOT NULL,

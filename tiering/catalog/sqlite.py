@@ -127,7 +127,7 @@ class SQLiteDatabase(Database):
             raise op.error
         if self.durable:
             self._make_durable(op.sequence)
-        return op.result  # type: ignore[return-value]
+        return op.result
 
     def _run_combined(self, batch: list[_Combined]) -> None:
         """Run queued work in one transaction (the write lock is held)."""

@@ -227,3 +227,22 @@ class UploadsCatalog(CatalogBase):
             self._retire(db, tier, stored)
             db.execute("DELETE FROM parts WHERE upload_id = ?", (upload_id,))
             db.execute("DELETE FROM uploads WHERE upload_id = ?", (upload_id,))
+
+    def uploads_after(self, upload_id: str, limit: int) -> list[UploadRecord]:
+        """Unfinished uploads of every bucket after a cursor (upload id order)."""
+        rows = self._reader().execute(
+            "SELECT upload_id, bucket, key, initiated, tier, meta, tags, checksum_algorithm, owner, checksum_type "
+            "FROM uploads WHERE upload_id > ? ORDER BY upload_id LIMIT ?", (upload_id, limit))
+        return [self._upload_from_row(row) for row in rows]
+
+    @transaction
+    def set_upload_encryption(self, upload_id: str, old: dict[str, Any], new: dict[str, Any]) -> bool:
+        """An unfinished upload's descriptor re-wrapped, if it is still `old`."""
+        with self._write() as db:
+            row = db.execute("SELECT meta FROM uploads WHERE upload_id = ?", (upload_id,)).fetchone()
+            if row is None or json.loads(row[0]).get("enc") != old:
+                return False
+            meta = json.loads(row[0])
+            meta["enc"] = new
+            db.execute("UPDATE uploads SET meta = ? WHERE upload_id = ?", (_dumps(meta), upload_id))
+        return True

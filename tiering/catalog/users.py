@@ -42,3 +42,20 @@ class UsersCatalog(CatalogBase):
     def list_users(self) -> list[dict[str, Any]]:
         rows = self._reader().execute("SELECT access_key, name, created, is_admin FROM users ORDER BY name")
         return [{"access_key": a, "name": n, "created": c, "admin": bool(i)} for a, n, c, i in rows]
+
+    @transaction
+    def put_user_policy(self, name: str, policy: str | None) -> bool:
+        """Set (or with None remove) the policy of user `name`; False when there was none to remove."""
+        with self._write() as db:
+            if policy is None:
+                return db.execute("DELETE FROM user_policies WHERE name = ?", (name,)).rowcount > 0
+            db.execute(
+                "INSERT INTO user_policies (name, policy) VALUES (?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET policy = excluded.policy",
+                (name, policy),
+            )
+            return True
+
+    def user_policies(self) -> dict[str, str]:
+        """Every user policy: name → document. Small: loaded whole by the gateway."""
+        return dict(self._reader().execute("SELECT name, policy FROM user_policies").fetchall())
