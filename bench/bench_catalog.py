@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO / "bench"), str(REPO)]
 
-from bench.servers import Tierstore  # noqa: E402
+from servers import Tierstore  # noqa: E402
+
 from tests.postgres import PostgresServer, unavailable  # noqa: E402
 from tiering.catalog import EMPTY_ETAG, Catalog  # noqa: E402,F401
 from tiering.records import ObjectMeta  # noqa: E402
@@ -69,8 +70,16 @@ class Gateway(Tierstore):
 
 def s3bench(endpoints: list[Gateway], *args: str) -> list[dict[str, Any]]:
     """One s3bench run (interleaved over `endpoints`); its JSON records."""
-    command = [sys.executable, S3BENCH, "--access-key", endpoints[0].access_key,
-               "--secret-key", endpoints[0].secret_key, "--quiet", *args]
+    command = [
+        sys.executable,
+        S3BENCH,
+        "--access-key",
+        endpoints[0].access_key,
+        "--secret-key",
+        endpoints[0].secret_key,
+        "--quiet",
+        *args,
+    ]
     for gateway in endpoints:
         command += ["--endpoint", f"{gateway.name}={gateway.endpoint}"]
         if gateway.proc is not None:
@@ -87,10 +96,14 @@ def per_endpoint(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     for record in records:
         if "ops_per_s" in record and "endpoint_name" in record:
             by.setdefault(record["endpoint_name"], []).append(record)
-    return {name: {"ops_per_s": statistics.median(r["ops_per_s"] for r in rs),
-                   "p50_ms": statistics.median((r.get("lat_ms") or {}).get("p50") or 0 for r in rs),
-                   "errors": sum(r.get("errors", 0) for r in rs)}
-            for name, rs in by.items()}
+    return {
+        name: {
+            "ops_per_s": statistics.median(r["ops_per_s"] for r in rs),
+            "p50_ms": statistics.median((r.get("lat_ms") or {}).get("p50") or 0 for r in rs),
+            "errors": sum(r.get("errors", 0) for r in rs),
+        }
+        for name, rs in by.items()
+    }
 
 
 def fill(location: str | Path, keys: int) -> float:
@@ -114,23 +127,54 @@ def per_operation(pg: PostgresServer, args: argparse.Namespace) -> dict[str, Any
     try:
         both = [sqlite, postgresql]
         window = ["--duration", str(args.duration), "--rounds", str(args.rounds), "--warmup", "0.5"]
-        shapes = [("put-4KiB-c1", ["--op", "put", "--size", "4KiB", "-c", "1"]),
-                  ("put-4KiB-c8", ["--op", "put", "--size", "4KiB", "-c", "8"]),
-                  ("get-4KiB-c1", ["--op", "get", "--size", "4KiB", "-c", "1"]),
-                  ("get-4KiB-c8", ["--op", "get", "--size", "4KiB", "-c", "8"]),
-                  ("put-1MiB-c1", ["--op", "put", "--size", "1MiB", "-c", "1"]),
-                  ("put-1MiB-c8", ["--op", "put", "--size", "1MiB", "-c", "8"])]
+        shapes = [
+            ("put-4KiB-c1", ["--op", "put", "--size", "4KiB", "-c", "1"]),
+            ("put-4KiB-c8", ["--op", "put", "--size", "4KiB", "-c", "8"]),
+            ("get-4KiB-c1", ["--op", "get", "--size", "4KiB", "-c", "1"]),
+            ("get-4KiB-c8", ["--op", "get", "--size", "4KiB", "-c", "8"]),
+            ("put-1MiB-c1", ["--op", "put", "--size", "1MiB", "-c", "1"]),
+            ("put-1MiB-c8", ["--op", "put", "--size", "1MiB", "-c", "8"]),
+        ]
         for name, shape in shapes:
             results[name] = per_endpoint(s3bench(both, *shape, *window, "--bucket", f"ops-{name.lower()}"))
             print(name, results[name], flush=True)
         # LIST pages over a big bucket: filled through each catalog, then listed by s3bench.
         for gateway in both:
-            s3bench([gateway], "--op", "put", "--size", "1", "--count", "1", "--bucket", LIST_BUCKET,
-                    "--prefix", "warm/")  # creates the bucket
+            s3bench(
+                [gateway],
+                "--op",
+                "put",
+                "--size",
+                "1",
+                "--count",
+                "1",
+                "--bucket",
+                LIST_BUCKET,
+                "--prefix",
+                "warm/",
+            )  # creates the bucket
             results[f"fill-{gateway.name}-s"] = round(fill(gateway.catalog_location(), args.list_keys), 1)
-        results["list-1000"] = per_endpoint(s3bench(
-            both, "--op", "list", "--bucket", LIST_BUCKET, "--prefix", LIST_PREFIX, "--objects", str(args.list_keys),
-            "--skip-prepare", "--no-create-bucket", "--keep", "--max-keys", "1000", "-c", "1", *window))
+        results["list-1000"] = per_endpoint(
+            s3bench(
+                both,
+                "--op",
+                "list",
+                "--bucket",
+                LIST_BUCKET,
+                "--prefix",
+                LIST_PREFIX,
+                "--objects",
+                str(args.list_keys),
+                "--skip-prepare",
+                "--no-create-bucket",
+                "--keep",
+                "--max-keys",
+                "1000",
+                "-c",
+                "1",
+                *window,
+            )
+        )
         print("list-1000", results["list-1000"], flush=True)
     finally:
         sqlite.stop()
@@ -151,25 +195,53 @@ def scale_out(pg: PostgresServer, args: argparse.Namespace) -> dict[str, Any]:
                 for n, gateway in enumerate(gateways[:count]):
                     out = data.parent / f"bench-catalog-{os.getpid()}-{op}-{count}-{n}.json"
                     outs.append(out)
-                    command = [sys.executable, S3BENCH, "--access-key", gateway.access_key,
-                               "--secret-key", gateway.secret_key, "--quiet", "--endpoint",
-                               f"{gateway.name}={gateway.endpoint}", "--op", op, "--size", "4KiB", "-c", "8",
-                               "--duration", str(args.duration), "--warmup", "1", "--bucket", f"scale-{op}-{n}",
-                               "--json-out", str(out)]
+                    command = [
+                        sys.executable,
+                        S3BENCH,
+                        "--access-key",
+                        gateway.access_key,
+                        "--secret-key",
+                        gateway.secret_key,
+                        "--quiet",
+                        "--endpoint",
+                        f"{gateway.name}={gateway.endpoint}",
+                        "--op",
+                        op,
+                        "--size",
+                        "4KiB",
+                        "-c",
+                        "8",
+                        "--duration",
+                        str(args.duration),
+                        "--warmup",
+                        "1",
+                        "--bucket",
+                        f"scale-{op}-{n}",
+                        "--json-out",
+                        str(out),
+                    ]
                     procs.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
                 for proc in procs:
                     proc.wait(600)
-                records = [json.loads(line) for out in outs for line in out.read_text().splitlines()
-                           if line.startswith("{") and '"ops_per_s"' in line]
+                records = [
+                    json.loads(line)
+                    for out in outs
+                    for line in out.read_text().splitlines()
+                    if line.startswith("{") and '"ops_per_s"' in line
+                ]
                 for out in outs:
                     out.unlink(missing_ok=True)
                 total = sum(r["ops_per_s"] for r in records)
-                results[f"{op}-4KiB-{count}gw"] = {"ops_per_s": round(total, 1),
-                                                   "errors": sum(r.get("errors", 0) for r in records)}
+                results[f"{op}-4KiB-{count}gw"] = {
+                    "ops_per_s": round(total, 1),
+                    "errors": sum(r.get("errors", 0) for r in records),
+                }
                 print(op, count, results[f"{op}-4KiB-{count}gw"], flush=True)
             one = results[f"{op}-4KiB-1gw"]["ops_per_s"] or 1
             for count in (2, 4):
-                results[f"{op}-4KiB-{count}gw"]["vs_1gw"] = round(results[f"{op}-4KiB-{count}gw"]["ops_per_s"] / one, 2)
+                results[f"{op}-4KiB-{count}gw"]["vs_1gw"] = round(
+                    results[f"{op}-4KiB-{count}gw"]["ops_per_s"] / one, 2
+                )
     finally:
         for gateway in gateways:
             gateway.stop()
@@ -178,15 +250,19 @@ def scale_out(pg: PostgresServer, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def ratios(per_op: dict[str, Any]) -> list[str]:
-    lines = ["| shape | SQLite ops/s | PostgreSQL ops/s | PG/SQLite ops/s | SQLite p50 ms | PG p50 ms | PG/SQLite p50 |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| shape | SQLite ops/s | PostgreSQL ops/s | PG/SQLite ops/s | SQLite p50 ms | PG p50 ms | PG/SQLite p50 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for shape, result in per_op.items():
         if not isinstance(result, dict) or "sqlite" not in result or "postgresql" not in result:
             continue
         s, p = result["sqlite"], result["postgresql"]
-        lines.append(f"| {shape} | {s['ops_per_s']:.0f} | {p['ops_per_s']:.0f} | "
-                     f"{p['ops_per_s'] / max(s['ops_per_s'], 1e-9):.2f} | {s['p50_ms']:.2f} | {p['p50_ms']:.2f} | "
-                     f"{p['p50_ms'] / max(s['p50_ms'], 1e-9):.2f} |")
+        lines.append(
+            f"| {shape} | {s['ops_per_s']:.0f} | {p['ops_per_s']:.0f} | "
+            f"{p['ops_per_s'] / max(s['ops_per_s'], 1e-9):.2f} | {s['p50_ms']:.2f} | {p['p50_ms']:.2f} | "
+            f"{p['p50_ms'] / max(s['p50_ms'], 1e-9):.2f} |"
+        )
     return lines
 
 

@@ -580,7 +580,7 @@ def load_settings(
         settings = Settings(**init)
     except ValidationError as error:
         text = read_file(Path(path))[1] if path is not None else ""
-        flag_origins = {("server", k): FLAGS[k] for k in flags}
+        flag_origins: dict[tuple[str, ...], str] = {("server", k): FLAGS[k] for k in flags}
         if catalog_url:
             flag_origins["catalog", "url"] = "--catalog"
         origins = Origins(path, text, environment.origins, flag_origins)

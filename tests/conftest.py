@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -82,7 +83,7 @@ def catalog_location(data_dir: Path) -> str | Path:
     return catalog_env(data_dir).get("TIERSTORE_CATALOG_URL") or data_dir / "catalog" / "catalog.db"
 
 
-def catalog_query(data_dir: Path, sql: str, args: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+def catalog_query(data_dir: Path, sql: str, args: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
     """Rows of a read-only query (`?` placeholders) on that server's catalog, whichever database it is."""
     if catalog_kind() == "postgresql":
         url = postgres.database_for(data_dir)

@@ -67,16 +67,24 @@ class PostgresServer:
             shutil.chown(self.root, "postgres", "postgres")
         self._databases = 0
         self._lock = threading.Lock()
-        self._run("initdb", "-D", str(self.data), "-U", USER, "-A", "trust", "-E", "UTF8", "--locale=C",
-                  "--no-sync")
+        self._run(
+            "initdb", "-D", str(self.data), "-U", USER, "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"
+        )
         self.start()
 
     def _run(self, tool: str, *args: str) -> None:
-        result = subprocess.run([str(self.bin / tool), *args], user=self._user, capture_output=True, text=True,
-                                cwd=self.root, timeout=120)
+        result = subprocess.run(
+            [str(self.bin / tool), *args],
+            user=self._user,
+            capture_output=True,
+            text=True,
+            cwd=self.root,
+            timeout=120,
+        )
         if result.returncode != 0:
-            raise RuntimeError(f"{tool} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}\n"
-                               f"{self.log()}")
+            raise RuntimeError(
+                f"{tool} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}\n{self.log()}"
+            )
 
     def log(self) -> str:
         path = self.root / "server.log"
@@ -85,10 +93,23 @@ class PostgresServer:
     def start(self) -> None:
         # fsync off: a test machine's power is not what these tests are about (a restart, even an
         # immediate one, loses nothing the kernel holds); it makes the suite's commits cheap.
-        options = (f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} -c max_connections=400 "
-                   "-c fsync=off -c full_page_writes=off -c shared_buffers=64MB")
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"), "-o", options, "-w",
-                  "-t", "60", "start")
+        options = (
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} -c max_connections=400 "
+            "-c fsync=off -c full_page_writes=off -c shared_buffers=64MB"
+        )
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.root / "server.log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
 
     def stop(self, mode: str = "fast") -> None:
         """Stop it: `fast` (clients disconnected, clean shutdown) or `immediate` (as a crash)."""

@@ -305,7 +305,8 @@ class Maintenance:
             await asyncio.sleep(interval)
             try:
                 ours = await asyncio.to_thread(
-                    self.store.catalog.acquire_lease, SCRUB_LEASE, self.holder, interval * 1.5, time.time())
+                    self.store.catalog.acquire_lease, SCRUB_LEASE, self.holder, interval * 1.5, time.time()
+                )
             except Exception:
                 log.exception("taking the scrub lease failed")
                 continue

@@ -8,6 +8,7 @@ server, tests/postgres.py); skipped where PostgreSQL is not installed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -15,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
@@ -22,29 +24,46 @@ from botocore.exceptions import ClientError
 from tests import postgres
 from tests.conftest import ServerProcess, free_port, make_client
 from tests.support import admin, run_admin, wait_for
+from tiering.catalog.postgres import POOL_TIMEOUT
 
 pytestmark = pytest.mark.postgresql
 
-Spawn = Callable[[int], list[ServerProcess]]
+
+class Gateways:
+    """Gateways on one fresh database (`url`) and one data directory: `gateways(N)` starts N more."""
+
+    def __init__(self, data: Path) -> None:
+        self.data = data
+        self.url = postgres.session_server().create_database("gateways")
+        self.started: list[ServerProcess] = []
+
+    def __call__(self, count: int) -> list[ServerProcess]:
+        procs = [
+            ServerProcess(
+                self.data,
+                free_port(),
+                extra_args=["--catalog", self.url, "--test-clock"],
+                env={"TIERSTORE_LIFECYCLE_INTERVAL_SECONDS": "1"},
+            )
+            for _ in range(count)
+        ]
+        for proc in procs:
+            self.started.append(proc.start())
+        return procs
+
+    def sql(self, statement: str) -> list[Any]:
+        return postgres.session_server().sql(self.url, statement)
+
+
+Spawn = Gateways
 
 
 @pytest.fixture
-def gateways(tmp_path: Path) -> Iterator[Spawn]:
+def gateways(tmp_path: Path) -> Iterator[Gateways]:
     """Start N gateways on one fresh database and one data directory; stopped at the end."""
-    started: list[ServerProcess] = []
-    url = postgres.session_server().create_database("gateways")
-
-    def spawn(count: int) -> list[ServerProcess]:
-        procs = [ServerProcess(tmp_path / "data", free_port(), extra_args=["--catalog", url, "--test-clock"],
-                               env={"TIERSTORE_LIFECYCLE_INTERVAL_SECONDS": "1"})
-                 for _ in range(count)]
-        for proc in procs:
-            started.append(proc.start())
-        return procs
-
-    spawn.url = url  # type: ignore[attr-defined]
+    spawn = Gateways(tmp_path / "data")
     yield spawn
-    for proc in started:
+    for proc in spawn.started:
         proc.stop()
 
 
@@ -52,7 +71,9 @@ def _code(exc: ClientError) -> str:
     return str(exc.response["Error"]["Code"])
 
 
-def test_an_object_put_through_one_gateway_is_read_listed_and_deleted_through_another(gateways: Spawn) -> None:
+def test_an_object_put_through_one_gateway_is_read_listed_and_deleted_through_another(
+    gateways: Spawn,
+) -> None:
     a, b, c = (make_client(g.endpoint) for g in gateways(3))
     a.create_bucket(Bucket="shared")
     assert "shared" in [x["Name"] for x in b.list_buckets()["Buckets"]]
@@ -70,13 +91,25 @@ def test_an_object_put_through_one_gateway_is_read_listed_and_deleted_through_an
     # A multipart upload whose parts go through different gateways completes on a third.
     upload = a.create_multipart_upload(Bucket="shared", Key="big")["UploadId"]
     parts = [random.Random(n).randbytes(5 * 1024 * 1024) for n in range(2)] + [b"tail"]
-    etags = [client.upload_part(Bucket="shared", Key="big", UploadId=upload, PartNumber=n + 1, Body=part)["ETag"]
-             for n, (client, part) in enumerate(zip((a, b, a), parts, strict=True))]
-    assert [p["PartNumber"] for p in b.list_parts(Bucket="shared", Key="big", UploadId=upload)["Parts"]] == [1, 2, 3]
-    c.complete_multipart_upload(Bucket="shared", Key="big", UploadId=upload, MultipartUpload={
-        "Parts": [{"PartNumber": n + 1, "ETag": e} for n, e in enumerate(etags)]})
-    assert hashlib.md5(a.get_object(Bucket="shared", Key="big")["Body"].read()).digest() == \
-        hashlib.md5(b"".join(parts)).digest()
+    etags = [
+        client.upload_part(Bucket="shared", Key="big", UploadId=upload, PartNumber=n + 1, Body=part)["ETag"]
+        for n, (client, part) in enumerate(zip((a, b, a), parts, strict=True))
+    ]
+    assert [p["PartNumber"] for p in b.list_parts(Bucket="shared", Key="big", UploadId=upload)["Parts"]] == [
+        1,
+        2,
+        3,
+    ]
+    c.complete_multipart_upload(
+        Bucket="shared",
+        Key="big",
+        UploadId=upload,
+        MultipartUpload={"Parts": [{"PartNumber": n + 1, "ETag": e} for n, e in enumerate(etags)]},
+    )
+    assert (
+        hashlib.md5(a.get_object(Bucket="shared", Key="big")["Body"].read()).digest()
+        == hashlib.md5(b"".join(parts)).digest()
+    )
 
 
 def test_conditional_creates_race_correctly_across_gateways(gateways: Spawn) -> None:
@@ -88,8 +121,13 @@ def test_conditional_creates_race_correctly_across_gateways(gateways: Spawn) -> 
         won: list[int] = []
         lost: list[str] = []
 
-        def create(n: int, key: str = key, start: threading.Barrier = start,
-                   won: list[int] = won, lost: list[str] = lost) -> None:
+        def create(
+            n: int,
+            key: str = key,
+            start: threading.Barrier = start,
+            won: list[int] = won,
+            lost: list[str] = lost,
+        ) -> None:
             client = make_client(clients[n % 3].meta.endpoint_url)
             start.wait()
             try:
@@ -104,7 +142,10 @@ def test_conditional_creates_race_correctly_across_gateways(gateways: Spawn) -> 
         for t in threads:
             t.join(60)
         # Exactly one writer created it; everyone else was told it exists (412), through any gateway.
-        assert len(won) == 1 and set(lost) <= {"PreconditionFailed", "ConditionalRequestConflict"}, (won, lost)
+        assert len(won) == 1 and set(lost) <= {"PreconditionFailed", "ConditionalRequestConflict"}, (
+            won,
+            lost,
+        )
         for client in clients:
             assert client.get_object(Bucket="race", Key=key)["Body"].read() == f"writer {won[0]}".encode()
 
@@ -122,13 +163,15 @@ def test_users_clock_and_leases_are_cluster_wide(gateways: Spawn) -> None:
 
     before = admin(b.endpoint, "clock", "show")["now"]
     admin(a.endpoint, "clock", "advance", "30")
-    wait_for(lambda: admin(b.endpoint, "clock", "show")["now"] > before + 29 * 86400, 10,
-             "the test clock advanced on A to be B's time too")
+    wait_for(
+        lambda: admin(b.endpoint, "clock", "show")["now"] > before + 29 * 86400,
+        10,
+        "the test clock advanced on A to be B's time too",
+    )
 
     # One lifecycle daemon among the gateways: one lease row, held by one of them.
     def holder() -> str | None:
-        rows = postgres.session_server().sql(
-            gateways.url, "SELECT holder FROM leases WHERE name = 'lifecycle-daemon'")  # type: ignore[attr-defined]
+        rows = gateways.sql("SELECT holder FROM leases WHERE name = 'lifecycle-daemon'")
         return str(rows[0][0]) if rows else None
 
     wait_for(holder, 20, "a lifecycle lease")
@@ -176,10 +219,11 @@ class Traffic:
         for t in self.threads:
             t.join(120)
 
-    def _retrying(self, n: int, call: Callable[[object], object]) -> object:
+    def _retrying(self, n: int, call: Callable[[Any], Any]) -> Any:
         for attempt in range(200):
-            client = make_client(self.endpoints[(n + attempt) % len(self.endpoints)],
-                                 connect_timeout=2, read_timeout=20)
+            client = make_client(
+                self.endpoints[(n + attempt) % len(self.endpoints)], connect_timeout=2, read_timeout=20
+            )
             try:
                 return call(client)
             except ClientError as exc:
@@ -190,7 +234,10 @@ class Traffic:
                     headers = exc.response["ResponseMetadata"].get("HTTPHeaders", {})
                     with self.lock:
                         self.unavailable += 1
-                        if _code(exc) not in ("ServiceUnavailable", "SlowDown") or "retry-after" not in headers:
+                        if (
+                            _code(exc) not in ("ServiceUnavailable", "SlowDown")
+                            or "retry-after" not in headers
+                        ):
                             self.failures.append(f"503 without Retry-After / code: {exc.response}")
                 else:
                     with self.lock:
@@ -202,6 +249,15 @@ class Traffic:
             time.sleep(0.1)
         raise AssertionError("no gateway answered in 200 tries")
 
+    def _put(self, client: Any, key: str, body: bytes) -> None:
+        client.put_object(Bucket=self.bucket, Key=key, Body=body)
+
+    def _get(self, client: Any, key: str) -> bytes:
+        return bytes(client.get_object(Bucket=self.bucket, Key=key)["Body"].read())
+
+    def _list(self, client: Any, prefix: str) -> None:
+        client.list_objects_v2(Bucket=self.bucket, Prefix=prefix)
+
     def _run(self, n: int) -> None:
         rnd = random.Random(n)
         i = 0
@@ -210,15 +266,15 @@ class Traffic:
             body = rnd.randbytes(rnd.choice((10, 5000, 70_000)))
             i += 1
             try:
-                self._retrying(n, lambda c, k=key, b=body: c.put_object(Bucket=self.bucket, Key=k, Body=b))
+                self._retrying(n, functools.partial(self._put, key=key, body=body))
                 with self.lock:
                     self.acked[key] = body
-                got = self._retrying(n + 1, lambda c, k=key: c.get_object(Bucket=self.bucket, Key=k)["Body"].read())
+                got = self._retrying(n + 1, functools.partial(self._get, key=key))
                 if got != body:  # nobody else writes this thread's keys: the last write must read back
                     with self.lock:
-                        self.failures.append(f"{key}: read back {len(got)} bytes, wrote {len(body)}")  # type: ignore[arg-type]
+                        self.failures.append(f"{key}: read back {len(got)} bytes, wrote {len(body)}")
                 if i % 5 == 0:
-                    self._retrying(n + 2, lambda c: c.list_objects_v2(Bucket=self.bucket, Prefix=f"t{n}/"))
+                    self._retrying(n + 2, functools.partial(self._list, prefix=f"t{n}/"))
             except Exception as exc:  # noqa: BLE001 - recorded: the test fails with it
                 with self.lock:
                     self.failures.append(f"{key}: {exc!r}")
@@ -252,7 +308,9 @@ def test_postgresql_restarted_under_load_loses_no_acknowledged_write(gateways: S
     with Traffic([p.endpoint for p in procs], "restart", threads=4) as traffic:
         wait_for(lambda: len(traffic.acked) > 20, 60, "traffic before the restart")
         server.stop("fast")
-        time.sleep(2)  # requests meanwhile: 503 with Retry-After, never a wrong answer
+        # Down for longer than a statement waits for a connection (POOL_TIMEOUT): requests
+        # meanwhile get 503 with Retry-After, never a wrong answer.
+        time.sleep(POOL_TIMEOUT + 3)
         server.start()
         acked = len(traffic.acked)
         wait_for(lambda: len(traffic.acked) > acked + 30, 90, "traffic after PostgreSQL came back")
@@ -262,18 +320,22 @@ def test_postgresql_restarted_under_load_loses_no_acknowledged_write(gateways: S
     assert all(run_admin(p.endpoint, "status").returncode == 0 for p in procs)
 
 
-def test_a_damaged_shard_one_gateway_read_is_healed_through_the_shared_queue(gateways: Spawn, tmp_path: Path) -> None:
+def test_a_damaged_shard_one_gateway_read_is_healed_through_the_shared_queue(
+    gateways: Spawn, tmp_path: Path
+) -> None:
     a, b = gateways(2)
     s3 = make_client(a.endpoint)
     s3.create_bucket(Bucket="heal")
     body = random.Random(5).randbytes(400_000)  # erasure-coded (4+2), not replicated
     s3.put_object(Bucket="heal", Key="object", Body=body)
-    rows = postgres.session_server().sql(
-        gateways.url, "SELECT segments FROM objects WHERE bucket = 'heal' AND key = 'object'")  # type: ignore[attr-defined]
+    rows = gateways.sql("SELECT segments FROM objects WHERE bucket = 'heal' AND key = 'object'")
     data_id = json.loads(rows[0][0])[0]["id"]
     shard = next(p for p in (tmp_path / "data" / "domains").rglob(f"{data_id}.0"))
     shard.unlink()  # data shard 0: a read must rebuild around it, and asks for a heal
     assert make_client(b.endpoint).get_object(Bucket="heal", Key="object")["Body"].read() == body
-    wait_for(lambda: any((tmp_path / "data" / "domains").rglob(f"{data_id}.0")), 30,
-             "the shard to be rebuilt by a gateway draining the shared heal queue")
-    assert postgres.session_server().sql(gateways.url, "SELECT COUNT(*) FROM heal_queue")[0][0] == 0  # type: ignore[attr-defined]
+    wait_for(
+        lambda: any((tmp_path / "data" / "domains").rglob(f"{data_id}.0")),
+        30,
+        "the shard to be rebuilt by a gateway draining the shared heal queue",
+    )
+    assert gateways.sql("SELECT COUNT(*) FROM heal_queue")[0][0] == 0

@@ -64,7 +64,7 @@ def daemons(tmp_path: Path) -> Iterator[Callable[[Path], Daemon]]:
 
 
 def lease_holders(data: Path) -> list[tuple[str, float]]:
-    return catalog_query(data, "SELECT holder, expires FROM leases WHERE name = 'lifecycle-daemon'")  # type: ignore[return-value]
+    return catalog_query(data, "SELECT holder, expires FROM leases WHERE name = 'lifecycle-daemon'")
 
 
 def admin_subprocess(ts: Tiered, *args: str) -> dict:

@@ -19,7 +19,13 @@ from tiering.records import ObjectMeta, ObjectRecord, Segment
 
 def _record(key: str, data: str, size: int = 1, tier: str = "hot") -> ObjectRecord:
     return ObjectRecord(
-        bucket="b", key=key, size=size, etag=f"e-{data}", last_modified=1.0, tier=tier, meta=ObjectMeta(),
+        bucket="b",
+        key=key,
+        size=size,
+        etag=f"e-{data}",
+        last_modified=1.0,
+        tier=tier,
+        meta=ObjectMeta(),
         segments=(Segment(StoredData(f"id-{key}-{data}", size, {})),),
     )
 
@@ -58,7 +64,9 @@ def test_the_same_calls_give_the_same_answers(location: str | Path) -> None:
     assert not catalog.acquire_lease("job", "two", 30, 110.0)
     assert catalog.acquire_lease("job", "two", 30, 131.0)  # expired: taken over
     catalog.put_setting("clock_offset_seconds", "86400.0")
-    assert Catalog(location, durable=False).get_setting("clock_offset_seconds") == "86400.0"  # another process
+    assert (
+        Catalog(location, durable=False).get_setting("clock_offset_seconds") == "86400.0"
+    )  # another process
     catalog.close()
 
 
@@ -134,7 +142,9 @@ def test_a_bucket_deleted_while_objects_commit_into_it_leaves_no_object_behind(l
             except BucketNotFound:
                 pass
 
-        def delete(bucket: str = bucket, start: threading.Barrier = start, outcome: list[str] = outcome) -> None:
+        def delete(
+            bucket: str = bucket, start: threading.Barrier = start, outcome: list[str] = outcome
+        ) -> None:
             start.wait()
             try:
                 catalog.delete_bucket(bucket)
@@ -142,7 +152,9 @@ def test_a_bucket_deleted_while_objects_commit_into_it_leaves_no_object_behind(l
             except BucketNotEmpty:
                 outcome.append("not empty")
 
-        threads = [threading.Thread(target=put, args=(n,)) for n in range(4)] + [threading.Thread(target=delete)]
+        threads = [threading.Thread(target=put, args=(n,)) for n in range(4)] + [
+            threading.Thread(target=delete)
+        ]
         for t in threads:
             t.start()
         for t in threads:

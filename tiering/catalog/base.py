@@ -11,12 +11,20 @@ import os
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tiering.backend import StoredData
 from tiering.catalog.database import Conn, Cursor, Database
 from tiering.errors import PreconditionFailed
-from tiering.records import ListEntry, ObjectMeta, ObjectRecord, RestoreState, Segment
+from tiering.records import (
+    BucketRecord,
+    ListEntry,
+    ObjectMeta,
+    ObjectRecord,
+    RestoreState,
+    Segment,
+    UploadRecord,
+)
 
 _T = TypeVar("_T")
 
@@ -90,12 +98,25 @@ def _listing_rows(
     return db.execute(sql + " ORDER BY key LIMIT ?", [*args, limit])
 
 
-
-
 class CatalogBase:
     """The database and the helpers shared by the catalog's modules (each one a mixin of `Catalog`)."""
 
     _db: Database
+
+    if TYPE_CHECKING:
+        # Defined by one concern's module and used by others (all are mixins of `Catalog`).
+        def get_bucket(self, name: str) -> BucketRecord: ...  # buckets.py
+        def _commit_object_in(  # objects.py
+            self,
+            db: Conn,
+            record: ObjectRecord,
+            if_match: str | None,
+            if_none_match: str | None,
+            expected_generation: int | None,
+        ) -> ObjectRecord: ...
+        @staticmethod
+        def _upload_from_row(row: tuple[Any, ...]) -> UploadRecord: ...  # uploads.py
+        def _drop_uploads(self, db: Conn, where: str, args: tuple[Any, ...]) -> None: ...  # uploads.py
 
     def _reader(self) -> Any:
         """This thread's connection for reads (a sqlite3.Connection on SQLite)."""
@@ -104,13 +125,30 @@ class CatalogBase:
     def _write(self, *, relaxed: bool = False, snapshot: bool = False) -> AbstractContextManager[Conn]:
         return self._db.write(relaxed=relaxed, snapshot=snapshot)
 
-    def _write_combined(self, fn: Callable[[Conn], _T], *, snapshot: bool = False) -> _T:
+    def _write_combined(self, fn: Callable[[Any], _T], *, snapshot: bool = False) -> _T:
         return self._db.write_combined(fn, snapshot=snapshot)
 
     @staticmethod
     def _object_from_row(row: tuple[Any, ...]) -> ObjectRecord:
-        (bucket, key, generation, size, etag, mtime, tier, meta, tags, algo, checksum, segments,
-         heat, heat_at, last_access, tier_since, restore) = row
+        (
+            bucket,
+            key,
+            generation,
+            size,
+            etag,
+            mtime,
+            tier,
+            meta,
+            tags,
+            algo,
+            checksum,
+            segments,
+            heat,
+            heat_at,
+            last_access,
+            tier_since,
+            restore,
+        ) = row
         return ObjectRecord(
             bucket=bucket,
             key=key,
@@ -141,7 +179,9 @@ class CatalogBase:
 
     def _current_if(self, db: Conn, bucket: str, key: str, expected_generation: int) -> ObjectRecord:
         """The object as it is now, if it is still the version a mover looked at (the CAS check)."""
-        row = db.execute(f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?", (bucket, key)).fetchone()
+        row = db.execute(
+            f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
+        ).fetchone()
         current = self._object_from_row(row) if row else None
         if current is None or current.generation != expected_generation:
             raise PreconditionFailed("generation")
@@ -177,4 +217,3 @@ class CatalogBase:
         if old.restore is not None:
             self._retire(db, old.restore.tier, [s.stored for s in old.restore.segments])
         return old
-

@@ -38,7 +38,8 @@ class BlobsCatalog(CatalogBase):
         """Which of these blobs some process has published an unexpired read pin for."""
         db = self._reader()
         return {
-            d for d in data_ids
+            d
+            for d in data_ids
             if db.execute("SELECT 1 FROM read_pins WHERE data_id = ? AND expires > ?", (d, now)).fetchone()
         }
 
@@ -49,7 +50,6 @@ class BlobsCatalog(CatalogBase):
             db.execute("SELECT 1 FROM blobs WHERE data_id = ?", (data_id,)).fetchone()
             or db.execute("SELECT 1 FROM garbage WHERE data_id = ?", (data_id,)).fetchone()
         )
-
 
     def blobs_after(self, tier: str, after: str, limit: int) -> list[tuple[str, str | None, str | None]]:
         """(data_id, bucket, key) of a tier's blobs in data id order: the scrubber's cursor."""
@@ -72,7 +72,9 @@ class BlobsCatalog(CatalogBase):
                 if stored.data_id == data_id:
                     return stored
             return None
-        seg_row = db.execute("SELECT segments FROM objects WHERE bucket = ? AND key = ?", (bucket, key)).fetchone()
+        seg_row = db.execute(
+            "SELECT segments FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
+        ).fetchone()
         if seg_row is None:
             return None
         for segment in json.loads(seg_row[0]):
@@ -105,10 +107,13 @@ class BlobsCatalog(CatalogBase):
         claim that ran out (its holder died or is stuck) is claimed again."""
         with self._write() as db:
             rows = db.execute(
-                "SELECT data_id, tier FROM heal_queue WHERE until <= ? ORDER BY until, queued LIMIT ?", (now, limit)
+                "SELECT data_id, tier FROM heal_queue WHERE until <= ? ORDER BY until, queued LIMIT ?",
+                (now, limit),
             ).fetchall()
-            db.executemany("UPDATE heal_queue SET holder = ?, until = ? WHERE data_id = ?",
-                           [(holder, now + ttl, data_id) for data_id, _ in rows])
+            db.executemany(
+                "UPDATE heal_queue SET holder = ?, until = ? WHERE data_id = ?",
+                [(holder, now + ttl, data_id) for data_id, _ in rows],
+            )
             return [(tier, data_id) for data_id, tier in rows]
 
     @transaction
@@ -118,7 +123,10 @@ class BlobsCatalog(CatalogBase):
 
     def heal_due(self, now: float) -> bool:
         """Is any queued heal unclaimed (a cheap read before `claim_heals` writes)?"""
-        return self._reader().execute("SELECT 1 FROM heal_queue WHERE until <= ? LIMIT 1", (now,)).fetchone() is not None
+        return (
+            self._reader().execute("SELECT 1 FROM heal_queue WHERE until <= ? LIMIT 1", (now,)).fetchone()
+            is not None
+        )
 
     def heal_queue_length(self) -> int:
         return int(self._reader().execute("SELECT COUNT(*) FROM heal_queue").fetchone()[0])

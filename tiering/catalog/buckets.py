@@ -35,9 +35,11 @@ class BucketsCatalog(CatalogBase):
         return record
 
     def get_bucket(self, name: str) -> BucketRecord:
-        row = self._reader().execute(
-            "SELECT name, created, owner, region FROM buckets WHERE name = ?", (name,)
-        ).fetchone()
+        row = (
+            self._reader()
+            .execute("SELECT name, created, owner, region FROM buckets WHERE name = ?", (name,))
+            .fetchone()
+        )
         if row is None:
             raise BucketNotFound(name)
         return BucketRecord(*row)
@@ -57,7 +59,10 @@ class BucketsCatalog(CatalogBase):
         # SERIALIZABLE), so this waits for them, and the emptiness check below, a new statement,
         # sees what they committed.
         with self._write(relaxed=True) as db:
-            if db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.for_update}", (name,)).fetchone() is None:
+            if (
+                db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.for_update}", (name,)).fetchone()
+                is None
+            ):
                 raise BucketNotFound(name)
             if db.execute("SELECT 1 FROM objects WHERE bucket = ? LIMIT 1", (name,)).fetchone():
                 raise BucketNotEmpty(name)
@@ -70,7 +75,10 @@ class BucketsCatalog(CatalogBase):
     @transaction
     def put_bucket_config(self, bucket: str, name: str, value: str | None) -> None:
         with self._write() as db:
-            if db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (bucket,)).fetchone() is None:
+            if (
+                db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (bucket,)).fetchone()
+                is None
+            ):
                 raise BucketNotFound(bucket)
             if value is None:
                 db.execute("DELETE FROM bucket_config WHERE bucket = ? AND name = ?", (bucket, name))
@@ -90,7 +98,9 @@ class BucketsCatalog(CatalogBase):
         return [(name, value) for name, value in rows]
 
     def get_bucket_config(self, bucket: str, name: str) -> str | None:
-        row = self._reader().execute(
-            "SELECT value FROM bucket_config WHERE bucket = ? AND name = ?", (bucket, name)
-        ).fetchone()
+        row = (
+            self._reader()
+            .execute("SELECT value FROM bucket_config WHERE bucket = ? AND name = ?", (bucket, name))
+            .fetchone()
+        )
         return row[0] if row else None

@@ -8,7 +8,7 @@ from typing import Any
 
 from tiering.catalog.blobs import BlobsCatalog
 from tiering.catalog.buckets import BucketsCatalog
-from tiering.catalog.database import open_database
+from tiering.catalog.database import describe, open_database
 from tiering.catalog.leases import LeasesCatalog
 from tiering.catalog.listing import ListingCatalog
 from tiering.catalog.moves import MovesCatalog
@@ -38,9 +38,15 @@ class Catalog(
 
     def __init__(self, location: Path | str, *, durable: bool = True, pool_size: int = 8) -> None:
         self._db = open_database(location, durable=durable, pool_size=pool_size)
-        self.path = self._db.path
         self.url = self._db.url
         self.durable = durable
+
+    @property
+    def path(self) -> Path:
+        """The SQLite file (a PostgreSQL catalog has none)."""
+        if self._db.path is None:
+            raise AttributeError(f"the catalog at {describe(self.url)} is a database server, not a file")
+        return self._db.path
 
     @property
     def dialect(self) -> str:

@@ -26,10 +26,15 @@ from urllib.parse import unquote, urlsplit
 _T = TypeVar("_T")
 
 
+# Statement parameters as the catalog passes them (what sqlite3 and psycopg both take).
+Params = tuple[Any, ...] | list[Any]
+
+
 class Cursor(Protocol):
     """What the catalog reads of a statement's result (sqlite3.Cursor has all of it)."""
 
-    rowcount: int
+    @property
+    def rowcount(self) -> int: ...
 
     def fetchone(self) -> Any: ...
     def fetchall(self) -> list[Any]: ...
@@ -40,8 +45,8 @@ class Cursor(Protocol):
 class Conn(Protocol):
     """A connection as the catalog's modules use it (sqlite3.Connection has all of it)."""
 
-    def execute(self, sql: str, parameters: Any = ..., /) -> Cursor: ...
-    def executemany(self, sql: str, parameters: Iterable[Any], /) -> Cursor: ...
+    def execute(self, sql: str, parameters: Params = ..., /) -> Cursor: ...
+    def executemany(self, sql: str, parameters: Iterable[Params], /) -> Cursor: ...
 
 
 class Database(ABC):
@@ -114,7 +119,9 @@ def sqlite_path(location: str | Path) -> Path:
     if location.startswith("sqlite:"):
         parts = urlsplit(location)
         if parts.netloc:
-            raise ValueError(f"catalog URL {location!r}: write sqlite:///relative/path or sqlite:////absolute/path")
+            raise ValueError(
+                f"catalog URL {location!r}: write sqlite:///relative/path or sqlite:////absolute/path"
+            )
         return Path(unquote(parts.path[1:] if parts.path.startswith("/") else parts.path))
     if "://" in location:
         raise ValueError(f"catalog URL {location!r}: the scheme must be sqlite or postgresql")

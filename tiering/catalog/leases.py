@@ -11,7 +11,9 @@ from tiering.catalog.database import transaction
 
 class LeasesCatalog(CatalogBase):
     @transaction
-    def acquire_lease(self, name: str, holder: str, ttl: float, now: float, *, replacing: str | None = None) -> bool:
+    def acquire_lease(
+        self, name: str, holder: str, ttl: float, now: float, *, replacing: str | None = None
+    ) -> bool:
         """Take or renew a named lease; False while another holder's lease is unexpired — unless
         that holder is `replacing` (one the caller found dead: see tiering.lease_holders)."""
         with self._write() as db:

@@ -68,13 +68,17 @@ class MovesCatalog(CatalogBase):
         with self._write() as db:
             current = self._current_if(db, bucket, key, expected_generation)
             keep = {s.stored.data_id for s in segments}  # a class change on the same tier keeps its data
-            self._retire(db, current.tier, [s.stored for s in current.segments if s.stored.data_id not in keep])
+            self._retire(
+                db, current.tier, [s.stored for s in current.segments if s.stored.data_id not in keep]
+            )
             meta = current.meta
             system = dict(meta.system)
             system.pop(ARCHIVE_STATUS, None)
             if tier == "cold" and meta.storage_class == "INTELLIGENT_TIERING":
                 # S3 reports an archived Intelligent-Tiering object by its access tier.
-                system[ARCHIVE_STATUS] = "DEEP_ARCHIVE_ACCESS" if "deep-archive" in reason else "ARCHIVE_ACCESS"
+                system[ARCHIVE_STATUS] = (
+                    "DEEP_ARCHIVE_ACCESS" if "deep-archive" in reason else "ARCHIVE_ACCESS"
+                )
             # replace(), not a new ObjectMeta: a move keeps every other field (the ACL, ...).
             meta = dataclasses.replace(meta, system=system, storage_class=storage_class or meta.storage_class)
             restore = current.restore
@@ -87,16 +91,32 @@ class MovesCatalog(CatalogBase):
             db.execute(
                 "UPDATE objects SET tier = ?, segments = ?, meta = ?, storage_class = ?, tier_since = ?, "
                 "restore = ?, generation = ? WHERE bucket = ? AND key = ?",
-                (tier, _dumps([s.to_json() for s in segments]), _dumps(meta.to_json()), meta.storage_class, now,
-                 _dumps(restore.to_json()) if restore else None, generation, bucket, key),
+                (
+                    tier,
+                    _dumps([s.to_json() for s in segments]),
+                    _dumps(meta.to_json()),
+                    meta.storage_class,
+                    now,
+                    _dumps(restore.to_json()) if restore else None,
+                    generation,
+                    bucket,
+                    key,
+                ),
             )
             db.execute(
                 "INSERT INTO moves (bucket, key, at, from_tier, to_tier, size, reason) VALUES (?,?,?,?,?,?,?)",
                 (bucket, key, now, current.tier, tier, current.size, reason),
             )
         return ObjectRecord(
-            **{**current.__dict__, "tier": tier, "segments": segments, "meta": meta, "tier_since": now,
-               "restore": restore, "generation": generation}
+            **{
+                **current.__dict__,
+                "tier": tier,
+                "segments": segments,
+                "meta": meta,
+                "tier_since": now,
+                "restore": restore,
+                "generation": generation,
+            }
         )
 
     @transaction
@@ -159,4 +179,7 @@ class MovesCatalog(CatalogBase):
 
     def tier_heats(self, tier: str) -> list[tuple[float, float]]:
         """(heat, heat_at) of every object on a tier: for the heat histogram of `admin tiers`."""
-        return [(h, at) for h, at in self._reader().execute("SELECT heat, heat_at FROM objects WHERE tier = ?", (tier,))]
+        return [
+            (h, at)
+            for h, at in self._reader().execute("SELECT heat, heat_at FROM objects WHERE tier = ?", (tier,))
+        ]

@@ -30,9 +30,11 @@ from tiering.records import (
 
 class ObjectsCatalog(CatalogBase):
     def get_object(self, bucket: str, key: str) -> ObjectRecord:
-        row = self._reader().execute(
-            f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
-        ).fetchone()
+        row = (
+            self._reader()
+            .execute(f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?", (bucket, key))
+            .fetchone()
+        )
         if row is None:
             # Tell a missing bucket from a missing key (NoSuchBucket vs NoSuchKey).
             self.get_bucket(bucket)
@@ -70,7 +72,12 @@ class ObjectsCatalog(CatalogBase):
         if_none_match: str | None,
         expected_generation: int | None,
     ) -> ObjectRecord:
-        if db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (record.bucket,)).fetchone() is None:
+        if (
+            db.execute(
+                f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (record.bucket,)
+            ).fetchone()
+            is None
+        ):
             raise BucketNotFound(record.bucket)
         row = db.execute(
             f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?",
@@ -92,7 +99,9 @@ class ObjectsCatalog(CatalogBase):
         heat = bump(current.heat, current.heat_at, now) if current else 1.0
         if current is not None:
             keep = {s.stored.data_id for s in record.segments}
-            self._retire(db, current.tier, [s.stored for s in current.segments if s.stored.data_id not in keep])
+            self._retire(
+                db, current.tier, [s.stored for s in current.segments if s.stored.data_id not in keep]
+            )
             if current.restore is not None:
                 self._retire(db, current.restore.tier, [s.stored for s in current.restore.segments])
         self._claim_blobs(db, record.tier, record.bucket, record.key, record.segments)
@@ -120,8 +129,15 @@ class ObjectsCatalog(CatalogBase):
             ),
         )
         return ObjectRecord(
-            **{**record.__dict__, "generation": generation, "heat": heat, "heat_at": now, "last_access": now,
-               "tier_since": now, "restore": None}
+            **{
+                **record.__dict__,
+                "generation": generation,
+                "heat": heat,
+                "heat_at": now,
+                "last_access": now,
+                "tier_since": now,
+                "restore": None,
+            }
         )
 
     @transaction
@@ -147,7 +163,9 @@ class ObjectsCatalog(CatalogBase):
                 "generation = ? WHERE bucket = ? AND key = ?",
                 (_dumps(meta.to_json()), _dumps(meta.tags), meta.storage_class, now, generation, bucket, key),
             )
-        return ObjectRecord(**{**current.__dict__, "meta": meta, "last_modified": now, "generation": generation})
+        return ObjectRecord(
+            **{**current.__dict__, "meta": meta, "last_modified": now, "generation": generation}
+        )
 
     @transaction
     def put_tags(self, bucket: str, key: str, tags: dict[str, str]) -> None:
@@ -156,7 +174,12 @@ class ObjectsCatalog(CatalogBase):
                 "UPDATE objects SET tags = ? WHERE bucket = ? AND key = ?", (_dumps(tags), bucket, key)
             )
             if cur.rowcount == 0:
-                if db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (bucket,)).fetchone() is None:
+                if (
+                    db.execute(
+                        f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (bucket,)
+                    ).fetchone()
+                    is None
+                ):
                     raise BucketNotFound(bucket)
                 raise ObjectNotFound(bucket, key)
 
@@ -164,14 +187,23 @@ class ObjectsCatalog(CatalogBase):
     def put_object_acl(self, bucket: str, key: str, acl: str) -> None:
         """Replace an object's ACL (PutObjectAcl): its data, dates and generation stay as they are."""
         with self._write() as db:
-            row = db.execute("SELECT meta FROM objects WHERE bucket = ? AND key = ?", (bucket, key)).fetchone()
+            row = db.execute(
+                "SELECT meta FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
+            ).fetchone()
             if row is None:
-                if db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (bucket,)).fetchone() is None:
+                if (
+                    db.execute(
+                        f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (bucket,)
+                    ).fetchone()
+                    is None
+                ):
                     raise BucketNotFound(bucket)
                 raise ObjectNotFound(bucket, key)
             meta = json.loads(row[0])
             meta["acl"] = acl
-            db.execute("UPDATE objects SET meta = ? WHERE bucket = ? AND key = ?", (_dumps(meta), bucket, key))
+            db.execute(
+                "UPDATE objects SET meta = ? WHERE bucket = ? AND key = ?", (_dumps(meta), bucket, key)
+            )
 
     @transaction
     def set_encryption(self, bucket: str, key: str, generation: int, encryption: dict[str, Any]) -> bool:
@@ -179,23 +211,34 @@ class ObjectsCatalog(CatalogBase):
         key); False if the object changed meanwhile. The generation stays: data and location are
         untouched, and a mover's commit re-reads the metadata inside its own transaction."""
         with self._write() as db:
-            row = db.execute("SELECT meta FROM objects WHERE bucket = ? AND key = ? AND generation = ?",
-                             (bucket, key, generation)).fetchone()
+            row = db.execute(
+                "SELECT meta FROM objects WHERE bucket = ? AND key = ? AND generation = ?",
+                (bucket, key, generation),
+            ).fetchone()
             if row is None:
                 return False
             meta = json.loads(row[0])
             meta["enc"] = encryption
-            db.execute("UPDATE objects SET meta = ? WHERE bucket = ? AND key = ? AND generation = ?",
-                       (_dumps(meta), bucket, key, generation))
+            db.execute(
+                "UPDATE objects SET meta = ? WHERE bucket = ? AND key = ? AND generation = ?",
+                (_dumps(meta), bucket, key, generation),
+            )
         return True
 
     @transaction
-    def delete_object(self, bucket: str, key: str, *, expected_generation: int | None = None) -> ObjectRecord | None:
+    def delete_object(
+        self, bucket: str, key: str, *, expected_generation: int | None = None
+    ) -> ObjectRecord | None:
         with self._write() as db:
-            if db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (bucket,)).fetchone() is None:
+            if (
+                db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (bucket,)).fetchone()
+                is None
+            ):
                 raise BucketNotFound(bucket)
             if expected_generation is not None:
-                row = db.execute("SELECT generation FROM objects WHERE bucket = ? AND key = ?", (bucket, key)).fetchone()
+                row = db.execute(
+                    "SELECT generation FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
+                ).fetchone()
                 if row is None or row[0] != expected_generation:
                     return None  # changed since the caller decided: leave it
             old = self._retire_object_row(db, bucket, key)
@@ -225,7 +268,10 @@ class ObjectsCatalog(CatalogBase):
         """
         meta_json, tags_json = _dumps(meta.to_json()), _dumps(meta.tags)
         with self._write() as db:
-            if db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (bucket,)).fetchone() is None:
+            if (
+                db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (bucket,)).fetchone()
+                is None
+            ):
                 raise BucketNotFound(bucket)
             # A new object's row as commit_object writes it: a fresh generation, heat 1 (one write).
             # One generation serves the whole batch: it only has to be new for each key.
@@ -235,11 +281,33 @@ class ObjectsCatalog(CatalogBase):
             cursor = db.executemany(
                 f"INSERT INTO objects ({OBJECT_COLUMNS}, storage_class) SELECT {OBJECT_PLACEHOLDERS}, ? "
                 "WHERE NOT EXISTS (SELECT 1 FROM objects WHERE bucket = ? AND key = ?)",
-                ((bucket, key, generation, 0, EMPTY_ETAG, now, tier, meta_json, tags_json, None, None, "[]",
-                  1.0, now, now, now, None, meta.storage_class, bucket, key) for key in keys),
+                (
+                    (
+                        bucket,
+                        key,
+                        generation,
+                        0,
+                        EMPTY_ETAG,
+                        now,
+                        tier,
+                        meta_json,
+                        tags_json,
+                        None,
+                        None,
+                        "[]",
+                        1.0,
+                        now,
+                        now,
+                        now,
+                        None,
+                        meta.storage_class,
+                        bucket,
+                        key,
+                    )
+                    for key in keys
+                ),
             )
             return cursor.rowcount
-
 
     def tier_usage(self) -> dict[str, tuple[int, int]]:
         """(objects, bytes) per tier that holds any (from the usage counters: no scan)."""

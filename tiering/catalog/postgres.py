@@ -42,11 +42,15 @@ _T = TypeVar("_T")
 
 RETRIES = 60  # conflicts in a row before giving up (each retry waits a little longer: ~8 s in all)
 CONNECT_TIMEOUT = 5  # seconds to open a connection
-POOL_TIMEOUT = 10.0  # seconds a statement waits for a pooled connection before it is "unavailable"
+POOL_TIMEOUT = 5.0  # seconds a statement waits for a pooled connection before the catalog is "unavailable"
 # What PostgreSQL (SQLSTATE 40001, 40P01, 40000) and CockroachDB (40001) ask to be run again.
 # (psycopg derives SerializationFailure and DeadlockDetected from OperationalError, not from
 # TransactionRollback, so each is named.)
-CONFLICTS = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected, psycopg.errors.TransactionRollback)
+CONFLICTS = (
+    psycopg.errors.SerializationFailure,
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.TransactionRollback,
+)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -72,7 +76,7 @@ class _Rows:
         return self._rows[self._at - 1]
 
     def fetchall(self) -> list[Any]:
-        rest = self._rows[self._at:]
+        rest = self._rows[self._at :]
         self._at = len(self._rows)
         return rest
 
@@ -146,7 +150,11 @@ class PostgresDatabase(Database):
         self.where = describe(url)
         self.conflicts = 0  # transactions run again after a conflict (for benchmarks and tests)
         self.pool: ConnectionPool[Any] = ConnectionPool(
-            url, min_size=1, max_size=max(2, pool_size), open=False, timeout=POOL_TIMEOUT,
+            url,
+            min_size=1,
+            max_size=max(2, pool_size),
+            open=False,
+            timeout=POOL_TIMEOUT,
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT, "application_name": "tierstore"},
             name="tierstore-catalog",
         )
@@ -206,7 +214,9 @@ class PostgresDatabase(Database):
                 time.sleep(random.uniform(0, min(0.002 * 2 ** min(attempt, 7), 0.25)))
             except _RetrySafe as exc:
                 if lost_connection:
-                    raise CatalogUnavailable(str(exc.cause).strip() or "the catalog database is unreachable") from exc
+                    raise CatalogUnavailable(
+                        str(exc.cause).strip() or "the catalog database is unreachable"
+                    ) from exc
                 lost_connection = True
         raise CatalogUnavailable(f"the catalog stayed too busy: {RETRIES} conflicting transactions in a row")
 
@@ -217,9 +227,10 @@ class PostgresDatabase(Database):
         # An upsert fires the UPDATE trigger for a replaced row: the usage counters stay right.
         names = [c.strip() for c in columns.split(",")]
         updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in names if c not in ("bucket", "key"))
-        return (f"INSERT INTO objects ({columns}) VALUES ({placeholders}) "
-                f"ON CONFLICT (bucket, key) DO UPDATE SET {updates}")
+        return (
+            f"INSERT INTO objects ({columns}) VALUES ({placeholders}) "
+            f"ON CONFLICT (bucket, key) DO UPDATE SET {updates}"
+        )
 
     def close(self) -> None:
         self.pool.close()
-

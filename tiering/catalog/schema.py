@@ -448,9 +448,15 @@ def migrate_postgres(db: Any, where: str, *, attempts: int = 20) -> None:
                     db.execute("DELETE FROM schema_version")
                     db.execute("INSERT INTO schema_version (version) VALUES (%s)", (SCHEMA_VERSION,))
             return
-        except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateObject, psycopg.errors.DuplicateTable,
-                psycopg.errors.DuplicateFunction, psycopg.errors.TransactionRollback,
-                psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected):
+        except (
+            psycopg.errors.UniqueViolation,
+            psycopg.errors.DuplicateObject,
+            psycopg.errors.DuplicateTable,
+            psycopg.errors.DuplicateFunction,
+            psycopg.errors.TransactionRollback,
+            psycopg.errors.SerializationFailure,
+            psycopg.errors.DeadlockDetected,
+        ):
             if attempt == attempts - 1:
                 raise
             time.sleep(0.05 * (attempt + 1))

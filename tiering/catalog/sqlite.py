@@ -45,6 +45,7 @@ class SQLiteDatabase(Database):
 
     def __init__(self, path: Path, *, durable: bool = True) -> None:
         self.path = path
+        self._file = path
         self.url = f"sqlite:///{path}"
         self.durable = durable
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -68,7 +69,7 @@ class SQLiteDatabase(Database):
     # --- connections ------------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        conn = sqlite3.connect(self._file, isolation_level=None, check_same_thread=False, timeout=30)
         conn.execute("PRAGMA journal_mode=WAL")
         # NORMAL: SQLite syncs the WAL only around checkpoints; `_make_durable` fsyncs it after
         # each commit (grouped), so an acknowledged write still survives power loss.
@@ -183,7 +184,9 @@ class SQLiteDatabase(Database):
     # --- the dialect ------------------------------------------------------------------------
 
     def next_generation(self, db: Conn) -> int:
-        row = db.execute("UPDATE counters SET value = value + 1 WHERE name = 'generation' RETURNING value").fetchone()
+        row = db.execute(
+            "UPDATE counters SET value = value + 1 WHERE name = 'generation' RETURNING value"
+        ).fetchone()
         return int(row[0])
 
     def upsert_object_sql(self, columns: str, placeholders: str) -> str:

@@ -29,8 +29,10 @@ class TopologyCatalog(CatalogBase):
             db.executemany(
                 "INSERT INTO domains (id, tier, path, node, rack, zone, weight, status, changed) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?) ON CONFLICT (id) DO NOTHING",
-                [(r["id"], r["tier"], r["path"], r["node"], r["rack"], r["zone"], r["weight"], time.time())
-                 for r in rows],
+                [
+                    (r["id"], r["tier"], r["path"], r["node"], r["rack"], r["zone"], r["weight"], time.time())
+                    for r in rows
+                ],
             )
 
     @transaction
@@ -45,8 +47,16 @@ class TopologyCatalog(CatalogBase):
                 "VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?) ON CONFLICT (id) DO UPDATE SET tier = excluded.tier, "
                 "path = excluded.path, node = excluded.node, rack = excluded.rack, zone = excluded.zone, "
                 "weight = excluded.weight, status = excluded.status, changed = excluded.changed",
-                (row["id"], row["tier"], row["path"], row["node"], row["rack"], row["zone"], row["weight"],
-                 time.time()),
+                (
+                    row["id"],
+                    row["tier"],
+                    row["path"],
+                    row["node"],
+                    row["rack"],
+                    row["zone"],
+                    row["weight"],
+                    time.time(),
+                ),
             )
 
     def domain_rows(self) -> list[dict[str, Any]]:
@@ -59,8 +69,10 @@ class TopologyCatalog(CatalogBase):
     @transaction
     def set_domain_status(self, domain_ids: list[str], status: str) -> None:
         with self._write() as db:
-            db.executemany("UPDATE domains SET status = ?, changed = ? WHERE id = ?",
-                           [(status, time.time(), d) for d in domain_ids])
+            db.executemany(
+                "UPDATE domains SET status = ?, changed = ? WHERE id = ?",
+                [(status, time.time(), d) for d in domain_ids],
+            )
 
     def _blob_location_in(self, db: Conn, data_id: str) -> tuple[str, Any, Any] | None:
         """Where a live blob's location is kept: ("part", upload_id, raw) or ("object", (bucket, key), segments)."""
@@ -69,10 +81,14 @@ class TopologyCatalog(CatalogBase):
             return None
         bucket, key, upload_id = row
         if upload_id is not None:
-            raw = db.execute("SELECT stored FROM parts WHERE upload_id = ? AND stored LIKE ?",
-                             (upload_id, f'%"{data_id}"%')).fetchone()
+            raw = db.execute(
+                "SELECT stored FROM parts WHERE upload_id = ? AND stored LIKE ?",
+                (upload_id, f'%"{data_id}"%'),
+            ).fetchone()
             return ("part", upload_id, raw[0]) if raw else None
-        seg_row = db.execute("SELECT segments FROM objects WHERE bucket = ? AND key = ?", (bucket, key)).fetchone()
+        seg_row = db.execute(
+            "SELECT segments FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
+        ).fetchone()
         return ("object", (bucket, key), json.loads(seg_row[0])) if seg_row else None
 
     @transaction
@@ -91,8 +107,10 @@ class TopologyCatalog(CatalogBase):
                 stored = _stored_from_json(value)
                 if stored.location != expected:
                     return False
-                db.execute("UPDATE parts SET stored = ? WHERE upload_id = ? AND stored = ?",
-                           (_stored_to_json(StoredData(data_id, stored.size, location)), where, value))
+                db.execute(
+                    "UPDATE parts SET stored = ? WHERE upload_id = ? AND stored = ?",
+                    (_stored_to_json(StoredData(data_id, stored.size, location)), where, value),
+                )
                 return True
             segments = value
             matched = [s for s in segments if s["id"] == data_id]
@@ -101,19 +119,23 @@ class TopologyCatalog(CatalogBase):
             for segment in matched:
                 segment["loc"] = location
             # The bytes are the same, so the generation (the movers' CAS token) stays as it is.
-            db.execute("UPDATE objects SET segments = ? WHERE bucket = ? AND key = ?",
-                       (_dumps(segments), *where))
+            db.execute(
+                "UPDATE objects SET segments = ? WHERE bucket = ? AND key = ?", (_dumps(segments), *where)
+            )
             return True
 
     @transaction
-    def commit_restripe(self, bucket: str, key: str, *, expected_generation: int,
-                        segments: tuple[Segment, ...]) -> ObjectRecord:
+    def commit_restripe(
+        self, bucket: str, key: str, *, expected_generation: int, segments: tuple[Segment, ...]
+    ) -> ObjectRecord:
         """Point an object at a re-striped copy of its data on the same tier (compare-and-swap on
         the generation, like a move; PreconditionFailed if it changed). Old data is retired."""
         with self._write() as db:
             current = self._current_if(db, bucket, key, expected_generation)
             keep = {s.stored.data_id for s in segments}
-            self._retire(db, current.tier, [s.stored for s in current.segments if s.stored.data_id not in keep])
+            self._retire(
+                db, current.tier, [s.stored for s in current.segments if s.stored.data_id not in keep]
+            )
             self._claim_blobs(db, current.tier, bucket, key, segments)
             generation = self._next_generation(db)
             db.execute(
@@ -127,18 +149,23 @@ class TopologyCatalog(CatalogBase):
         pattern = f'%"{domain_id}"%'
         db = self._reader()
         found: list[str] = []
-        for (raw,) in db.execute("SELECT segments FROM objects WHERE tier = ? AND segments LIKE ?", (tier, pattern)):
+        for (raw,) in db.execute(
+            "SELECT segments FROM objects WHERE tier = ? AND segments LIKE ?", (tier, pattern)
+        ):
             found += [s["id"] for s in json.loads(raw) if _names_domain(s.get("loc") or {}, domain_id)]
         for (raw,) in db.execute(
             "SELECT parts.stored FROM parts JOIN uploads ON parts.upload_id = uploads.upload_id "
-            "WHERE uploads.tier = ? AND parts.stored LIKE ?", (tier, pattern)
+            "WHERE uploads.tier = ? AND parts.stored LIKE ?",
+            (tier, pattern),
         ):
             stored = _stored_from_json(raw)
             if _names_domain(stored.location, domain_id):
                 found.append(stored.data_id)
         for (raw,) in db.execute("SELECT restore FROM objects WHERE restore LIKE ?", (pattern,)):
             restore = json.loads(raw)
-            found += [s["id"] for s in restore.get("segments", []) if _names_domain(s.get("loc") or {}, domain_id)]
+            found += [
+                s["id"] for s in restore.get("segments", []) if _names_domain(s.get("loc") or {}, domain_id)
+            ]
         return found[:limit]
 
     @transaction
@@ -162,7 +189,9 @@ class TopologyCatalog(CatalogBase):
     def forget_shard_garbage(self, entries: list[tuple[str, str, int]]) -> None:
         """Drop (data_id, domain, shard) rows."""
         with self._write() as db:
-            db.executemany("DELETE FROM shard_garbage WHERE data_id = ? AND domain = ? AND shard = ?", entries)
+            db.executemany(
+                "DELETE FROM shard_garbage WHERE data_id = ? AND domain = ? AND shard = ?", entries
+            )
 
     def shard_garbage_of(self, data_id: str) -> set[tuple[str, int]]:
         """(domain, shard) files of this blob already queued for the shard collector."""

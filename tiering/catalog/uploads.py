@@ -32,7 +32,12 @@ class UploadsCatalog(CatalogBase):
     @transaction
     def create_upload(self, upload: UploadRecord) -> None:
         with self._write() as db:
-            if db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (upload.bucket,)).fetchone() is None:
+            if (
+                db.execute(
+                    f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (upload.bucket,)
+                ).fetchone()
+                is None
+            ):
                 raise BucketNotFound(upload.bucket)
             db.execute(
                 "INSERT INTO uploads (upload_id, bucket, key, initiated, tier, meta, tags, "
@@ -55,23 +60,40 @@ class UploadsCatalog(CatalogBase):
     def _upload_from_row(row: tuple[Any, ...]) -> UploadRecord:
         upload_id, bucket, key, initiated, tier, meta, tags, algo, owner, checksum_type = row
         return UploadRecord(
-            upload_id, bucket, key, initiated, tier, ObjectMeta.from_json(json.loads(meta), json.loads(tags)),
-            algo, owner, checksum_type,
+            upload_id,
+            bucket,
+            key,
+            initiated,
+            tier,
+            ObjectMeta.from_json(json.loads(meta), json.loads(tags)),
+            algo,
+            owner,
+            checksum_type,
         )
 
     def get_upload(self, bucket: str, key: str, upload_id: str) -> UploadRecord:
-        row = self._reader().execute(
-            "SELECT upload_id, bucket, key, initiated, tier, meta, tags, checksum_algorithm, owner, checksum_type "
-            "FROM uploads WHERE upload_id = ?",
-            (upload_id,),
-        ).fetchone()
+        row = (
+            self._reader()
+            .execute(
+                "SELECT upload_id, bucket, key, initiated, tier, meta, tags, checksum_algorithm, owner, checksum_type "
+                "FROM uploads WHERE upload_id = ?",
+                (upload_id,),
+            )
+            .fetchone()
+        )
         if row is None or row[1] != bucket or row[2] != key:
             self.get_bucket(bucket)
             raise UploadNotFound(upload_id)
         return self._upload_from_row(row)
 
     def list_uploads(
-        self, bucket: str, *, prefix: str = "", key_marker: str = "", upload_id_marker: str = "", limit: int = 1000
+        self,
+        bucket: str,
+        *,
+        prefix: str = "",
+        key_marker: str = "",
+        upload_id_marker: str = "",
+        limit: int = 1000,
     ) -> list[UploadRecord]:
         self.get_bucket(bucket)
         sql = (
@@ -145,7 +167,10 @@ class UploadsCatalog(CatalogBase):
             "WHERE upload_id = ? AND part_number > ? ORDER BY part_number LIMIT ?",
             (upload_id, marker, limit),
         )
-        return [PartRecord(pn, size, etag, mtime, _stored_from_json(st), ck) for pn, size, etag, mtime, st, ck in rows]
+        return [
+            PartRecord(pn, size, etag, mtime, _stored_from_json(st), ck)
+            for pn, size, etag, mtime, st, ck in rows
+        ]
 
     @transaction
     def complete_upload(
@@ -160,15 +185,25 @@ class UploadsCatalog(CatalogBase):
         """Commit the assembled object and drop the upload in one transaction, remembering the
         completion (with the `requested` part list) for `completed_upload`."""
         with self._write() as db:
-            if db.execute("SELECT 1 FROM uploads WHERE upload_id = ?", (upload.upload_id,)).fetchone() is None:
+            if (
+                db.execute("SELECT 1 FROM uploads WHERE upload_id = ?", (upload.upload_id,)).fetchone()
+                is None
+            ):
                 raise UploadNotFound(upload.upload_id)
-            parts = [_stored_from_json(raw) for (raw,) in db.execute(
-                "SELECT stored FROM parts WHERE upload_id = ?", (upload.upload_id,))]
+            parts = [
+                _stored_from_json(raw)
+                for (raw,) in db.execute("SELECT stored FROM parts WHERE upload_id = ?", (upload.upload_id,))
+            ]
             # The parts' locations as they are now: the rebalancer may have moved a part's shards
             # since the caller listed them (relocate_blob_if), and the old files are being retired.
             current = {stored.data_id: stored for stored in parts}
-            record = dataclasses.replace(record, segments=tuple(
-                dataclasses.replace(s, stored=current.get(s.stored.data_id, s.stored)) for s in record.segments))
+            record = dataclasses.replace(
+                record,
+                segments=tuple(
+                    dataclasses.replace(s, stored=current.get(s.stored.data_id, s.stored))
+                    for s in record.segments
+                ),
+            )
             committed = self._commit_object_in(db, record, if_match, if_none_match, None)
             used = {s.stored.data_id for s in record.segments}
             unused = [stored for stored in parts if stored.data_id not in used]
@@ -180,8 +215,15 @@ class UploadsCatalog(CatalogBase):
                 "VALUES (?,?,?,?,?,?,?) ON CONFLICT (upload_id) DO UPDATE SET bucket = excluded.bucket, "
                 "key = excluded.key, parts = excluded.parts, etag = excluded.etag, "
                 "last_modified = excluded.last_modified, completed = excluded.completed",
-                (upload.upload_id, upload.bucket, upload.key, _dumps(requested or []), committed.etag,
-                 committed.last_modified, time.time()),
+                (
+                    upload.upload_id,
+                    upload.bucket,
+                    upload.key,
+                    _dumps(requested or []),
+                    committed.etag,
+                    committed.last_modified,
+                    time.time(),
+                ),
             )
         return committed
 
@@ -192,11 +234,18 @@ class UploadsCatalog(CatalogBase):
         still the current one (same ETag and time: a move keeps both, an overwrite changes them)."""
         db = self._reader()
         row = db.execute(
-            "SELECT bucket, key, parts, etag, last_modified FROM completed_uploads WHERE upload_id = ?", (upload_id,)
+            "SELECT bucket, key, parts, etag, last_modified FROM completed_uploads WHERE upload_id = ?",
+            (upload_id,),
         ).fetchone()
-        if row is None or (row[0], row[1]) != (bucket, key) or json.loads(row[2]) != json.loads(_dumps(requested)):
+        if (
+            row is None
+            or (row[0], row[1]) != (bucket, key)
+            or json.loads(row[2]) != json.loads(_dumps(requested))
+        ):
             return None
-        current = db.execute(f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?", (bucket, key))
+        current = db.execute(
+            f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
+        )
         found = current.fetchone()
         if found is None:
             return None
@@ -206,7 +255,11 @@ class UploadsCatalog(CatalogBase):
     @transaction
     def forget_completed_uploads(self, before: float) -> int:
         """Drop the memory of uploads completed before `before` (wall clock); how many went."""
-        if self._reader().execute("SELECT 1 FROM completed_uploads WHERE completed < ? LIMIT 1", (before,)).fetchone():
+        if (
+            self._reader()
+            .execute("SELECT 1 FROM completed_uploads WHERE completed < ? LIMIT 1", (before,))
+            .fetchone()
+        ):
             with self._write() as db:
                 return db.execute("DELETE FROM completed_uploads WHERE completed < ?", (before,)).rowcount
         return 0
@@ -220,10 +273,13 @@ class UploadsCatalog(CatalogBase):
             self._drop_uploads(db, "upload_id = ?", (upload_id,))
 
     def _drop_uploads(self, db: Conn, where: str, args: tuple[Any, ...]) -> None:
-        for upload_id, tier in db.execute(f"SELECT upload_id, tier FROM uploads WHERE {where}", args).fetchall():
-            stored = [_stored_from_json(st) for (st,) in db.execute(
-                "SELECT stored FROM parts WHERE upload_id = ?", (upload_id,)
-            )]
+        for upload_id, tier in db.execute(
+            f"SELECT upload_id, tier FROM uploads WHERE {where}", args
+        ).fetchall():
+            stored = [
+                _stored_from_json(st)
+                for (st,) in db.execute("SELECT stored FROM parts WHERE upload_id = ?", (upload_id,))
+            ]
             self._retire(db, tier, stored)
             db.execute("DELETE FROM parts WHERE upload_id = ?", (upload_id,))
             db.execute("DELETE FROM uploads WHERE upload_id = ?", (upload_id,))
@@ -232,7 +288,9 @@ class UploadsCatalog(CatalogBase):
         """Unfinished uploads of every bucket after a cursor (upload id order)."""
         rows = self._reader().execute(
             "SELECT upload_id, bucket, key, initiated, tier, meta, tags, checksum_algorithm, owner, checksum_type "
-            "FROM uploads WHERE upload_id > ? ORDER BY upload_id LIMIT ?", (upload_id, limit))
+            "FROM uploads WHERE upload_id > ? ORDER BY upload_id LIMIT ?",
+            (upload_id, limit),
+        )
         return [self._upload_from_row(row) for row in rows]
 
     @transaction

@@ -29,9 +29,11 @@ class UsersCatalog(CatalogBase):
 
     def get_user(self, access_key: str) -> tuple[str, str, bool] | None:
         """(secret key, name, is admin) of a user."""
-        row = self._reader().execute(
-            "SELECT secret_key, name, is_admin FROM users WHERE access_key = ?", (access_key,)
-        ).fetchone()
+        row = (
+            self._reader()
+            .execute("SELECT secret_key, name, is_admin FROM users WHERE access_key = ?", (access_key,))
+            .fetchone()
+        )
         return (row[0], row[1], bool(row[2])) if row else None
 
     def user_keys(self) -> dict[str, tuple[str, str, bool]]:
