@@ -24,7 +24,6 @@ from botocore.exceptions import ClientError
 from tests import postgres
 from tests.conftest import ServerProcess, free_port, make_client
 from tests.support import admin, run_admin, wait_for
-from tiering.catalog.postgres import POOL_TIMEOUT
 
 pytestmark = pytest.mark.postgresql
 
@@ -310,6 +309,8 @@ def test_postgresql_restarted_under_load_loses_no_acknowledged_write(gateways: S
         server.stop("fast")
         # Down for longer than a statement waits for a connection (POOL_TIMEOUT): requests
         # meanwhile get 503 with Retry-After, never a wrong answer.
+        from tiering.catalog.postgres import POOL_TIMEOUT  # psycopg: only where PostgreSQL runs
+
         time.sleep(POOL_TIMEOUT + 3)
         server.start()
         acked = len(traffic.acked)
