@@ -18,9 +18,9 @@ from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING
 
 from erasure.codec import Buffer, Codec, codec_for, rebuild_blocks
+from erasure.drive import Drive, ShardReader
 from erasure.errors import CorruptShard, DataLost, DataNotFound, DomainOffline, ErasureError
 from erasure.location import Location
-from erasure.shard_store import ShardFileReader, ShardStore
 from erasure.stripe import StripeLayout, StripeSlice
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ OFFLINE, MISSING, CORRUPT, UNPLACED = "offline", "missing", "corrupt", "unplaced
 
 async def open_shards(
     pool: ErasurePool, data_id: str, loc: Location, size: int, wanted: Iterable[int] | None = None
-) -> tuple[dict[int, ShardFileReader], dict[int, str]]:
+) -> tuple[dict[int, ShardReader], dict[int, str]]:
     """Open the shards of a blob that can be opened (all, or `wanted`): (index → file, index → why not).
 
     One worker-thread trip opens them all: on a small-object GET the thread hand-offs, not the
@@ -40,15 +40,15 @@ async def open_shards(
     """
     indexes = range(loc.width) if wanted is None else sorted(set(wanted))
     problems = _unreachable(pool, loc, indexes)
-    tries: list[tuple[int, ShardStore]] = []
+    tries: list[tuple[int, Drive]] = []
     for i in indexes:
         domain_id = loc.shards[i]
         store = pool.store(domain_id) if domain_id is not None and i not in problems else None
         if store is not None:  # placed on a known domain: `_unreachable` left it out of `problems`
             tries.append((i, store))
 
-    def open_all() -> list[ShardFileReader | BaseException]:
-        out: list[ShardFileReader | BaseException] = []
+    def open_all() -> list[ShardReader | BaseException]:
+        out: list[ShardReader | BaseException] = []
         for i, store in tries:
             try:
                 out.append(store.open(data_id, i))
@@ -57,9 +57,9 @@ async def open_shards(
         return out
 
     results = await asyncio.to_thread(open_all) if tries else []
-    files: dict[int, ShardFileReader] = {}
+    files: dict[int, ShardReader] = {}
     for (i, _), result in zip(tries, results, strict=True):
-        if isinstance(result, ShardFileReader):
+        if not isinstance(result, BaseException):
             h = result.header
             if (h.k, h.m, h.block_size, h.size) == (loc.k, loc.m, loc.block_size, size):
                 files[i] = result
@@ -88,7 +88,7 @@ def read_healthy(pool: ErasurePool, data_id: str, loc: Location, size: int) -> b
     """
     if _unreachable(pool, loc, range(loc.width)):
         return None
-    files: list[ShardFileReader] = []
+    files: list[ShardReader] = []
     try:
         for i in range(loc.k):
             domain_id = loc.shards[i]
@@ -125,7 +125,7 @@ def _unreachable(pool: ErasurePool, loc: Location, indexes: Iterable[int]) -> di
     return out
 
 
-def _close_all(files: Iterable[ShardFileReader]) -> None:
+def _close_all(files: Iterable[ShardReader]) -> None:
     for f in files:
         f.close()
 
@@ -135,7 +135,7 @@ class PoolReader:
 
     def __init__(
         self, pool: ErasurePool, data_id: str, loc: Location, size: int,
-        files: dict[int, ShardFileReader], problems: dict[int, str],
+        files: dict[int, ShardReader], problems: dict[int, str],
     ) -> None:
         self._pool, self.data_id, self._loc, self.size = pool, data_id, loc, size
         self._files = files
