@@ -133,6 +133,7 @@ class ErasureCodedBackend(TierBackend):
         **_: Any,
     ) -> None:
         factory: DriveFactory = local_drive
+        topology: Topology | None = None
         if pool is None and remote_domains:
             # On storage nodes (tiering.nodes): one domain per node drive, reached over HTTP.
             topology = Topology(
@@ -156,6 +157,8 @@ class ErasureCodedBackend(TierBackend):
                 raise ValueError("erasure backend needs pool=, domains= or root=")
             else:
                 topology = default_layout(Path(root), name, nodes, drives_per_node)
+        if pool is None:
+            assert topology is not None
             pool = ErasurePool(
                 name, topology, k, m, spread_level=spread_level, block_size=block_size,
                 write_quorum=write_quorum or None, small_object_threshold=small_object_threshold,
