@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ServerProcess, free_port, make_client
+from tests.conftest import ACCESS_KEY, SECRET_KEY, ServerProcess, free_port, make_client
 
 SECRET = "loopback-cluster-secret"
 NODES = 6
@@ -104,7 +104,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     config = root / "gateway.toml"
     config.write_text('[tiers.hot]\nk = 3\nm = 2\nspread_level = "node"\n\n[drives]\nreserve_bytes = 0\n')
     env = {"TIERSTORE_CLUSTER_SECRET": SECRET}
-    gateways = [ServerProcess(root / "gw", free_port(), extra_args=["--config", str(config)], env=env)]
+    # Two gateways on one data directory (one catalog): either serves every object.
+    gateways = [ServerProcess(root / "gw", free_port(), extra_args=["--config", str(config)], env=env)
+                for _ in range(2)]
     try:
         for node in nodes:
             node.start()
@@ -145,6 +147,7 @@ def test_s3_basics_over_nodes(cluster: Cluster) -> None:
     s3.delete_object(Bucket="cluster", Key="doomed")
     del cluster.objects["doomed"]
     cluster.check_all()
+    cluster.check_all(gateway=1)
 
 
 def test_forged_and_unsigned_requests_are_refused(cluster: Cluster) -> None:
@@ -224,4 +227,39 @@ def test_m_nodes_down_reads_and_writes_go_on(cluster: Cluster) -> None:
         for node in down:
             node.start()
     time.sleep(3)
+    cluster.check_all()
+
+
+def _admin(cluster: Cluster, *args: str) -> list[dict[str, object]]:
+    env = {**os.environ, "TIERSTORE_ENDPOINT": cluster.gateways[0].endpoint, "TIERSTORE_ACCESS_KEY": ACCESS_KEY,
+           "TIERSTORE_SECRET_KEY": SECRET_KEY}
+    done = subprocess.run([sys.executable, "-m", "server.cli", "admin", *args, "--json"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    import json
+
+    return list(json.loads(done.stdout))
+
+
+def test_silent_node_is_marked_down_within_seconds(cluster: Cluster) -> None:
+    node = cluster.nodes[0]
+    assert {n["name"]: n["state"] for n in _admin(cluster, "nodes")} == {n.name: "up" for n in cluster.nodes}
+    node.signal(signal.SIGKILL)
+    killed = time.monotonic()
+    try:
+        while True:
+            states = {n["name"]: n["state"] for n in _admin(cluster, "nodes")}
+            drives = {d["id"]: d["state"] for d in _admin(cluster, "domains") if d["node"] == node.name}
+            if states[node.name] == "down" and drives and set(drives.values()) == {"offline"}:
+                break
+            assert time.monotonic() - killed < 15, (states, drives)
+            time.sleep(0.5)
+        assert all(s == "up" for name, s in states.items() if name != node.name)
+        cluster.put("while-n1-down", os.urandom(70_000))
+    finally:
+        node.start()
+    back = time.monotonic()
+    while {d["state"] for d in _admin(cluster, "domains") if d["node"] == node.name} != {"online"}:
+        assert time.monotonic() - back < 15
+        time.sleep(0.5)
     cluster.check_all()
