@@ -81,7 +81,7 @@ class Cluster:
     gateways: list[ServerProcess]
     objects: dict[str, str] = field(default_factory=dict)  # key -> sha256 of every acknowledged PUT
 
-    def client(self, n: int = 0):  # type: ignore[no-untyped-def]
+    def client(self, n: int = 0):
         return make_client(self.gateways[n].endpoint)
 
     def put(self, key: str, body: bytes, gateway: int = 0) -> None:
