@@ -93,7 +93,8 @@ def build_store(config: ServerConfig) -> ObjectStore:
     tier_configs = config.tiers
     registered_nodes = nodes.registered(catalog)
     if registered_nodes:  # storage nodes found: the erasure-coded tiers live on their drives
-        tier_configs = nodes.place_on_nodes(tier_configs, registered_nodes, nodes.cluster_secret())
+        secret = nodes.cluster_secret(config.cluster_secret_file or None)
+        tier_configs = nodes.place_on_nodes(tier_configs, registered_nodes, secret, config.node_timeout_seconds)
     tiers = {tc.name: Tier.from_config(tc) for tc in tier_configs}
     clock = Clock(adjustable=config.test_clock, catalog=catalog)
     store = ObjectStore(catalog, tiers, state_dir=config.catalog_path.parent, clock=clock,

@@ -48,7 +48,7 @@ def run_node(args: argparse.Namespace) -> int:
     if args.catalog:
         print("tierstore node: --catalog URL needs the database catalog; use --data-catalog PATH", flush=True)
         return 2
-    secret = nodes.cluster_secret(args.secret_file.read_text().strip() if args.secret_file else None)
+    secret = nodes.cluster_secret(args.secret_file)
     if not secret:
         print(f"tierstore node: no cluster secret ({nodes.SECRET_ENV} or --secret-file)", flush=True)
         return 2

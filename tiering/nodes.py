@@ -20,6 +20,7 @@ import logging
 import os
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -36,9 +37,12 @@ FOLLOW_INTERVAL = 1.0
 SECRET_ENV = "TIERSTORE_CLUSTER_SECRET"
 
 
-def cluster_secret(configured: str | None = None) -> bytes:
-    """The cluster secret: the configured one, else TIERSTORE_CLUSTER_SECRET; empty when neither."""
-    return (configured or os.environ.get(SECRET_ENV, "")).encode()
+def cluster_secret(secret_file: str | Path | None = None) -> bytes:
+    """The cluster secret: the content of `secret_file` ([cluster] secret_file, a node's
+    --secret-file), else TIERSTORE_CLUSTER_SECRET; empty when neither is set."""
+    if secret_file:
+        return Path(secret_file).read_text().strip().encode()
+    return os.environ.get(SECRET_ENV, "").encode()
 
 
 def register(catalog: Catalog, record: dict[str, Any]) -> None:
@@ -81,14 +85,17 @@ def remote_domains(tier: str, nodes: list[dict[str, Any]]) -> list[dict[str, Any
     return out
 
 
-def place_on_nodes(tiers: list[TierConfig], nodes: list[dict[str, Any]], secret: bytes) -> list[TierConfig]:
+def place_on_nodes(
+    tiers: list[TierConfig], nodes: list[dict[str, Any]], secret: bytes, timeout: float = 3.0,
+) -> list[TierConfig]:
     """The tier configs with every erasure-coded tier's domains on the registered nodes."""
     if not secret:
         raise ValueError(f"storage nodes are registered but no cluster secret is set ({SECRET_ENV})")
     out = []
     for tier in tiers:
         if tier.backend == "erasure":
-            options = {**tier.options, "remote_domains": remote_domains(tier.name, nodes), "cluster_secret": secret}
+            options = {**tier.options, "remote_domains": remote_domains(tier.name, nodes), "cluster_secret": secret,
+                       "node_timeout": timeout}
             tier = replace(tier, options=options)
         out.append(tier)
     return out

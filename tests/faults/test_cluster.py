@@ -101,12 +101,18 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     catalog = root / "gw" / "catalog" / "catalog.db"
     catalog.parent.mkdir(parents=True)
     nodes = [Node(f"n{i}", f"rack{i % 3 + 1}", free_port(), root / f"n{i}", catalog) for i in range(1, NODES + 1)]
-    config = root / "gateway.toml"
-    config.write_text('[tiers.hot]\nk = 3\nm = 2\nspread_level = "node"\n\n[drives]\nreserve_bytes = 0\n')
-    env = {"TIERSTORE_CLUSTER_SECRET": SECRET}
-    # Two gateways on one data directory (one catalog): either serves every object.
-    gateways = [ServerProcess(root / "gw", free_port(), extra_args=["--config", str(config)], env=env)
-                for _ in range(2)]
+    tiers = '[tiers.hot]\nk = 3\nm = 2\nspread_level = "node"\n\n[drives]\nreserve_bytes = 0\n'
+    (root / "secret").write_text(SECRET + "\n")
+    config, config_with_secret = root / "gateway.toml", root / "gateway-secret-file.toml"
+    config.write_text(tiers)
+    config_with_secret.write_text(f'{tiers}\n[cluster]\nsecret_file = "{root / "secret"}"\n')
+    # Two gateways on one data directory (one catalog): either serves every object. The first
+    # takes the cluster secret from the environment, the second from its config file.
+    gateways = [
+        ServerProcess(root / "gw", free_port(), extra_args=["--config", str(config)],
+                      env={"TIERSTORE_CLUSTER_SECRET": SECRET}),
+        ServerProcess(root / "gw", free_port(), extra_args=["--config", str(config_with_secret)]),
+    ]
     try:
         for node in nodes:
             node.start()
