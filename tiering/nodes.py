@@ -101,18 +101,31 @@ def place_on_nodes(
     return out
 
 
-def apply_liveness(store: ObjectStore, nodes: list[dict[str, Any]], now: float | None = None) -> None:
-    """Mark the drives of down nodes offline in this process, those of live ones online."""
+def apply_liveness(
+    store: ObjectStore, nodes: list[dict[str, Any]], known: dict[str, bool], now: float | None = None,
+) -> None:
+    """When a node goes down (or comes back) mark its drives offline (online) in this process.
+
+    Only changes of a node's liveness since `known` (updated here) act, so that an operator's
+    `admin domain offline` of a drive on a live node stands. Drives start online: a node first
+    seen down is a change.
+    """
     from tiering.domains import erasure_pools
 
-    up = {n["name"]: alive(n, now) for n in nodes}
+    changes = {n["name"]: alive(n, now) for n in nodes if known.get(n["name"], True) != alive(n, now)}
+    for n in nodes:
+        known[n["name"]] = alive(n, now)
+    if not changes:
+        return
     for pool in erasure_pools(store).values():
         changed: dict[bool, list[str]] = {True: [], False: []}
         for domain in pool.topology:
-            if domain.address is None or domain.node not in up or domain.online == up[domain.node]:
+            if domain.address is None or domain.node not in changes:
                 continue
-            pool.topology.set_state(domain.id, "online" if up[domain.node] else "offline", "drive")
-            changed[up[domain.node]].append(domain.id)
+            up = changes[domain.node]
+            if domain.online != up:
+                pool.topology.set_state(domain.id, "online" if up else "offline", "drive")
+                changed[up].append(domain.id)
         for online, ids in changed.items():
             if ids:
                 log.warning("node drives %s: %s (heartbeat)", "online" if online else "offline", ids)
@@ -121,9 +134,10 @@ def apply_liveness(store: ObjectStore, nodes: list[dict[str, Any]], now: float |
 
 async def follow_nodes(store: ObjectStore) -> None:
     """Follow the nodes' heartbeats (every FOLLOW_INTERVAL) for as long as the store runs."""
+    known: dict[str, bool] = {}
     while True:
         try:
-            apply_liveness(store, await asyncio.to_thread(registered, store.catalog))
+            apply_liveness(store, await asyncio.to_thread(registered, store.catalog), known)
         except Exception:  # keep following: a busy catalog must not end it
             log.exception("reading the node records failed")
         await asyncio.sleep(FOLLOW_INTERVAL)
