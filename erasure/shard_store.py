@@ -1,4 +1,5 @@
-"""Shard files on one domain directory. Synchronous by design: the pool calls it from worker threads.
+"""Shard files on one domain directory: the local `Drive` (see erasure/drive.py). Synchronous by
+design: the pool calls it from worker threads (and a `tierstore node` serves it over HTTP).
 
 Layout under a domain:  <xx>/<yy>/<data_id>.<shard>  where xxyy are the first hex digits of the
 data id's xxh3 hash (uniform fan-out even for time-ordered ids), and .tmp/ for files being written.
@@ -14,6 +15,7 @@ import errno
 import os
 import re
 import secrets
+import shutil
 import threading
 import time
 from collections.abc import Sequence
@@ -22,6 +24,7 @@ from pathlib import Path
 import xxhash
 
 from erasure.checksum import CHECKSUM_SIZE, block_checksum
+from erasure.drive import Drive, ShardEntry, ShardWriter
 from erasure.durability import FlushBarrier, barrier_for, start_writeback
 from erasure.errors import CorruptShard, DomainOffline, ErasureError, ShardUnreadable
 from erasure.shard_format import HEADER_SIZE, ShardHeader, file_size, frame_offset
@@ -29,7 +32,7 @@ from erasure.topology import Domain
 
 TMP_DIR = ".tmp"
 WRITEBACK_BYTES = 1 << 20  # start writing a shard to disk every this many bytes
-RELOCATE_CHUNK = 1 << 20  # bytes copied at a time when a shard moves off a failed drive mid-write
+PROBE_BYTES = 4096  # a drive-health probe write
 _DATA_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
 # Several processes may write to one domain (`tierstore serve --workers N`, a lifecycle process):
 # a temporary file's name ends in ".p<pid>.tmp", so that a sweep removes only what a dead writer
@@ -78,7 +81,9 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-class ShardStore:
+class LocalDrive:
+    """A drive that is a directory on this host."""
+
     def __init__(self, domain: Domain) -> None:
         self.domain = domain
         self._lock = threading.Lock()
@@ -171,6 +176,50 @@ class ShardStore:
         with self._lock:
             self.shard_count, self.shard_bytes = count, total
 
+    def list_shards(self) -> list[ShardEntry]:
+        """Every committed shard file (not temporary files being written)."""
+        self.check_online()
+        shards = []
+        for top in _subdirs(self.domain.path):
+            for sub in _subdirs(top):
+                for entry in os.scandir(sub):
+                    data_id, _, index = entry.name.rpartition(".")
+                    if not data_id or not index.isdigit():
+                        continue
+                    try:
+                        stat = entry.stat()
+                    except FileNotFoundError:
+                        continue  # deleted while we looked
+                    shards.append(ShardEntry(data_id, int(index), stat.st_mtime, stat.st_size))
+        return shards
+
+    def verify_shard(self, data_id: str, index: int) -> ShardHeader:
+        """Read every block of a shard back (checksums verified); CorruptShard if one is bad."""
+        reader = self.open(data_id, index)
+        try:
+            for stripe in range(reader.header.geometry.stripe_count):
+                reader.read_block_view(stripe)
+            return reader.header
+        finally:
+            reader.close()
+
+    def disk_usage(self) -> tuple[int, int] | None:
+        usage = shutil.disk_usage(self.domain.path)
+        return usage.free, usage.total
+
+    def probe_write(self) -> None:
+        tmp = self.domain.path / TMP_DIR
+        path = tmp / f"health-probe.{secrets.token_hex(4)}.{tmp_owner_tag()}.tmp"
+        tmp.mkdir(exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, b"\0" * PROBE_BYTES)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
     def _account(self, files: int, size: int) -> None:
         with self._lock:
             self.shard_count += files
@@ -193,7 +242,7 @@ class ShardFileWriter:
     `header` may already be final (the whole blob is known): `commit()` then rewrites nothing.
     """
 
-    def __init__(self, store: ShardStore, header: ShardHeader) -> None:
+    def __init__(self, store: LocalDrive, header: ShardHeader) -> None:
         self.store, self.header = store, header
         self._lock = threading.Lock()
         self._tmp = store._tmp_path(header)
@@ -225,11 +274,15 @@ class ShardFileWriter:
                 self._unflushed = 0
 
     @property
+    def drive(self) -> Drive:
+        return self.store
+
+    @property
     def stripes_written(self) -> int:
         """Frames appended whole so far."""
         return self._next_stripe
 
-    def relocate(self, store: ShardStore) -> ShardFileWriter:
+    def relocate(self, drive: Drive) -> ShardWriter:
         """A new writer on `store` holding the frames appended here so far; this one is left as is.
 
         For a drive that failed mid-write (full, remounted read-only): its temporary file is
@@ -245,20 +298,20 @@ class ShardFileWriter:
             except OSError as exc:
                 raise ShardUnreadable(f"{self._tmp}: {exc}") from exc
         try:
-            moved = store.create(self.header)
+            moved = drive.create(self.header)
             try:
-                pos = HEADER_SIZE
-                while pos < end:
-                    want = min(RELOCATE_CHUNK, end - pos)
+                # Frame by frame, so that the new drive may be of any kind (a remote one too).
+                # Frames sit at a fixed stride; only the file's last one may hold a shorter block.
+                for stripe in range(stripes):
+                    pos = frame_offset(self.header.block_size, stripe)
                     try:
-                        chunk = os.pread(src, want, pos)
+                        frame = os.pread(src, min(CHECKSUM_SIZE + self.header.block_size, end - pos), pos)
                     except OSError as exc:
                         raise ShardUnreadable(f"{self._tmp}: {exc}") from exc
-                    if len(chunk) != want:
+                    if len(frame) <= CHECKSUM_SIZE:
                         raise ShardUnreadable(f"{self._tmp}: short read at {pos}")
-                    moved._write_all([chunk])
-                    pos += want
-                moved._next_stripe = stripes
+                    moved.append(stripe, int.from_bytes(frame[:CHECKSUM_SIZE], "little"),
+                                 memoryview(frame)[CHECKSUM_SIZE:])
             except BaseException:
                 moved.discard()
                 raise
@@ -353,7 +406,7 @@ class ShardFileWriter:
                 view = view[written:]
 
 
-def commit_shards(writers: Sequence[tuple[ShardFileWriter, ShardHeader | None]]) -> list[BaseException | None]:
+def commit_shards(writers: Sequence[tuple[ShardWriter, ShardHeader | None]]) -> list[BaseException | None]:
     """Commit several shards from one thread: publish each, then wait for every drive's flush at once.
 
     Per shard: None when it is durable, or the error that failed it (its file is removed then).
@@ -390,7 +443,7 @@ def commit_shards(writers: Sequence[tuple[ShardFileWriter, ShardHeader | None]])
 class ShardFileReader:
     """An open shard file: verified header, then verified blocks by stripe number."""
 
-    def __init__(self, store: ShardStore, path: Path, data_id: str, index: int) -> None:
+    def __init__(self, store: LocalDrive, path: Path, data_id: str, index: int) -> None:
         self.store = store
         self._lock = threading.Lock()
         self._fd = os.open(path, os.O_RDONLY)
@@ -431,3 +484,19 @@ class ShardFileReader:
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
+
+
+def _subdirs(path: Path) -> list[Path]:
+    """Fan-out directories (two hex characters) under a domain or a fan-out directory."""
+    try:
+        return [Path(e.path) for e in os.scandir(path) if e.is_dir() and len(e.name) == 2]
+    except FileNotFoundError:
+        return []
+
+
+def local_drive(domain: Domain) -> Drive:
+    """The default drive factory: every domain is a directory on this host."""
+    return LocalDrive(domain)
+
+
+ShardStore = LocalDrive  # the name the local drive had before the seam

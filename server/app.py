@@ -36,6 +36,7 @@ from server.router import decode_path, parse_query, route
 from server.signature import AuthContext, PayloadMode, RequestToVerify, authenticate, has_credentials
 from server.signature.sigv4 import payload_mode_for
 from server.status import OpsEndpoints
+from tiering import nodes
 from tiering.catalog import Catalog
 from tiering.clock import Clock
 from tiering.encryption.keys import KeyService
@@ -89,7 +90,12 @@ register_url_convertor("s3path", _AnyPath())
 def build_store(config: ServerConfig) -> ObjectStore:
     assert config.catalog_path is not None
     catalog = Catalog(config.catalog_path, durable=config.catalog_durable)
-    tiers = {tc.name: Tier.from_config(tc) for tc in config.tiers}
+    tier_configs = config.tiers
+    registered_nodes = nodes.registered(catalog)
+    if registered_nodes:  # storage nodes found: the erasure-coded tiers live on their drives
+        secret = nodes.cluster_secret(config.cluster_secret_file or None)
+        tier_configs = nodes.place_on_nodes(tier_configs, registered_nodes, secret, config.node_timeout_seconds)
+    tiers = {tc.name: Tier.from_config(tc) for tc in tier_configs}
     clock = Clock(adjustable=config.test_clock, catalog=catalog)
     store = ObjectStore(catalog, tiers, state_dir=config.catalog_path.parent, clock=clock,
                         keys=KeyService(config.encryption_keys))

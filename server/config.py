@@ -58,6 +58,11 @@ Example (every key optional):
     failing_after_errors = 3        # consecutive I/O errors before a drive counts as failing
     reprobe_seconds = 10            # how often a failing drive is tried again
 
+    [cluster]                       # storage nodes (`tierstore node`) registered in the catalog
+    secret_file = ""                # a file holding the secret that signs gateway <-> node requests;
+                                    # empty: the TIERSTORE_CLUSTER_SECRET environment variable
+    node_timeout_seconds = 3        # every call to a node (connect, each read) gives up after this
+
     [lifecycle]                    # the daemon that moves data between tiers
     enabled = true
     interval_seconds = 60
@@ -194,6 +199,8 @@ class ServerConfig:
     drives: DriveHealthSettings = field(default_factory=DriveHealthSettings)
     encryption_keys: KeySettings = field(default_factory=KeySettings)  # keyring_dir: set from data_dir
     encryption_allow_sse_c_over_http: bool = False
+    cluster_secret_file: str = ""  # [cluster]: see tiering/nodes.py
+    node_timeout_seconds: float = 3.0
     # TIERSTORE_* variables that configure nothing here (perhaps another program's): said at start.
     warnings: list[str] = field(default_factory=list)
 
@@ -302,6 +309,11 @@ class DrivesSection(_Table):
     reserve_bytes: NonNegativeInt = _DRIVES.reserve_bytes
     failing_after_errors: PositiveInt = _DRIVES.failing_after_errors
     reprobe_seconds: PositiveFloat = _DRIVES.reprobe_seconds
+
+
+class ClusterSection(_Table):
+    secret_file: str = ""
+    node_timeout_seconds: PositiveFloat = 3.0
 
 
 _LIFECYCLE = LifecycleSettings()
@@ -459,6 +471,7 @@ class Settings(BaseSettings):
     authorization: AuthorizationSection = Field(default_factory=AuthorizationSection)
     encryption: EncryptionSection = Field(default_factory=EncryptionSection)
     drives: DrivesSection = Field(default_factory=DrivesSection)
+    cluster: ClusterSection = Field(default_factory=ClusterSection)
     lifecycle: LifecycleSection = Field(default_factory=LifecycleSection)
     rebalance: RebalanceSection = Field(default_factory=RebalanceSection)
     tiers: dict[TierName, TierTable] = Field(default_factory=dict, validate_default=True)
@@ -612,6 +625,8 @@ def server_config(settings: Settings, warnings: list[str] | None = None) -> Serv
         secret_key=settings.credentials.secret_key,
         catalog_path=Path(settings.catalog.path),
         catalog_durable=settings.catalog.durable,
+        cluster_secret_file=settings.cluster.secret_file,
+        node_timeout_seconds=settings.cluster.node_timeout_seconds,
         tiers=[_tier_config(name, tier, drives) for name, tier in settings.tiers.items() if tier.enabled],
         test_clock=server.test_clock,
         lifecycle=settings.lifecycle.settings(),
