@@ -32,6 +32,7 @@ from server.error_map import to_s3_error
 from server.handlers import HANDLERS
 from server.metrics import Metrics, RequestObserver
 from server.operations import Operation
+from server.request_headers import RequestHeaders
 from server.router import decode_path, parse_query, route
 from server.signature import AuthContext, PayloadMode, RequestToVerify, authenticate, has_credentials
 from server.signature.sigv4 import payload_mode_for
@@ -296,7 +297,9 @@ class S3FastLane:
         if scope["type"] != "http" or path == "/metrics" or path.startswith("/_tierstore/"):
             await self.app(scope, receive, send)
             return
-        response = await self.gateway.handle(Request(scope, receive))
+        request = Request(scope, receive)
+        request._headers = RequestHeaders(scope)  # what `request.headers` gives: dict lookups
+        response = await self.gateway.handle(request)
         await response(scope, receive, send)
 
 
