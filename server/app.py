@@ -174,9 +174,10 @@ class Gateway:
             # A client waiting for "100 Continue" never sends the body when refused, but uvicorn
             # keeps the connection: its next request would be parsed as the unsent body.
             response.headers["connection"] = "close"
-        response.headers["x-amz-request-id"] = request_id
-        response.headers["x-amz-id-2"] = request_id
-        response.headers["server"] = "tierstore"
+        # No handler sets these three: appended to the raw list rather than through MutableHeaders,
+        # which scans and rebuilds the list once per header.
+        rid = request_id.encode("latin-1")
+        response.raw_headers += ((b"x-amz-request-id", rid), (b"x-amz-id-2", rid), (b"server", b"tierstore"))
         self.metrics.observe(getattr(request.state, "operation", "Unrouted"), response.status_code, started)
         return response
 
