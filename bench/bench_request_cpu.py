@@ -43,22 +43,49 @@ def main() -> int:
             s.start()
         summary: dict[str, dict[str, float]] = {}
         for op in args.ops.split(","):
-            cmd = [sys.executable, str(S3BENCH), "--op", op, "--size", "4KiB", "-c", str(args.concurrency),
-                   "--duration", str(args.duration), "--rounds", str(args.rounds),
-                   "--access-key", servers["old"].access_key, "--secret-key", servers["old"].secret_key,
-                   "--json-out", str(out), "--label", f"request-cpu {op}"]
+            cmd = [
+                sys.executable,
+                str(S3BENCH),
+                "--op",
+                op,
+                "--size",
+                "4KiB",
+                "-c",
+                str(args.concurrency),
+                "--duration",
+                str(args.duration),
+                "--rounds",
+                str(args.rounds),
+                "--access-key",
+                servers["old"].access_key,
+                "--secret-key",
+                servers["old"].secret_key,
+                "--json-out",
+                str(out),
+                "--label",
+                f"request-cpu {op}",
+            ]
             for name, s in servers.items():
                 cmd += ["--endpoint", f"{name}={s.endpoint}", "--server-pid", f"{name}={s.pid}"]
             print("+", " ".join(cmd), flush=True)
             subprocess.run(cmd, check=True)
             runs = [json.loads(line) for line in out.read_text().splitlines()]
             for name in servers:
-                mine = [r for r in runs if r.get("type") != "compare" and r.get("endpoint_name") == name
-                        and r.get("op") == op and "server_cpu_ms_per_op" in r]
+                mine = [
+                    r
+                    for r in runs
+                    if r.get("type") != "compare"
+                    and r.get("endpoint_name") == name
+                    and r.get("op") == op
+                    and "server_cpu_ms_per_op" in r
+                ]
                 us = [1000 * r["server_cpu_ms_per_op"] for r in mine]
                 summary.setdefault(op, {})[name] = statistics.median(us)
-                print(f"{op} {name}: server CPU µs/request per round {[round(u) for u in us]}, "
-                      f"median {statistics.median(us):.0f}", flush=True)
+                print(
+                    f"{op} {name}: server CPU µs/request per round {[round(u) for u in us]}, "
+                    f"median {statistics.median(us):.0f}",
+                    flush=True,
+                )
         print(json.dumps(summary))
         print(f"all runs: {out}")
     finally:

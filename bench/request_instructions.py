@@ -27,20 +27,39 @@ HOST = "127.0.0.1:9000"
 
 
 def signed(method: str, path: str, body: bytes = b"") -> list[tuple[bytes, bytes]]:
-    request = AWSRequest(method=method, url=f"http://{HOST}{path}", data=body,
-                         headers={"x-amz-content-sha256": "UNSIGNED-PAYLOAD"})
+    request = AWSRequest(
+        method=method,
+        url=f"http://{HOST}{path}",
+        data=body,
+        headers={"x-amz-content-sha256": "UNSIGNED-PAYLOAD"},
+    )
     SigV4Auth(Credentials(ACCESS_KEY, SECRET_KEY), "s3", "us-east-1").add_auth(request)
     headers = [(b"host", HOST.encode())]
-    headers += [(k.lower().encode(), v.encode() if isinstance(v, str) else v) for k, v in request.headers.items()]
+    headers += [
+        (k.lower().encode(), v.encode() if isinstance(v, str) else v) for k, v in request.headers.items()
+    ]
     if body:
         headers.append((b"content-length", str(len(body)).encode()))
     return headers
 
 
-async def call(app: Any, method: str, path: str, headers: list[tuple[bytes, bytes]], body: bytes = b"") -> int:
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
-             "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-             "headers": headers, "client": ("127.0.0.1", 5555), "server": ("127.0.0.1", 9000)}
+async def call(
+    app: Any, method: str, path: str, headers: list[tuple[bytes, bytes]], body: bytes = b""
+) -> int:
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 5555),
+        "server": ("127.0.0.1", 9000),
+    }
     sent = False
 
     async def receive() -> dict[str, Any]:
