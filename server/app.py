@@ -32,6 +32,7 @@ from server.error_map import to_s3_error
 from server.handlers import HANDLERS
 from server.metrics import Metrics, RequestObserver
 from server.operations import Operation
+from server.request_headers import RequestHeaders
 from server.router import decode_path, parse_query, route
 from server.signature import AuthContext, PayloadMode, RequestToVerify, authenticate, has_credentials
 from server.signature.sigv4 import payload_mode_for
@@ -179,9 +180,10 @@ class Gateway:
             # A client waiting for "100 Continue" never sends the body when refused, but uvicorn
             # keeps the connection: its next request would be parsed as the unsent body.
             response.headers["connection"] = "close"
-        response.headers["x-amz-request-id"] = request_id
-        response.headers["x-amz-id-2"] = request_id
-        response.headers["server"] = "tierstore"
+        # No handler sets these three: appended to the raw list rather than through MutableHeaders,
+        # which scans and rebuilds the list once per header.
+        rid = request_id.encode("latin-1")
+        response.raw_headers += ((b"x-amz-request-id", rid), (b"x-amz-id-2", rid), (b"server", b"tierstore"))
         self.metrics.observe(getattr(request.state, "operation", "Unrouted"), response.status_code, started)
         return response
 
@@ -302,7 +304,9 @@ class S3FastLane:
         if scope["type"] != "http" or path == "/metrics" or path.startswith("/_tierstore/"):
             await self.app(scope, receive, send)
             return
-        response = await self.gateway.handle(Request(scope, receive))
+        request = Request(scope, receive)
+        request._headers = RequestHeaders(scope)  # what `request.headers` gives: dict lookups
+        response = await self.gateway.handle(request)
         await response(scope, receive, send)
 
 
