@@ -100,6 +100,7 @@ Example (every key optional):
     block_size = 1048576   # bytes of data per stripe
     small_object_threshold = 65536  # smaller objects are written whole, in one go
     pack_threshold_bytes = 0  # >0: shards up to this size are appended to pack files (max 1 MiB)
+    pack_compact_seconds = 60 # packs at least half dead are rewritten this often (online, throttled)
     # Or declare the domains explicitly instead of nodes/drives_per_node:
     # domains = [{id = "hot-a", path = "/mnt/a", node = "n1", rack = "r1", zone = "z1", weight = 1.0}, ...]
 
@@ -416,6 +417,7 @@ class ErasureTier(_LocalTier):
     # drives instead of a file each (erasure/pack.py). 0: off. At most 1 MiB: packed shards are
     # held in memory while written.
     pack_threshold_bytes: int = Field(default=0, ge=0, le=1 << 20)
+    pack_compact_seconds: PositiveFloat = 60.0  # how often packs mostly dead are rewritten
     domains: list[DomainSpec] | None = None
 
 

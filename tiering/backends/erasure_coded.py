@@ -131,6 +131,7 @@ class ErasureCodedBackend(TierBackend):
         cluster_secret: bytes = b"",
         node_timeout: float = DEFAULT_TIMEOUT,
         pack_threshold_bytes: int = 0,
+        pack_compact_seconds: float = 60.0,
         **_: Any,
     ) -> None:
         factory: DriveFactory = packed_local_drive(pack_threshold_bytes) if pack_threshold_bytes else local_drive
@@ -166,6 +167,7 @@ class ErasureCodedBackend(TierBackend):
                 drive_health=drive_health, drive_factory=factory,
             )
         self.pool = pool
+        pool.pack_compact_seconds = pack_compact_seconds
 
     def erasure_pool(self) -> ErasurePool:
         return self.pool
