@@ -7,15 +7,17 @@ compactor reclaiming deleted space while reads go on.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import ServerProcess, make_client
-from tests.support import wait_for
+from tests.support import admin, run_admin, wait_for
 
 Spawn = Callable[..., ServerProcess]
 PACKS = {"TIERSTORE_TIERS_HOT_PACK_THRESHOLD_BYTES": "65536", "TIERSTORE_TIERS_HOT_PACK_COMPACT_SECONDS": "1"}
@@ -150,6 +152,44 @@ def test_compaction_reclaims_deleted_space_while_reads_go_on(spawn: Spawn, tmp_p
         stop.set()
         thread.join(60)
     assert not errors, errors
+    for n in kept:
+        assert s3.get_object(Bucket="compact", Key=f"k{n}")["Body"].read() == body(n), n
+
+
+def test_fsck_heal_and_drain_treat_packed_shards_as_first_class(spawn: Spawn, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    env = {**PACKS, "TIERSTORE_RETIRE_GRACE_SECONDS": "1", "TIERSTORE_REBALANCE_SETTLE_SECONDS": "1"}
+    server = spawn(data, env=env, extra_args=["--no-lifecycle"])
+    s3 = make_client(server.endpoint, max_pool_connections=16)
+    s3.create_bucket(Bucket="first")
+    count = 200
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda n: s3.get_object(Bucket="compact", Key=f"k{n}")["Body"].read() == body(n) or
-                      (_ for _ in ()).throw(AssertionError(n)), kept))
+        list(pool.map(lambda n: s3.put_object(Bucket="first", Key=f"k{n}", Body=body(n)), range(count)))
+
+    def fsck(*args: str) -> tuple[int, dict[str, Any]]:
+        done = run_admin(server.endpoint, "fsck", *args)
+        assert done.returncode in (0, 1), done.stderr
+        return done.returncode, json.loads(done.stdout)
+
+    assert fsck("--verify")[0] == 0
+    pack = max((data / "domains").rglob("*.tsp"), key=lambda p: p.stat().st_size)
+    raw = bytearray(pack.read_bytes())
+    raw[-50] ^= 0xFF  # inside the last record's last block
+    pack.write_bytes(bytes(raw))
+    code, report = fsck("--verify")
+    assert code == 1 and len(report["corrupt"]) == 1, report
+    assert admin(server.endpoint, "heal", "--wait")["shards_healed"] >= 1
+    assert fsck("--verify")[0] == 0
+
+    node = data / "domains" / "hot" / "n3"
+    assert list(node.rglob("*.tsp")), "nothing was packed on hot-n3"
+    assert run_admin(server.endpoint, "domain", "drain", "hot-n3", "--wait", timeout=300).returncode == 0
+    # Its packs hold only dead records now: the compactor removes them.
+    wait_for(lambda: not list(node.rglob("*.tsp")), 60, "hot-n3's packs to be compacted away")
+    done = run_admin(server.endpoint, "domain", "remove", "hot-n3")
+    assert done.returncode == 0, done.stderr
+    with ThreadPoolExecutor(8) as pool:
+        for n, got in zip(range(count), pool.map(
+                lambda n: s3.get_object(Bucket="first", Key=f"k{n}")["Body"].read(), range(count)), strict=True):
+            assert got == body(n), n
+    assert fsck("--verify")[0] == 0
