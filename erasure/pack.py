@@ -18,7 +18,8 @@ like a file (header, then checksummed frames). `kind` 2 is a tombstone (a remove
   verify, rebalance, drain and fsck reach packed shards through the same `Drive` calls.
 - Crash safety: a record is appended whole with one write and made durable by the filesystem's
   group flush (erasure/durability.py: writers arriving during a flush share the next one) before
-  the catalog names it. A torn tail (short record, bad header) ends the scan of that pack; a record
+  the catalog names it. A torn tail (short record, bad header) ends the scan of that pack, a
+  damaged header in the middle is skipped to the next whole record; a record
   whose payload checksum fails is indexed as corrupt: opening it raises CorruptShard, so reads
   fall back to other shards and heal writes a fresh record that supersedes it.
 - Each process appends only to packs it created (its pid is in the name), one open pack at a time,
@@ -68,36 +69,64 @@ def encode_record(kind: int, data_id: str, index: int, payload: bytes) -> bytes:
     return head + _CHECK.pack(xxhash.xxh32_intdigest(head)) + payload
 
 
+def _record_at(fd: int, pos: int, size: int) -> tuple[int, str, int, PackedRecord, int] | None:
+    """The whole record at `pos` (kind, data id, index, record, where it ends), None if none is."""
+    if pos + _FIXED.size > size:
+        return None
+    fixed = os.pread(fd, _FIXED.size, pos)
+    magic, kind, id_len, index, length, digest = _FIXED.unpack(fixed)
+    if magic != _MAGIC or kind not in (_PUT, _DEL):
+        return None
+    rest = os.pread(fd, id_len + _CHECK.size, pos + _FIXED.size)
+    if len(rest) != id_len + _CHECK.size:
+        return None
+    head = fixed + rest[:id_len]
+    if _CHECK.unpack(rest[id_len:])[0] != xxhash.xxh32_intdigest(head):
+        return None
+    payload_at = pos + _FIXED.size + id_len + _CHECK.size
+    if payload_at + length > size:
+        return None  # the payload never made it whole
+    try:
+        data_id = rest[:id_len].decode()
+    except UnicodeDecodeError:
+        return None
+    corrupt = xxhash.xxh3_64_intdigest(os.pread(fd, length, payload_at)) != digest
+    return kind, data_id, index, PackedRecord("", payload_at, length, corrupt), payload_at + length
+
+
+def _next_magic(fd: int, pos: int, size: int) -> int | None:
+    """The next offset after `pos` where a record's magic appears (a damaged header is skipped)."""
+    chunk = 1 << 20
+    at = pos + 1
+    while at < size:
+        raw = os.pread(fd, chunk + len(_MAGIC) - 1, at)
+        hit = raw.find(_MAGIC)
+        if hit >= 0:
+            return at + hit
+        at += chunk
+    return None
+
+
 def scan_pack(fd: int, start: int = 0) -> tuple[list[tuple[int, str, int, PackedRecord]], int]:
     """Records of a pack from `start`: [(kind, data id, index, record)], and where whole records end.
 
-    Stops at the first record that is short or whose header does not check (a torn tail).
+    A record that is short or whose header does not check is skipped: scanning resumes at the next
+    whole record found after it (a damaged header in the middle), else ends there (a torn tail).
     """
     size = os.fstat(fd).st_size
     found: list[tuple[int, str, int, PackedRecord]] = []
     pos = start
-    while pos + _FIXED.size <= size:
-        fixed = os.pread(fd, _FIXED.size, pos)
-        magic, kind, id_len, index, length, digest = _FIXED.unpack(fixed)
-        if magic != _MAGIC or kind not in (_PUT, _DEL):
-            break
-        rest = os.pread(fd, id_len + _CHECK.size, pos + _FIXED.size)
-        if len(rest) != id_len + _CHECK.size:
-            break
-        head = fixed + rest[:id_len]
-        if _CHECK.unpack(rest[id_len:])[0] != xxhash.xxh32_intdigest(head):
-            break
-        payload_at = pos + _FIXED.size + id_len + _CHECK.size
-        if payload_at + length > size:
-            break  # the payload never made it whole
-        payload = os.pread(fd, length, payload_at)
-        corrupt = xxhash.xxh3_64_intdigest(payload) != digest
-        try:
-            data_id = rest[:id_len].decode()
-        except UnicodeDecodeError:
-            break
-        found.append((kind, data_id, index, PackedRecord("", payload_at, length, corrupt)))
-        pos = payload_at + length
+    while pos < size:
+        record = _record_at(fd, pos, size)
+        probe = pos
+        while record is None:
+            nxt = _next_magic(fd, probe, size)
+            if nxt is None:
+                return found, pos
+            probe = nxt
+            record = _record_at(fd, probe, size)
+        kind, data_id, index, rec, pos = record
+        found.append((kind, data_id, index, rec))
     return found, pos
 
 

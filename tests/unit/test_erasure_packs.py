@@ -192,3 +192,31 @@ def test_heal_moves_packed_shards_off_an_offline_domain(tmp_path: Path) -> None:
         assert ("obj", 0) in entries
 
     asyncio.run(scenario())
+
+
+def test_a_damaged_record_header_mid_pack_loses_only_that_record(tmp_path: Path) -> None:
+    pool = make_pool(tmp_path, nodes=3, drives=2)  # 6 domains, each replica copy on 3 of them
+
+    async def write() -> dict[int, Any]:
+        return {n: await put(pool, f"b{n}", blob(1000 + n, n)) for n in range(30)}
+
+    locs = asyncio.run(write())
+    domain = locs[10]["shards"][0]
+    rec = packs(pool, domain).lookup("b10", 0)
+    assert rec is not None
+    path = packs(pool, domain).dir / rec.pack
+    raw = bytearray(path.read_bytes())
+    raw[rec.offset - 6] ^= 0xFF  # inside b10's record header (its data id)
+    path.write_bytes(bytes(raw))
+    fresh = make_pool(tmp_path, nodes=3, drives=2)
+    store = fresh.store(domain)
+    assert store is not None and not store.has("b10", 0)
+    for n, loc in locs.items():
+        if domain in loc["shards"] and n != 10:
+            assert store.has(f"b{n}", loc["shards"].index(domain)), n  # the records after it are found
+
+    async def check() -> None:
+        for n, loc in locs.items():
+            assert await get(fresh, f"b{n}", loc, 1000 + n) == blob(1000 + n, n)
+
+    asyncio.run(check())
