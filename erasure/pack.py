@@ -107,11 +107,13 @@ def _next_magic(fd: int, pos: int, size: int) -> int | None:
     return None
 
 
-def scan_pack(fd: int, start: int = 0) -> tuple[list[tuple[int, str, int, PackedRecord]], int]:
+def scan_pack(fd: int, start: int = 0, resync: bool = True) -> tuple[list[tuple[int, str, int, PackedRecord]], int]:
     """Records of a pack from `start`: [(kind, data id, index, record)], and where whole records end.
 
     A record that is short or whose header does not check is skipped: scanning resumes at the next
     whole record found after it (a damaged header in the middle), else ends there (a torn tail).
+    Without `resync` (a pack another live process is appending to: its last record may be half
+    written right now) the scan ends at the first such record, to be read on from there later.
     """
     size = os.fstat(fd).st_size
     found: list[tuple[int, str, int, PackedRecord]] = []
@@ -120,7 +122,7 @@ def scan_pack(fd: int, start: int = 0) -> tuple[list[tuple[int, str, int, Packed
         record = _record_at(fd, pos, size)
         probe = pos
         while record is None:
-            nxt = _next_magic(fd, probe, size)
+            nxt = _next_magic(fd, probe, size) if resync else None
             if nxt is None:
                 return found, pos
             probe = nxt
@@ -168,7 +170,7 @@ class PackSet:
                 fd = self._fd(name)
                 if fd is None:
                     continue
-                found, end = scan_pack(fd, self._scanned.get(name, 0))
+                found, end = scan_pack(fd, self._scanned.get(name, 0), resync=self._ours_or_orphan(name))
                 self._scanned[name] = end
                 self._size[name] = end
                 for kind, data_id, index, rec in found:
