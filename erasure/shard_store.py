@@ -645,6 +645,12 @@ class PackedShardReader:
             raise CorruptShard(f"shard {self.header.index} block {stripe} checksum mismatch")
         return block
 
+    def frame(self, stripe: int) -> bytes:
+        """Frame `stripe` as stored, checksum and block, unverified (a node's answer; the gateway checks)."""
+        geo = self.header.geometry
+        at = frame_offset(geo.block_size, stripe)
+        return self._raw[at : at + CHECKSUM_SIZE + geo.block_len(stripe)]
+
     def close(self) -> None:
         self._raw = b""
 
