@@ -19,9 +19,9 @@ like a file (header, then checksummed frames). `kind` 2 is a tombstone (a remove
 - Crash safety: a record is appended whole with one write and made durable by the filesystem's
   group flush (erasure/durability.py: writers arriving during a flush share the next one) before
   the catalog names it. A torn tail (short record, bad header) ends the scan of that pack, a
-  damaged header in the middle is skipped to the next whole record; a record
-  whose payload checksum fails is indexed as corrupt: opening it raises CorruptShard, so reads
-  fall back to other shards and heal writes a fresh record that supersedes it.
+  damaged header in the middle is skipped to the next whole record. Opening the index reads
+  record headers only; a record whose payload fails its checksum when read raises CorruptShard,
+  so reads fall back to other shards and heal writes a fresh record that supersedes it.
 - Each process appends only to packs it created (its pid is in the name), one open pack at a time,
   rotated at `rotate_bytes`. Other processes' records are found by refreshing the index on a miss.
 - Dead space: removals append a tombstone and lower the pack's live bytes. `compact()` copies the
@@ -60,7 +60,10 @@ class PackedRecord:
     pack: str
     offset: int  # of the payload
     length: int
-    corrupt: bool = False
+    digest: int  # xxh3_64 of the payload, checked when it is read
+
+    def intact(self, payload: bytes) -> bool:
+        return len(payload) == self.length and xxhash.xxh3_64_intdigest(payload) == self.digest
 
 
 def encode_record(kind: int, data_id: str, index: int, payload: bytes) -> bytes:
@@ -90,8 +93,9 @@ def _record_at(fd: int, pos: int, size: int) -> tuple[int, str, int, PackedRecor
         data_id = rest[:id_len].decode()
     except UnicodeDecodeError:
         return None
-    corrupt = xxhash.xxh3_64_intdigest(os.pread(fd, length, payload_at)) != digest
-    return kind, data_id, index, PackedRecord("", payload_at, length, corrupt), payload_at + length
+    # Payloads are not read here (a restart must not read every small object): a damaged one is
+    # found by its reader, which checks `digest`.
+    return kind, data_id, index, PackedRecord("", payload_at, length, digest), payload_at + length
 
 
 def _next_magic(fd: int, pos: int, size: int) -> int | None:
@@ -174,14 +178,11 @@ class PackSet:
                 self._scanned[name] = end
                 self._size[name] = end
                 for kind, data_id, index, rec in found:
-                    self._apply(kind, data_id, index, PackedRecord(name, rec.offset, rec.length, rec.corrupt))
+                    self._apply(kind, data_id, index, PackedRecord(name, rec.offset, rec.length, rec.digest))
 
     def _apply(self, kind: int, data_id: str, index: int, rec: PackedRecord) -> None:
         key = (data_id, index)
-        old = self._index.get(key)
-        if kind == _PUT and rec.corrupt and old is not None and not old.corrupt:
-            return  # a damaged copy never hides a good one (heal rewrote it; pack order is by age)
-        self._index.pop(key, None)
+        old = self._index.pop(key, None)
         if old is not None:
             self._live[old.pack] = self._live.get(old.pack, 0) - old.length
         if kind == _PUT:
@@ -257,7 +258,7 @@ class PackSet:
             if written != len(record):
                 raise OSError(f"short write to pack {name}")
             self._size[name] = self._scanned[name] = start + len(record)
-            rec = PackedRecord(name, start + len(record) - len(payload), len(payload))
+            rec = PackedRecord(name, start + len(record) - len(payload), len(payload), xxhash.xxh3_64_intdigest(payload))
             self._apply(kind, data_id, index, rec)
             if sync:
                 os.fdatasync(fd)
@@ -311,12 +312,14 @@ class PackSet:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # one compactor per pack across processes
             except OSError:
                 return 0
-            live = [(key, rec) for key, rec in self._index.items() if rec.pack == name and not rec.corrupt]
+            live = [(key, rec) for key, rec in self._index.items() if rec.pack == name]
         moved: list[tuple[tuple[str, int], PackedRecord, PackedRecord]] = []
         began = time.monotonic()
         copied = 0
         for key, rec in live:
             payload = os.pread(fd, rec.length, rec.offset)
+            if not rec.intact(payload):
+                continue  # damaged: left where it is for heal to rewrite (the pack stays meanwhile)
             new = self._copy(key, payload)
             moved.append((key, rec, new))
             copied += rec.length
@@ -328,7 +331,7 @@ class PackSet:
                 os.fdatasync(self._fds[new_name])
             # Verify the copies, then repoint only records nobody replaced or removed meanwhile.
             for key, old, new in moved:
-                if self._index.get(key) == old and self.read(new) == os.pread(fd, old.length, old.offset):
+                if self._index.get(key) == old and new.intact(self.read(new)):
                     self._index[key] = new
                     self._live[name] -= old.length
                     self._live[new.pack] = self._live.get(new.pack, 0) + new.length
@@ -353,7 +356,7 @@ class PackSet:
             if os.pwrite(self._fds[name], record, start) != len(record):
                 raise OSError(f"short write to pack {name}")
             self._size[name] = self._scanned[name] = start + len(record)
-            return PackedRecord(name, start + len(record) - len(payload), len(payload))
+            return PackedRecord(name, start + len(record) - len(payload), len(payload), xxhash.xxh3_64_intdigest(payload))
 
     def _close_retired(self, grace: float = RETIRE_GRACE) -> None:
         with self._lock:

@@ -620,11 +620,9 @@ class PackedShardReader:
 
     def __init__(self, store: LocalDrive, packs: PackSet, rec: PackedRecord, data_id: str, index: int) -> None:
         self.store = store
-        if rec.corrupt:
-            raise CorruptShard(f"packed shard {data_id}.{index} in {rec.pack}: checksum mismatch")
         self._raw = packs.read(rec)
-        if len(self._raw) != rec.length:
-            raise CorruptShard(f"packed shard {data_id}.{index} in {rec.pack} truncated")
+        if not rec.intact(self._raw):
+            raise CorruptShard(f"packed shard {data_id}.{index} in {rec.pack} at {rec.offset}: checksum mismatch")
         self.header = ShardHeader.unpack(self._raw[:HEADER_SIZE])
         if self.header.data_id != data_id or self.header.index != index:
             raise CorruptShard(f"{rec.pack} at {rec.offset} holds {self.header.data_id}.{self.header.index}")

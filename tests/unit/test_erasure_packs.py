@@ -220,3 +220,31 @@ def test_a_damaged_record_header_mid_pack_loses_only_that_record(tmp_path: Path)
             assert await get(fresh, f"b{n}", loc, 1000 + n) == blob(1000 + n, n)
 
     asyncio.run(check())
+
+
+def test_compaction_never_copies_a_damaged_record_and_finishes_after_heal(tmp_path: Path) -> None:
+    pool = make_pool(tmp_path, nodes=3, drives=2)
+    size = 2000
+
+    async def write() -> dict[int, Any]:
+        return {n: await put(pool, f"b{n}", blob(size, n)) for n in range(40)}
+
+    locs = asyncio.run(write())
+    domain = locs[0]["shards"][0]
+    pack_set = packs(pool, domain)
+    rec = pack_set.lookup("b0", 0)
+    assert rec is not None
+    path = pack_set.dir / rec.pack
+    raw = bytearray(path.read_bytes())
+    raw[rec.offset + rec.length - 10] ^= 0xFF
+    path.write_bytes(bytes(raw))
+
+    async def delete_others() -> None:
+        for n in range(1, 40):
+            await pool.delete(f"b{n}", locs[n])
+
+    asyncio.run(delete_others())
+    assert pack_set.compact() == 0 and path.exists()  # b0's damaged copy waits for heal
+    assert asyncio.run(pool.heal("b0", locs[0], size)).rebuilt == [0]
+    assert pack_set.compact() > 0 and not path.exists()
+    assert asyncio.run(get(make_pool(tmp_path, nodes=3, drives=2), "b0", locs[0], size)) == blob(size, 0)
