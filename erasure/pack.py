@@ -68,7 +68,9 @@ class PackedRecord:
 
 def encode_record(kind: int, data_id: str, index: int, payload: bytes) -> bytes:
     ident = data_id.encode()
-    head = _FIXED.pack(_MAGIC, kind, len(ident), index, len(payload), xxhash.xxh3_64_intdigest(payload)) + ident
+    head = (
+        _FIXED.pack(_MAGIC, kind, len(ident), index, len(payload), xxhash.xxh3_64_intdigest(payload)) + ident
+    )
     return head + _CHECK.pack(xxhash.xxh32_intdigest(head)) + payload
 
 
@@ -111,7 +113,9 @@ def _next_magic(fd: int, pos: int, size: int) -> int | None:
     return None
 
 
-def scan_pack(fd: int, start: int = 0, resync: bool = True) -> tuple[list[tuple[int, str, int, PackedRecord]], int]:
+def scan_pack(
+    fd: int, start: int = 0, resync: bool = True
+) -> tuple[list[tuple[int, str, int, PackedRecord]], int]:
     """Records of a pack from `start`: [(kind, data id, index, record)], and where whole records end.
 
     A record that is short or whose header does not check is skipped: scanning resumes at the next
@@ -226,8 +230,10 @@ class PackSet:
         with self._lock:
             self._load()
             return {
-                "packs": len(self._size), "records": len(self._index),
-                "pack_bytes": sum(self._size.values()), "live_bytes": sum(self._live.values()),
+                "packs": len(self._size),
+                "records": len(self._index),
+                "pack_bytes": sum(self._size.values()),
+                "live_bytes": sum(self._live.values()),
             }
 
     # -- appends ----------------------------------------------------------------------------
@@ -258,7 +264,9 @@ class PackSet:
             if written != len(record):
                 raise OSError(f"short write to pack {name}")
             self._size[name] = self._scanned[name] = start + len(record)
-            rec = PackedRecord(name, start + len(record) - len(payload), len(payload), xxhash.xxh3_64_intdigest(payload))
+            rec = PackedRecord(
+                name, start + len(record) - len(payload), len(payload), xxhash.xxh3_64_intdigest(payload)
+            )
             self._apply(kind, data_id, index, rec)
             if sync:
                 os.fdatasync(fd)
@@ -286,8 +294,11 @@ class PackSet:
             self._load()
             self.refresh()
             victims = [
-                name for name, size in self._size.items()
-                if size > 0 and 1 - self._live.get(name, 0) / size >= min_dead_ratio and self._ours_or_orphan(name)
+                name
+                for name, size in self._size.items()
+                if size > 0
+                and 1 - self._live.get(name, 0) / size >= min_dead_ratio
+                and self._ours_or_orphan(name)
             ]
         reclaimed = 0
         for name in victims:
@@ -356,7 +367,9 @@ class PackSet:
             if os.pwrite(self._fds[name], record, start) != len(record):
                 raise OSError(f"short write to pack {name}")
             self._size[name] = self._scanned[name] = start + len(record)
-            return PackedRecord(name, start + len(record) - len(payload), len(payload), xxhash.xxh3_64_intdigest(payload))
+            return PackedRecord(
+                name, start + len(record) - len(payload), len(payload), xxhash.xxh3_64_intdigest(payload)
+            )
 
     def _close_retired(self, grace: float = RETIRE_GRACE) -> None:
         with self._lock:

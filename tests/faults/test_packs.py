@@ -131,8 +131,11 @@ def test_compaction_reclaims_deleted_space_while_reads_go_on(spawn: Spawn, tmp_p
     before = pack_bytes(data)
     kept = [n for n in range(count) if n % 5 == 0]
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda n: s3.delete_object(Bucket="compact", Key=f"k{n}"),
-                      [n for n in range(count) if n % 5]))
+        list(
+            pool.map(
+                lambda n: s3.delete_object(Bucket="compact", Key=f"k{n}"), [n for n in range(count) if n % 5]
+            )
+        )
     errors: list[BaseException] = []
     stop = threading.Event()
 
@@ -189,7 +192,10 @@ def test_fsck_heal_and_drain_treat_packed_shards_as_first_class(spawn: Spawn, tm
     done = run_admin(server.endpoint, "domain", "remove", "hot-n3")
     assert done.returncode == 0, done.stderr
     with ThreadPoolExecutor(8) as pool:
-        for n, got in zip(range(count), pool.map(
-                lambda n: s3.get_object(Bucket="first", Key=f"k{n}")["Body"].read(), range(count)), strict=True):
+        for n, got in zip(
+            range(count),
+            pool.map(lambda n: s3.get_object(Bucket="first", Key=f"k{n}")["Body"].read(), range(count)),
+            strict=True,
+        ):
             assert got == body(n), n
     assert fsck("--verify")[0] == 0

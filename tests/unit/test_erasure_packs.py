@@ -22,8 +22,15 @@ PACK = 32 << 10  # shard files up to this size are packed
 
 def make_pool(tmp_path: Path, nodes: int = 4, drives: int = 2, rotate: int | None = None) -> ErasurePool:
     topology = default_layout(tmp_path, "hot", nodes=nodes, drives_per_node=drives, weight=1.0)
-    pool = ErasurePool("hot", topology, K, M, block_size=BLOCK, small_object_threshold=SMALL,
-                       drive_factory=packed_local_drive(PACK))
+    pool = ErasurePool(
+        "hot",
+        topology,
+        K,
+        M,
+        block_size=BLOCK,
+        small_object_threshold=SMALL,
+        drive_factory=packed_local_drive(PACK),
+    )
     if rotate is not None:
         for domain in topology:
             packs(pool, domain.id).rotate_bytes = rotate
