@@ -38,7 +38,7 @@ from erasure.checksum import CHECKSUM_SIZE
 from erasure.errors import CorruptShard, ErasureError
 from erasure.remote import FRAME, HEADER_B64
 from erasure.shard_format import HEADER_SIZE, ShardHeader, frame_offset
-from erasure.shard_store import LocalDrive, check_data_id
+from erasure.shard_store import LocalDrive, PackedShardReader, check_data_id
 from erasure.topology import Domain
 
 log = logging.getLogger("tierstore.node")
@@ -50,9 +50,10 @@ _ROUTE = re.compile(r"/v1/drive/([^/]+)/([^/]+)/([a-z]+)(?:/([^/]+)/([0-9]{1,3})
 class NodeDrives:
     """The drives under a node's data directory (one subdirectory each), per tier, as LocalDrives."""
 
-    def __init__(self, data_dir: Path, drives: list[str]) -> None:
+    def __init__(self, data_dir: Path, drives: list[str], pack_threshold: int = 0) -> None:
         self.data_dir = data_dir
         self.drives = list(drives)
+        self.pack_threshold = pack_threshold  # >0: small shards go to pack files (erasure/pack.py)
         self._stores: dict[tuple[str, str], LocalDrive] = {}
         self._lock = threading.Lock()
 
@@ -64,10 +65,22 @@ class NodeDrives:
             if store is None:
                 path = self.data_dir / drive / tier
                 path.mkdir(parents=True, exist_ok=True)
-                store = self._stores[(drive, tier)] = LocalDrive(Domain(id=f"{drive}/{tier}", path=path, weight=1.0))
+                store = self._stores[(drive, tier)] = LocalDrive(Domain(id=f"{drive}/{tier}", path=path, weight=1.0),
+                                                                 self.pack_threshold)
                 with contextlib.suppress(OSError):
                     store.scan()
             return store
+
+    def compact_packs_forever(self, stop: threading.Event, interval: float = 60.0) -> None:
+        """Every `interval`: rewrite mostly dead pack files of the drives served so far (erasure/pack.py)."""
+        while not stop.wait(interval):
+            with self._lock:
+                packs = [s.packs for s in self._stores.values() if s.packs is not None]
+            for pack_set in packs:
+                try:
+                    pack_set.compact()
+                except OSError:
+                    logging.getLogger("tierstore.node").exception("compacting %s failed", pack_set.dir)
 
     def usage(self, drive: str) -> tuple[int, int]:
         import shutil
@@ -174,8 +187,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _delete(self, store: LocalDrive, data_id: str, index: int) -> None:
         path = store.path_for(data_id, index)
+        packed = store.packs.lookup(data_id, index) if store.packs is not None else None
         try:
-            size = path.stat().st_size
+            size = packed.length if packed is not None else path.stat().st_size
         except FileNotFoundError:
             size = 0
         self._json({"removed": store.remove(data_id, index), "size": size})
@@ -188,11 +202,14 @@ class _Handler(BaseHTTPRequestHandler):
             if not 0 <= stripe < geo.stripe_count:
                 raise ValueError(f"stripe {stripe} out of range")
             length = CHECKSUM_SIZE + geo.block_len(stripe)
-            fd = os.open(store.path_for(data_id, index), os.O_RDONLY)
-            try:
-                raw = os.pread(fd, length, frame_offset(geo.block_size, stripe))
-            finally:
-                os.close(fd)
+            if isinstance(reader, PackedShardReader):
+                raw = reader.frame(stripe)  # the record was read whole when opened
+            else:
+                fd = os.open(store.path_for(data_id, index), os.O_RDONLY)
+                try:
+                    raw = os.pread(fd, length, frame_offset(geo.block_size, stripe))
+                finally:
+                    os.close(fd)
         finally:
             reader.close()
         self._send(200, raw)

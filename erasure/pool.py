@@ -31,6 +31,7 @@ from erasure.drive_health import DriveHealth, DriveHealthSettings
 from erasure.errors import DataLost, DataNotFound, DomainOffline, ErasureError
 from erasure.heal import HealResult, heal
 from erasure.location import Location
+from erasure.pack import PackSet
 from erasure.reader import PoolReader, read_healthy
 from erasure.rebalance import Throttle, move_shard, plan_moves
 from erasure.shard_store import local_drive
@@ -99,6 +100,10 @@ class ErasurePool:
         self._stores: dict[str, Drive] = {}
         self.health = DriveHealth(name, drive_health, drive_of=self.store_of)
         self._reprobe: asyncio.Task[None] | None = None
+        # Pack files (opt-in per drive): how often mostly dead packs are rewritten, how fast.
+        self.pack_compact_seconds = 60.0
+        self.pack_compact_rate = float(32 << 20)
+        self._compactor: asyncio.Task[None] | None = None
         # Writers in this process that chose their domains and have not finished yet, per domain.
         # A write that placed a shard on a domain just before it began draining commits after
         # placement excluded it; a drain waits for these before its last look at the catalog.
@@ -164,6 +169,32 @@ class ErasurePool:
         await asyncio.gather(*(asyncio.to_thread(self._start_domain, d.id, tmp_max_age) for d in self.topology))
         if self._reprobe is None:
             self._reprobe = asyncio.create_task(self._reprobe_drives(), name=f"drive-health-{self.name}")
+        if self._compactor is None and self.pack_compact_seconds > 0 and self._packs():
+            self._compactor = asyncio.create_task(self._compact_forever(), name=f"pack-compactor-{self.name}")
+
+    def _packs(self) -> list[PackSet]:
+        """The pack sets of this pool's local drives that pack small shards (erasure/pack.py)."""
+        found = []
+        for domain in self.topology:
+            packs = getattr(self.store_of(domain), "packs", None)
+            if isinstance(packs, PackSet) and domain.online:
+                found.append(packs)
+        return found
+
+    async def compact_packs(self) -> int:
+        """Rewrite mostly dead pack files on every online drive; returns the bytes reclaimed."""
+        reclaimed = 0
+        for packs in self._packs():  # one drive at a time: compaction is background work
+            try:
+                reclaimed += await asyncio.to_thread(packs.compact, bytes_per_second=self.pack_compact_rate)
+            except OSError:
+                logging.getLogger("tierstore.erasure.packs").exception("compacting packs in %s failed", packs.dir)
+        return reclaimed
+
+    async def _compact_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.pack_compact_seconds)
+            await self.compact_packs()
 
     def _start_domain(self, domain_id: str, tmp_max_age: float) -> None:
         store = self.store(domain_id)
@@ -193,6 +224,11 @@ class ErasurePool:
     async def close(self) -> None:
         """Stop re-probing drives."""
         task, self._reprobe = self._reprobe, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        task, self._compactor = self._compactor, None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

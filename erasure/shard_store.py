@@ -24,9 +24,10 @@ from pathlib import Path
 import xxhash
 
 from erasure.checksum import CHECKSUM_SIZE, block_checksum
-from erasure.drive import Drive, ShardEntry, ShardWriter
+from erasure.drive import Drive, DriveFactory, ShardEntry, ShardReader, ShardWriter
 from erasure.durability import FlushBarrier, barrier_for, start_writeback
 from erasure.errors import CorruptShard, DomainOffline, ErasureError, ShardUnreadable
+from erasure.pack import PackedRecord, PackSet
 from erasure.shard_format import HEADER_SIZE, ShardHeader, file_size, frame_offset
 from erasure.topology import Domain
 
@@ -84,8 +85,10 @@ def _fsync_dir(path: Path) -> None:
 class LocalDrive:
     """A drive that is a directory on this host."""
 
-    def __init__(self, domain: Domain) -> None:
+    def __init__(self, domain: Domain, pack_threshold: int = 0) -> None:
         self.domain = domain
+        # Opt-in (a tier's pack_threshold_bytes): shards up to this size go to pack files.
+        self.packs: PackSet | None = PackSet(domain.path, pack_threshold) if pack_threshold > 0 else None
         self._lock = threading.Lock()
         self._active_tmp: set[str] = set()
         self.shard_count = 0
@@ -114,27 +117,45 @@ class LocalDrive:
 
     # -- operations -------------------------------------------------------------------------
 
-    def create(self, header: ShardHeader) -> ShardFileWriter:
+    def create(self, header: ShardHeader) -> ShardWriter:
         self.check_online()
+        if self.packs is not None:
+            return PackingWriter(self, self.packs, header)
         return ShardFileWriter(self, header)
 
-    def open(self, data_id: str, index: int) -> ShardFileReader:
+    def open(self, data_id: str, index: int) -> ShardReader:
         """Open a committed shard; FileNotFoundError if absent, CorruptShard if its header is bad."""
         self.check_online()
+        if self.packs is not None:
+            rec = self.packs.lookup(data_id, index, refresh=False)
+            if rec is None and not self.path_for(data_id, index).is_file():
+                rec = self.packs.lookup(data_id, index)  # another process may have packed it
+            if rec is not None:
+                return PackedShardReader(self, self.packs, rec, data_id, index)
         return ShardFileReader(self, self.path_for(data_id, index), data_id, index)
 
     def has(self, data_id: str, index: int) -> bool:
         self.check_online()
-        return self.path_for(data_id, index).is_file()
+        if self.packs is not None and self.packs.lookup(data_id, index, refresh=False) is not None:
+            return True
+        if self.path_for(data_id, index).is_file():
+            return True
+        return self.packs is not None and self.packs.lookup(data_id, index) is not None
 
     def remove(self, data_id: str, index: int) -> bool:
         self.check_online()
+        removed = False
+        if self.packs is not None:
+            size = self.packs.remove(data_id, index)
+            if size >= 0:
+                self._account(-1, -size)
+                removed = True
         path = self.path_for(data_id, index)
         try:
             size = path.stat().st_size
             path.unlink()
         except FileNotFoundError:
-            return False
+            return removed
         self._account(-1, -size)
         return True
 
@@ -173,6 +194,10 @@ class LocalDrive:
                     for entry in os.scandir(mid.path):
                         count += 1
                         total += entry.stat().st_size
+        if self.packs is not None:
+            packed = self.packs.entries()
+            count += len(packed)
+            total += sum(rec.length for _, _, rec in packed)
         with self._lock:
             self.shard_count, self.shard_bytes = count, total
 
@@ -191,6 +216,13 @@ class LocalDrive:
                     except FileNotFoundError:
                         continue  # deleted while we looked
                     shards.append(ShardEntry(data_id, int(index), stat.st_mtime, stat.st_size))
+        if self.packs is not None:
+            for data_id, index_n, rec in self.packs.entries():
+                try:
+                    mtime = os.stat(self.packs.dir / rec.pack).st_mtime
+                except FileNotFoundError:
+                    continue  # compacted away while we looked; its records live on in another pack
+                shards.append(ShardEntry(data_id, index_n, mtime, rec.length))
         return shards
 
     def verify_shard(self, data_id: str, index: int) -> ShardHeader:
@@ -486,6 +518,141 @@ class ShardFileReader:
                 self._fd = -1
 
 
+class PackingWriter:
+    """A shard bound for a pack: frames kept in memory; past the threshold it becomes a file.
+
+    Only shards whose whole file fits `packs.threshold` are packed, so what is held here is small.
+    """
+
+    def __init__(self, store: LocalDrive, packs: PackSet, header: ShardHeader) -> None:
+        self.store, self.packs, self.header = store, packs, header
+        self._frames: list[bytes] = []
+        self._size = HEADER_SIZE
+        self._file: ShardFileWriter | None = None
+        self._published = False
+
+    @property
+    def drive(self) -> Drive:
+        return self.store
+
+    @property
+    def stripes_written(self) -> int:
+        return self._file.stripes_written if self._file is not None else len(self._frames)
+
+    def append(self, stripe: int, checksum: int, block: bytes | memoryview) -> None:
+        if self._file is not None:
+            self._file.append(stripe, checksum, block)
+            return
+        self.store.check_online()
+        if stripe != len(self._frames):
+            raise ValueError(f"shard frames must be appended in order: got {stripe}, want {len(self._frames)}")
+        self._frames.append(checksum.to_bytes(CHECKSUM_SIZE, "little") + bytes(block))
+        self._size += CHECKSUM_SIZE + len(block)
+        if self._size > self.packs.threshold:
+            self._spill()
+
+    def _spill(self) -> None:
+        """Too big to pack: go on as an ordinary shard file."""
+        writer = ShardFileWriter(self.store, self.header)
+        try:
+            for stripe, frame in enumerate(self._frames):
+                writer.append(stripe, int.from_bytes(frame[:CHECKSUM_SIZE], "little"), frame[CHECKSUM_SIZE:])
+        except BaseException:
+            writer.discard()
+            raise
+        self._file, self._frames = writer, []
+
+    def relocate(self, drive: Drive) -> ShardWriter:
+        if self._file is not None:
+            return self._file.relocate(drive)
+        moved = drive.create(self.header)
+        try:
+            for stripe, frame in enumerate(self._frames):
+                moved.append(stripe, int.from_bytes(frame[:CHECKSUM_SIZE], "little"), frame[CHECKSUM_SIZE:])
+        except BaseException:
+            moved.discard()
+            raise
+        return moved
+
+    def publish(self, header: ShardHeader | None = None) -> FlushBarrier | None:
+        if self._file is not None:
+            return self._file.publish(header)
+        self.store.check_online()
+        if header is not None:
+            self.header = header
+        payload = b"".join([self.header.pack(), *self._frames])
+        barrier = self.store.barrier
+        self.packs.append(self.header.data_id, self.header.index, payload, barrier)
+        self._published = True
+        return barrier
+
+    def committed(self) -> None:
+        if self._file is not None:
+            self._file.committed()
+        else:
+            self.store._account(1, file_size(self.header))
+
+    def unpublish(self) -> None:
+        if self._file is not None:
+            self._file.unpublish()
+        elif self._published:
+            with contextlib.suppress(OSError):
+                self.packs.remove(self.header.data_id, self.header.index)
+
+    def commit(self, header: ShardHeader | None = None) -> None:
+        barrier = self.publish(header)
+        if barrier is not None:
+            try:
+                barrier.wait()
+            except OSError:
+                self.unpublish()
+                raise
+        self.committed()
+
+    def discard(self) -> None:
+        if self._file is not None:
+            self._file.discard()
+        self._frames = []
+
+
+class PackedShardReader:
+    """A packed shard: its whole record read with one pread, then served like a shard file."""
+
+    def __init__(self, store: LocalDrive, packs: PackSet, rec: PackedRecord, data_id: str, index: int) -> None:
+        self.store = store
+        self._raw = packs.read(rec)
+        if not rec.intact(self._raw):
+            raise CorruptShard(f"packed shard {data_id}.{index} in {rec.pack} at {rec.offset}: checksum mismatch")
+        self.header = ShardHeader.unpack(self._raw[:HEADER_SIZE])
+        if self.header.data_id != data_id or self.header.index != index:
+            raise CorruptShard(f"{rec.pack} at {rec.offset} holds {self.header.data_id}.{self.header.index}")
+
+    def read_block(self, stripe: int) -> bytes:
+        return bytes(self.read_block_view(stripe))
+
+    def read_block_view(self, stripe: int) -> memoryview:
+        self.store.check_online()
+        geo = self.header.geometry
+        length = geo.block_len(stripe)
+        at = frame_offset(geo.block_size, stripe)
+        raw = memoryview(self._raw)[at : at + CHECKSUM_SIZE + length]
+        if len(raw) != CHECKSUM_SIZE + length:
+            raise CorruptShard(f"shard {self.header.index} truncated at stripe {stripe}")
+        block = raw[CHECKSUM_SIZE:]
+        if int.from_bytes(raw[:CHECKSUM_SIZE], "little") != block_checksum(block, stripe, self.header.index):
+            raise CorruptShard(f"shard {self.header.index} block {stripe} checksum mismatch")
+        return block
+
+    def frame(self, stripe: int) -> bytes:
+        """Frame `stripe` as stored, checksum and block, unverified (a node's answer; the gateway checks)."""
+        geo = self.header.geometry
+        at = frame_offset(geo.block_size, stripe)
+        return self._raw[at : at + CHECKSUM_SIZE + geo.block_len(stripe)]
+
+    def close(self) -> None:
+        self._raw = b""
+
+
 def _subdirs(path: Path) -> list[Path]:
     """Fan-out directories (two hex characters) under a domain or a fan-out directory."""
     try:
@@ -497,6 +664,15 @@ def _subdirs(path: Path) -> list[Path]:
 def local_drive(domain: Domain) -> Drive:
     """The default drive factory: every domain is a directory on this host."""
     return LocalDrive(domain)
+
+
+def packed_local_drive(pack_threshold: int) -> DriveFactory:
+    """A drive factory for local drives that pack shards up to `pack_threshold` bytes (0: off)."""
+
+    def factory(domain: Domain) -> Drive:
+        return LocalDrive(domain, pack_threshold)
+
+    return factory
 
 
 ShardStore = LocalDrive  # the name the local drive had before the seam

@@ -99,6 +99,8 @@ Example (every key optional):
     write_quorum = 0       # 0: k+1 shards must be durable before a PUT is acknowledged
     block_size = 1048576   # bytes of data per stripe
     small_object_threshold = 65536  # smaller objects are written whole, in one go
+    pack_threshold_bytes = 0  # >0: shards up to this size are appended to pack files (max 1 MiB)
+    pack_compact_seconds = 60 # packs at least half dead are rewritten this often (online, throttled)
     # Or declare the domains explicitly instead of nodes/drives_per_node:
     # domains = [{id = "hot-a", path = "/mnt/a", node = "n1", rack = "r1", zone = "z1", weight = 1.0}, ...]
 
@@ -411,6 +413,11 @@ class ErasureTier(_LocalTier):
     write_quorum: NonNegativeInt = 0  # 0: k+1
     block_size: PositiveInt = DEFAULT_BLOCK_SIZE
     small_object_threshold: NonNegativeInt = DEFAULT_SMALL_OBJECT_THRESHOLD
+    # Opt-in: shards (header + frames) up to this many bytes are appended to pack files on local
+    # drives instead of a file each (erasure/pack.py). 0: off. At most 1 MiB: packed shards are
+    # held in memory while written.
+    pack_threshold_bytes: int = Field(default=0, ge=0, le=1 << 20)
+    pack_compact_seconds: PositiveFloat = 60.0  # how often packs mostly dead are rewritten
     domains: list[DomainSpec] | None = None
 
 

@@ -41,6 +41,8 @@ def add_node_parser(commands: Any) -> None:
     node.add_argument("--zone", default="zone1")
     node.add_argument("--drives", type=int, metavar="N", help="create drives d1..dN when --data has none")
     node.add_argument("--secret-file", type=Path, help="file holding the cluster secret")
+    node.add_argument("--pack-threshold-bytes", type=int, default=0, metavar="N",
+                      help="append shards up to N bytes to pack files instead of a file each (0: off)")
 
 
 def run_node(args: argparse.Namespace) -> int:
@@ -63,7 +65,7 @@ def run_node(args: argparse.Namespace) -> int:
         print(f"tierstore node: no drives under {data} (make subdirectories, or pass --drives N)", flush=True)
         return 2
     host, _, port = args.listen.rpartition(":")
-    server = NodeHTTPServer((host, int(port)), NodeDrives(data, drives), secret)
+    server = NodeHTTPServer((host, int(port)), NodeDrives(data, drives, max(0, args.pack_threshold_bytes)), secret)
     address = args.advertise or f"http://{host}:{server.server_address[1]}"
 
     from tiering.catalog import Catalog
@@ -87,6 +89,8 @@ def run_node(args: argparse.Namespace) -> int:
     nodes.register(catalog, record())
     beat = threading.Thread(target=heartbeat, name="heartbeat", daemon=True)
     beat.start()
+    if args.pack_threshold_bytes > 0:
+        threading.Thread(target=server.drives.compact_packs_forever, args=(stop,), name="packs", daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
     log.info("node %s serving %s at %s (rack %s, zone %s)", args.name, ", ".join(drives), address, args.rack, args.zone)
     print(f"tierstore node {args.name} listening on {address}", flush=True)

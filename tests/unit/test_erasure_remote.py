@@ -124,3 +124,37 @@ def test_hedged_reads_do_not_wait_for_a_hung_node(nodes: list[tuple[str, NodeHTT
             got, took = asyncio.run(timed_read())
             assert got == body
             assert took < 1.0, f"a {size}-byte read waited {took:.2f}s for the hung node"
+
+
+def test_nodes_pack_small_shards(tmp_path: Path) -> None:
+    """A node started with a pack threshold: small shards land in its pack files, read back verified."""
+    servers = []
+    for n in range(6):
+        data = tmp_path / f"pnode{n}"
+        for d in ("d1", "d2"):
+            (data / d).mkdir(parents=True)
+        server = NodeHTTPServer(("127.0.0.1", 0), NodeDrives(data, ["d1", "d2"], pack_threshold=65536), SECRET)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append((f"http://127.0.0.1:{server.server_address[1]}", server))
+    try:
+        pool = _pool(servers)
+
+        async def run() -> None:
+            for size in (100, 900, 5000, 4 * 4096 * 3 + 17):
+                data = os.urandom(size)
+                location = pool.write_blob(f"blob{size}", data)
+                assert await pool.read_all(f"blob{size}", location, size) == data
+                assert (await pool.verify(f"blob{size}", location, size)).clean
+                listed = {(s.data_id, s.index) for d in pool.topology for s in pool.list_shards(d.id)}
+                assert {(f"blob{size}", i) for i, d in enumerate(location["shards"]) if d} <= listed
+                await pool.delete(f"blob{size}", location)
+                assert not await pool.exists(f"blob{size}", location)
+
+        asyncio.run(run())
+        shard_files = [p for p in tmp_path.rglob("*") if p.is_file() and ".packs" not in p.parts]
+        assert not shard_files, shard_files  # everything was packed (and is deleted now)
+        assert list(tmp_path.rglob("*.tsp"))
+    finally:
+        for _, server in servers:
+            server.shutdown()
+            server.server_close()

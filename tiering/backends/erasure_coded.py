@@ -23,7 +23,7 @@ from erasure.drive import DriveFactory
 from erasure.drive_health import DriveHealthSettings
 from erasure.pool import DEFAULT_BLOCK_SIZE, DEFAULT_SMALL_OBJECT_THRESHOLD
 from erasure.remote import DEFAULT_TIMEOUT, remote_drive_factory
-from erasure.shard_store import local_drive
+from erasure.shard_store import local_drive, packed_local_drive
 from erasure.topology import LEVELS, Domain, Topology
 from tiering.backend import (
     BackendError,
@@ -130,9 +130,11 @@ class ErasureCodedBackend(TierBackend):
         remote_domains: list[dict[str, Any]] | None = None,
         cluster_secret: bytes = b"",
         node_timeout: float = DEFAULT_TIMEOUT,
+        pack_threshold_bytes: int = 0,
+        pack_compact_seconds: float = 60.0,
         **_: Any,
     ) -> None:
-        factory: DriveFactory = local_drive
+        factory: DriveFactory = packed_local_drive(pack_threshold_bytes) if pack_threshold_bytes else local_drive
         topology: Topology | None = None
         if pool is None and remote_domains:
             # On storage nodes (tiering.nodes): one domain per node drive, reached over HTTP.
@@ -165,6 +167,7 @@ class ErasureCodedBackend(TierBackend):
                 drive_health=drive_health, drive_factory=factory,
             )
         self.pool = pool
+        pool.pack_compact_seconds = pack_compact_seconds
 
     def erasure_pool(self) -> ErasurePool:
         return self.pool
