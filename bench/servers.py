@@ -62,6 +62,7 @@ class Server:
     proc: subprocess.Popen[bytes] | None = None
     info: dict[str, str] = field(default_factory=dict)
     start_s: float = 0.0
+    cwd: Path | None = None  # the source tree to run from (default: this checkout)
 
     @property
     def endpoint(self) -> str:
@@ -102,7 +103,7 @@ class Server:
         t0 = time.monotonic()
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                self.command(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                self.command(), cwd=self.cwd or REPO, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", **self.environment()},
                 start_new_session=True,
             )

@@ -22,19 +22,18 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import secrets
-import shutil
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from erasure.shard_store import TMP_DIR, tmp_owner_tag
+from erasure.drive import Drive
+from erasure.errors import ErasureError
+from erasure.shard_store import local_drive
 from erasure.topology import Domain
 
 log = logging.getLogger("tierstore.erasure.drives")
 
-PROBE_BYTES = 4096
 _FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 
@@ -81,8 +80,12 @@ class _Drive:
 class DriveHealth:
     """The write health of one pool's drives. Thread-safe: writers report from worker threads."""
 
-    def __init__(self, pool_name: str, settings: DriveHealthSettings | None = None) -> None:
+    def __init__(
+        self, pool_name: str, settings: DriveHealthSettings | None = None,
+        drive_of: Callable[[Domain], Drive] = local_drive,
+    ) -> None:
         self.pool_name = pool_name
+        self._drive_of = drive_of  # probes go through the drive seam (a drive may be on a node)
         self.settings = settings or DriveHealthSettings()
         self._lock = threading.Lock()
         self._drives: dict[str, _Drive] = {}
@@ -138,10 +141,15 @@ class DriveHealth:
 
     def _check_space(self, domain: Domain) -> None:
         try:
-            free = shutil.disk_usage(domain.path).free
+            usage = self._drive_of(domain).disk_usage()
         except OSError as exc:
             self._failed_probe(domain, exc)
             return
+        except ErasureError:
+            return  # unreachable now (a node down): its liveness, not its health
+        if usage is None:
+            return
+        free = usage[0]
         reserve = self.settings.reserve_bytes
         if self.condition(domain.id) is not DriveCondition.FULL:
             if free < reserve:
@@ -158,20 +166,10 @@ class DriveHealth:
 
     def _probe_write(self, domain: Domain) -> None:
         """A small file written, fsync'd and removed: what a shard write needs from the drive."""
-        tmp = domain.path / TMP_DIR
-        path = tmp / f"health-probe.{secrets.token_hex(4)}.{tmp_owner_tag()}.tmp"
         try:
-            tmp.mkdir(exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            try:
-                os.write(fd, b"\0" * PROBE_BYTES)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
+            self._drive_of(domain).probe_write()
+        except ErasureError:
+            return  # unreachable now: try again at the next re-probe
         except OSError as exc:
             self._failed_probe(domain, exc)
             return

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from erasure.checksum import block_checksum
 from erasure.codec import codec_for, rebuild_blocks
+from erasure.drive import ShardReader, ShardWriter
 from erasure.errors import CorruptShard, ErasureError
 from erasure.location import Location
 from erasure.placement import place
 from erasure.reader import OFFLINE, open_shards
 from erasure.shard_format import ShardHeader
-from erasure.shard_store import ShardFileReader, ShardFileWriter
 from erasure.stripe import StripeLayout
 from erasure.topology import Domain
 
@@ -49,7 +49,7 @@ class HealResult:
         return not self.damaged and not self.lost
 
 
-def _verify_shard(f: ShardFileReader, stripes: int) -> set[int]:
+def _verify_shard(f: ShardReader, stripes: int) -> set[int]:
     """Stripes whose block in this shard is bad (runs in a worker thread)."""
     bad = set()
     for s in range(stripes):
@@ -132,7 +132,7 @@ def _choose_targets(pool: ErasurePool, data_id: str, loc: Location, damaged: set
 
 async def _rebuild(
     pool: ErasurePool, data_id: str, loc: Location, geo: StripeLayout,
-    files: dict[int, ShardFileReader], bad: dict[int, set[int]], targets: dict[int, Domain],
+    files: dict[int, ShardReader], bad: dict[int, set[int]], targets: dict[int, Domain],
 ) -> dict[int, Domain]:
     """Write the target shards stripe by stripe; returns the ones committed."""
     codec = codec_for(loc.k, loc.m)
@@ -143,7 +143,7 @@ async def _rebuild(
     )
     for i, made in zip(targets, created, strict=True):
         _report(pool, targets[i], made)
-    writers = {i: w for i, w in zip(targets, created, strict=True) if isinstance(w, ShardFileWriter)}
+    writers = {i: w for i, w in zip(targets, created, strict=True) if not isinstance(w, BaseException)}
     try:
         for stripe in range(geo.stripe_count):
             if not writers:
@@ -180,7 +180,7 @@ def _report(pool: ErasurePool, target: Domain, outcome: object) -> None:
 
 
 async def _good_blocks(
-    files: dict[int, ShardFileReader], bad: dict[int, set[int]], stripe: int, k: int
+    files: dict[int, ShardReader], bad: dict[int, set[int]], stripe: int, k: int
 ) -> dict[int, bytes]:
     """k verified blocks of `stripe`, data shards first (so a healthy stripe needs no decode)."""
     candidates = [i for i in sorted(files) if stripe not in bad[i]]
@@ -196,6 +196,6 @@ async def _good_blocks(
     return good
 
 
-def _append(writer: ShardFileWriter, stripe: int, shard: int, block: bytes | memoryview) -> None:
+def _append(writer: ShardWriter, stripe: int, shard: int, block: bytes | memoryview) -> None:
     """Checksum and append one rebuilt block (in a worker thread: hashing stays off the loop)."""
     writer.append(stripe, block_checksum(block, stripe, shard), block)

@@ -21,21 +21,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import shutil
 import threading
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from erasure.drive import Drive, DriveFactory
 from erasure.drive_health import DriveHealth, DriveHealthSettings
 from erasure.errors import DataLost, DataNotFound, DomainOffline, ErasureError
 from erasure.heal import HealResult, heal
 from erasure.location import Location
+from erasure.pack import PackSet
 from erasure.reader import PoolReader, read_healthy
 from erasure.rebalance import Throttle, move_shard, plan_moves
-from erasure.shard_store import ShardStore
+from erasure.shard_store import local_drive
 from erasure.topology import LEVELS, Domain, Topology
 from erasure.writer import PoolWriter
 
@@ -77,6 +76,7 @@ class ErasurePool:
         small_object_threshold: int = DEFAULT_SMALL_OBJECT_THRESHOLD,
         heal_queue_size: int = 1024,
         drive_health: DriveHealthSettings | None = None,
+        drive_factory: DriveFactory = local_drive,
     ) -> None:
         if k < 1 or m < 0 or k + m > 256:
             raise ValueError(f"pool {name}: need k >= 1, m >= 0, k+m <= 256")
@@ -96,9 +96,14 @@ class ErasurePool:
         self.small_object_threshold = small_object_threshold
         # Degraded reads enqueue here; when full, requests are dropped (a scrub finds them later).
         self.heal_requests: asyncio.Queue[HealRequest] = asyncio.Queue(heal_queue_size)
-        self._stores: dict[str, ShardStore] = {}
-        self.health = DriveHealth(name, drive_health)
+        self._drive_factory = drive_factory
+        self._stores: dict[str, Drive] = {}
+        self.health = DriveHealth(name, drive_health, drive_of=self.store_of)
         self._reprobe: asyncio.Task[None] | None = None
+        # Pack files (opt-in per drive): how often mostly dead packs are rewritten, how fast.
+        self.pack_compact_seconds = 60.0
+        self.pack_compact_rate = float(32 << 20)
+        self._compactor: asyncio.Task[None] | None = None
         # Writers in this process that chose their domains and have not finished yet, per domain.
         # A write that placed a shard on a domain just before it began draining commits after
         # placement excluded it; a drain waits for these before its last look at the catalog.
@@ -107,7 +112,7 @@ class ErasurePool:
 
     # -- plumbing shared by writer, reader and heal -----------------------------------------
 
-    def store(self, domain_id: str) -> ShardStore | None:
+    def store(self, domain_id: str) -> Drive | None:
         """The shard store of a domain by id; None if the topology has no such domain (any more)."""
         store = self._stores.get(domain_id)
         if store is None:
@@ -117,11 +122,11 @@ class ErasurePool:
             store = self.store_of(domain)
         return store
 
-    def store_of(self, domain: Domain) -> ShardStore:
-        """The shard store of a domain in hand (one from this pool's topology)."""
+    def store_of(self, domain: Domain) -> Drive:
+        """The drive of a domain in hand (one from this pool's topology): local or on a node."""
         store = self._stores.get(domain.id)
         if store is None:
-            store = self._stores[domain.id] = ShardStore(domain)
+            store = self._stores[domain.id] = self._drive_factory(domain)
         return store
 
     def writable(self, domain: Domain) -> bool:
@@ -164,6 +169,32 @@ class ErasurePool:
         await asyncio.gather(*(asyncio.to_thread(self._start_domain, d.id, tmp_max_age) for d in self.topology))
         if self._reprobe is None:
             self._reprobe = asyncio.create_task(self._reprobe_drives(), name=f"drive-health-{self.name}")
+        if self._compactor is None and self.pack_compact_seconds > 0 and self._packs():
+            self._compactor = asyncio.create_task(self._compact_forever(), name=f"pack-compactor-{self.name}")
+
+    def _packs(self) -> list[PackSet]:
+        """The pack sets of this pool's local drives that pack small shards (erasure/pack.py)."""
+        found = []
+        for domain in self.topology:
+            packs = getattr(self.store_of(domain), "packs", None)
+            if isinstance(packs, PackSet) and domain.online:
+                found.append(packs)
+        return found
+
+    async def compact_packs(self) -> int:
+        """Rewrite mostly dead pack files on every online drive; returns the bytes reclaimed."""
+        reclaimed = 0
+        for packs in self._packs():  # one drive at a time: compaction is background work
+            try:
+                reclaimed += await asyncio.to_thread(packs.compact, bytes_per_second=self.pack_compact_rate)
+            except OSError:
+                logging.getLogger("tierstore.erasure.packs").exception("compacting packs in %s failed", packs.dir)
+        return reclaimed
+
+    async def _compact_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.pack_compact_seconds)
+            await self.compact_packs()
 
     def _start_domain(self, domain_id: str, tmp_max_age: float) -> None:
         store = self.store(domain_id)
@@ -193,6 +224,11 @@ class ErasurePool:
     async def close(self) -> None:
         """Stop re-probing drives."""
         task, self._reprobe = self._reprobe, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        task, self._compactor = self._compactor, None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -275,20 +311,7 @@ class ErasurePool:
         store = self.store(domain_id)
         if store is None:
             raise DataNotFound(f"no domain {domain_id!r} in pool {self.name}")
-        store.check_online()
-        shards = []
-        for top in _subdirs(store.domain.path):
-            for sub in _subdirs(top):
-                for entry in os.scandir(sub):
-                    data_id, _, index = entry.name.rpartition(".")
-                    if not data_id or not index.isdigit():
-                        continue
-                    try:
-                        stat = entry.stat()
-                    except FileNotFoundError:
-                        continue  # deleted while we looked
-                    shards.append(ShardFile(data_id, int(index), domain_id, stat.st_mtime, stat.st_size))
-        return shards
+        return [ShardFile(s.data_id, s.index, domain_id, s.mtime, s.size) for s in store.list_shards()]
 
     def shards_present(self, data_id: str, location: dict[str, Any]) -> dict[int, bool | None]:
         """Shard index -> is its file where the location says (None: that domain is offline).
@@ -364,10 +387,13 @@ class ErasurePool:
                 "free_bytes": None, "total_bytes": None,
                 "health": self.health.condition(domain.id).value, "health_detail": self.health.detail(domain.id),
             }
+            if domain.address is not None:
+                entry["address"] = domain.address
             if domain.online:
-                with contextlib.suppress(OSError):
-                    usage = shutil.disk_usage(domain.path)
-                    entry["free_bytes"], entry["total_bytes"] = usage.free, usage.total
+                with contextlib.suppress(OSError, ErasureError):
+                    usage = store.disk_usage()
+                    if usage is not None:
+                        entry["free_bytes"], entry["total_bytes"] = usage
             domains.append(entry)
         return {
             "name": self.name, "k": self.k, "m": self.m, "spread_level": self.spread_level,
@@ -376,14 +402,6 @@ class ErasurePool:
             "online": sum(1 for d in self.topology if d.online), "domains": domains,
             "heal_queue": self.heal_requests.qsize(),
         }
-
-
-def _subdirs(path: Path) -> list[Path]:
-    """Fan-out directories (two hex characters) under a domain or a fan-out directory."""
-    try:
-        return [Path(e.path) for e in os.scandir(path) if e.is_dir() and len(e.name) == 2]
-    except FileNotFoundError:
-        return []
 
 
 __all__ = ["DataLost", "DataNotFound", "ErasurePool", "HealRequest", "HealResult", "ShardFile"]

@@ -8,6 +8,11 @@ blocks that cover it (no decoding on the healthy path). When a domain is down, a
 block fails its checksum, the reader fetches further blocks until it holds k, decodes in a worker
 thread, keeps streaming, and asks the pool to heal the blob. With fewer than k good blocks in a
 stripe it raises DataLost — it never yields bytes it could not verify.
+
+Shards on storage nodes (remote drives) are opened and read in parallel, one thread per shard
+(a round trip each, not a disk seek), and opening is hedged: k+1 shards are asked for and the
+first k to answer are used, so one hung or slow node costs nothing while the others answer. A
+shard whose opening is still in flight is not asked for again on the degraded path.
 """
 
 from __future__ import annotations
@@ -18,21 +23,22 @@ from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING
 
 from erasure.codec import Buffer, Codec, codec_for, rebuild_blocks
+from erasure.drive import Drive, ShardReader
 from erasure.errors import CorruptShard, DataLost, DataNotFound, DomainOffline, ErasureError
 from erasure.location import Location
-from erasure.shard_store import ShardFileReader, ShardStore
 from erasure.stripe import StripeLayout, StripeSlice
 
 if TYPE_CHECKING:
     from erasure.pool import ErasurePool
 
+HEDGE_GRACE = 0.05  # seconds a hedged open waits for a slower data shard once k shards are open
 # Why a shard is not readable; "offline" and "unplaced" do not prove the blob was deleted.
 OFFLINE, MISSING, CORRUPT, UNPLACED = "offline", "missing", "corrupt", "unplaced"
 
 
 async def open_shards(
     pool: ErasurePool, data_id: str, loc: Location, size: int, wanted: Iterable[int] | None = None
-) -> tuple[dict[int, ShardFileReader], dict[int, str]]:
+) -> tuple[dict[int, ShardReader], dict[int, str]]:
     """Open the shards of a blob that can be opened (all, or `wanted`): (index → file, index → why not).
 
     One worker-thread trip opens them all: on a small-object GET the thread hand-offs, not the
@@ -40,15 +46,15 @@ async def open_shards(
     """
     indexes = range(loc.width) if wanted is None else sorted(set(wanted))
     problems = _unreachable(pool, loc, indexes)
-    tries: list[tuple[int, ShardStore]] = []
+    tries: list[tuple[int, Drive]] = []
     for i in indexes:
         domain_id = loc.shards[i]
         store = pool.store(domain_id) if domain_id is not None and i not in problems else None
         if store is not None:  # placed on a known domain: `_unreachable` left it out of `problems`
             tries.append((i, store))
 
-    def open_all() -> list[ShardFileReader | BaseException]:
-        out: list[ShardFileReader | BaseException] = []
+    def open_all() -> list[ShardReader | BaseException]:
+        out: list[ShardReader | BaseException] = []
         for i, store in tries:
             try:
                 out.append(store.open(data_id, i))
@@ -56,25 +62,73 @@ async def open_shards(
                 out.append(exc)
         return out
 
-    results = await asyncio.to_thread(open_all) if tries else []
-    files: dict[int, ShardFileReader] = {}
+    if any(store.domain.address is not None for _, store in tries):  # on nodes: in parallel
+        results: list[ShardReader | BaseException] = list(await asyncio.gather(
+            *(asyncio.to_thread(store.open, data_id, i) for i, store in tries), return_exceptions=True))
+    else:
+        results = await asyncio.to_thread(open_all) if tries else []
+    files: dict[int, ShardReader] = {}
     for (i, _), result in zip(tries, results, strict=True):
-        if isinstance(result, ShardFileReader):
-            h = result.header
-            if (h.k, h.m, h.block_size, h.size) == (loc.k, loc.m, loc.block_size, size):
-                files[i] = result
-                continue
-            result.close()
-            problems[i] = CORRUPT
-        elif isinstance(result, FileNotFoundError):
-            problems[i] = MISSING
-        elif isinstance(result, CorruptShard):
-            problems[i] = CORRUPT
-        elif isinstance(result, DomainOffline | OSError):
-            problems[i] = OFFLINE
-        else:
-            raise result
+        _sort_opened(i, result, loc, size, files, problems)
     return files, problems
+
+
+def _sort_opened(
+    i: int, result: ShardReader | BaseException, loc: Location, size: int,
+    files: dict[int, ShardReader], problems: dict[int, str],
+) -> None:
+    """File an opening's outcome: into `files` when usable, else its reason into `problems`."""
+    if not isinstance(result, BaseException):
+        h = result.header
+        if (h.k, h.m, h.block_size, h.size) == (loc.k, loc.m, loc.block_size, size):
+            files[i] = result
+            return
+        result.close()
+        problems[i] = CORRUPT
+    elif isinstance(result, FileNotFoundError):
+        problems[i] = MISSING
+    elif isinstance(result, CorruptShard):
+        problems[i] = CORRUPT
+    elif isinstance(result, DomainOffline | OSError | ErasureError):
+        problems[i] = OFFLINE
+    else:
+        raise result
+
+
+def _on_nodes(pool: ErasurePool, loc: Location) -> bool:
+    """Does any shard of this blob live on a storage node (a remote drive)?"""
+    return any(d is not None and d.address is not None for d in map(pool.topology.get, filter(None, loc.shards)))
+
+
+async def open_hedged(
+    pool: ErasurePool, data_id: str, loc: Location, size: int,
+) -> tuple[dict[int, ShardReader], dict[int, str], set[int]]:
+    """Open k+1 reachable shards at once (data shards first) and return once k are open or all
+    have answered: (files, problems, indexes still opening). Those late openings run on; what they
+    open is dropped (a remote shard reader holds nothing to close)."""
+    problems = _unreachable(pool, loc, range(loc.width))
+    candidates = [i for i in range(loc.width) if i not in problems][: loc.k + 1]
+    tasks: dict[asyncio.Future[ShardReader], int] = {}
+    for i in candidates:
+        store = pool.store(loc.shards[i] or "")
+        if store is None:
+            problems[i] = OFFLINE
+            continue
+        tasks[asyncio.ensure_future(asyncio.to_thread(store.open, data_id, i))] = i
+    files: dict[int, ShardReader] = {}
+    pending = set(tasks)
+    while pending and len(files) < loc.k:
+        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            _sort_opened(tasks[task], task.exception() or task.result(), loc, size, files, problems)
+    if pending and any(tasks[t] < loc.k for t in pending):
+        # k are open but a data shard is not: a moment more saves decoding every stripe.
+        done, pending = await asyncio.wait(pending, timeout=HEDGE_GRACE)
+        for task in done:
+            _sort_opened(tasks[task], task.exception() or task.result(), loc, size, files, problems)
+    for task in pending:
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved: no warning
+    return files, problems, {tasks[t] for t in pending}
 
 
 def read_healthy(pool: ErasurePool, data_id: str, loc: Location, size: int) -> bytes | None:
@@ -85,10 +139,12 @@ def read_healthy(pool: ErasurePool, data_id: str, loc: Location, size: int) -> b
     checksum — answers None, and the caller opens a `PoolReader`, which reconstructs and queues the
     heal. So this path never decides what is lost; it only skips work when nothing is.
     A parity shard on a down domain also answers None: the reader queues the blob for heal.
+    Shards on storage nodes answer None too: the reader's hedged, parallel opening serves them
+    better than one thread asking each node in turn (a hung node would cost its full timeout).
     """
-    if _unreachable(pool, loc, range(loc.width)):
+    if _unreachable(pool, loc, range(loc.width)) or _on_nodes(pool, loc):
         return None
-    files: list[ShardFileReader] = []
+    files: list[ShardReader] = []
     try:
         for i in range(loc.k):
             domain_id = loc.shards[i]
@@ -125,7 +181,7 @@ def _unreachable(pool: ErasurePool, loc: Location, indexes: Iterable[int]) -> di
     return out
 
 
-def _close_all(files: Iterable[ShardFileReader]) -> None:
+def _close_all(files: Iterable[ShardReader]) -> None:
     for f in files:
         f.close()
 
@@ -135,7 +191,7 @@ class PoolReader:
 
     def __init__(
         self, pool: ErasurePool, data_id: str, loc: Location, size: int,
-        files: dict[int, ShardFileReader], problems: dict[int, str],
+        files: dict[int, ShardReader], problems: dict[int, str],
     ) -> None:
         self._pool, self.data_id, self._loc, self.size = pool, data_id, loc, size
         self._files = files
@@ -143,28 +199,42 @@ class PoolReader:
         self._codec: Codec = codec_for(loc.k, loc.m)
         self._heal_requested = False
         self._spares: asyncio.Future[None] | None = None
+        self._opening: set[int] = set()  # hedged openings still in flight: not asked for again
+        self._parallel = _on_nodes(pool, loc)
         if problems:
             self._request_heal(f"shards unavailable at open: {sorted(problems)}")
 
     @classmethod
     async def open(cls, pool: ErasurePool, data_id: str, loc: Location, size: int) -> PoolReader:
-        # The healthy path needs only the k data shards (a systematic code: no decoding); the
-        # others are opened only when one of those is missing, offline or corrupt.
-        files, problems = await open_shards(pool, data_id, loc, size, range(loc.k))
-        if problems:
-            more, more_problems = await open_shards(pool, data_id, loc, size, range(loc.k, loc.width))
-            files.update(more)
-            problems.update(more_problems)
+        opening: set[int] = set()
+        if _on_nodes(pool, loc):
+            files, problems, opening = await open_hedged(pool, data_id, loc, size)
+            if len(files) < loc.k:  # the hedge was not enough: try every other shard
+                rest = [i for i in range(loc.width) if i not in files and i not in problems and i not in opening]
+                more, more_problems = await open_shards(pool, data_id, loc, size, rest)
+                files.update(more)
+                problems.update(more_problems)
+                problems.update(dict.fromkeys(opening, OFFLINE))  # in flight still: too slow to wait for
         else:
-            # Parity on a down domain is noticed without touching a file, so the read still
-            # queues the blob for heal (a missing parity *file* is the scrubber's to find).
-            problems.update(_unreachable(pool, loc, range(loc.k, loc.width)))
+            # The healthy path needs only the k data shards (a systematic code: no decoding); the
+            # others are opened only when one of those is missing, offline or corrupt.
+            files, problems = await open_shards(pool, data_id, loc, size, range(loc.k))
+            if problems:
+                more, more_problems = await open_shards(pool, data_id, loc, size, range(loc.k, loc.width))
+                files.update(more)
+                problems.update(more_problems)
+            else:
+                # Parity on a down domain is noticed without touching a file, so the read still
+                # queues the blob for heal (a missing parity *file* is the scrubber's to find).
+                problems.update(_unreachable(pool, loc, range(loc.k, loc.width)))
         if len(files) < loc.k:
             await asyncio.to_thread(_close_all, list(files.values()))
             if not files and all(p == MISSING for i, p in problems.items() if i not in loc.missing):
                 raise DataNotFound(f"no shard of {data_id} exists")
             raise DataLost(data_id, f"only {len(files)} of {loc.width} shards reachable, need {loc.k}")
-        return cls(pool, data_id, loc, size, files, problems)
+        reader = cls(pool, data_id, loc, size, files, problems)
+        reader._opening = opening
+        return reader
 
     async def stream(self, start: int, end: int) -> AsyncIterator[Buffer]:
         plan = self._geo.locate(start, end)
@@ -203,7 +273,8 @@ class PoolReader:
         await self._read_into(good, needed, piece.stripe)
         if all(i in good for i in needed):
             return good
-        self._request_heal(f"degraded read of stripe {piece.stripe}")
+        if any(i not in good and i not in self._opening for i in needed):  # not merely slow: damaged
+            self._request_heal(f"degraded read of stripe {piece.stripe}")
         await self._open_spares()
         spare = [i for i in range(self._loc.width) if i not in needed]
         while len(good) < self._loc.k:
@@ -224,7 +295,7 @@ class PoolReader:
         await asyncio.shield(self._spares)
 
     async def _do_open_spares(self) -> None:
-        missing = [i for i in range(self._loc.width) if i not in self._files]
+        missing = [i for i in range(self._loc.width) if i not in self._files and i not in self._opening]
         if missing:
             more, _ = await open_shards(self._pool, self.data_id, self._loc, self.size, missing)
             self._files.update(more)
@@ -243,7 +314,11 @@ class PoolReader:
                     out.append(exc)
             return out
 
-        results = await asyncio.to_thread(read_all) if opened else []
+        if self._parallel and len(opened) > 1:  # blocks on nodes: one round trip each, at once
+            results: list[memoryview | BaseException] = list(await asyncio.gather(
+                *(asyncio.to_thread(f.read_block_view, stripe) for _, f in opened), return_exceptions=True))
+        else:
+            results = await asyncio.to_thread(read_all) if opened else []
         for (i, f), result in zip(opened, results, strict=True):
             if isinstance(result, memoryview):
                 good[i] = result

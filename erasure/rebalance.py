@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from erasure.checksum import block_checksum
+from erasure.drive import Drive, ShardWriter
 from erasure.errors import ErasureError
 from erasure.location import Location
 from erasure.placement import rank
 from erasure.shard_format import ShardHeader, file_size
-from erasure.shard_store import ShardFileWriter, ShardStore
 from erasure.topology import Domain, Topology
 
 if TYPE_CHECKING:
@@ -177,7 +177,7 @@ async def move_shard(
     if target.id == source_id:
         return loc.to_dict()
     reader = await asyncio.to_thread(source.open, data_id, index)
-    writer: ShardFileWriter | None = None
+    writer: ShardWriter | None = None
     committed = False
     try:
         header = reader.header
@@ -215,16 +215,11 @@ async def _write_to(pool: ErasurePool, target: Domain, fn: Callable[..., T], *ar
         raise
 
 
-def _verify_copy(store: ShardStore, expected: ShardHeader) -> None:
-    """Read every block of a fresh copy back (checksums verified); raises CorruptShard if one is bad."""
-    copy = store.open(expected.data_id, expected.index)
-    try:
-        if copy.header != expected:
-            raise ErasureError(f"copy of {expected.data_id}.{expected.index} has a different header")
-        for stripe in range(expected.geometry.stripe_count):
-            copy.read_block(stripe)
-    finally:
-        copy.close()
+def _verify_copy(store: Drive, expected: ShardHeader) -> None:
+    """Read every block of a fresh copy back where it lives (checksums verified); raises
+    CorruptShard if one is bad."""
+    if store.verify_shard(expected.data_id, expected.index) != expected:
+        raise ErasureError(f"copy of {expected.data_id}.{expected.index} has a different header")
 
 
 # --- changing the pool itself ----------------------------------------------------------------------
@@ -232,7 +227,8 @@ def _verify_copy(store: ShardStore, expected: ShardHeader) -> None:
 
 def add_domain(pool: ErasurePool, domain: Domain) -> None:
     """Add a drive to a running pool: new writes may land on it at once."""
-    domain.path.mkdir(parents=True, exist_ok=True)
+    if domain.address is None:  # a local directory (a node makes its own)
+        domain.path.mkdir(parents=True, exist_ok=True)
     pool.topology.add(domain)
     store = pool.store(domain.id)
     assert store is not None

@@ -1,4 +1,5 @@
-"""Shard files on one domain directory. Synchronous by design: the pool calls it from worker threads.
+"""Shard files on one domain directory: the local `Drive` (see erasure/drive.py). Synchronous by
+design: the pool calls it from worker threads (and a `tierstore node` serves it over HTTP).
 
 Layout under a domain:  <xx>/<yy>/<data_id>.<shard>  where xxyy are the first hex digits of the
 data id's xxh3 hash (uniform fan-out even for time-ordered ids), and .tmp/ for files being written.
@@ -14,6 +15,7 @@ import errno
 import os
 import re
 import secrets
+import shutil
 import threading
 import time
 from collections.abc import Sequence
@@ -22,14 +24,16 @@ from pathlib import Path
 import xxhash
 
 from erasure.checksum import CHECKSUM_SIZE, block_checksum
+from erasure.drive import Drive, DriveFactory, ShardEntry, ShardReader, ShardWriter
 from erasure.durability import FlushBarrier, barrier_for, start_writeback
 from erasure.errors import CorruptShard, DomainOffline, ErasureError, ShardUnreadable
+from erasure.pack import PackedRecord, PackSet
 from erasure.shard_format import HEADER_SIZE, ShardHeader, file_size, frame_offset
 from erasure.topology import Domain
 
 TMP_DIR = ".tmp"
 WRITEBACK_BYTES = 1 << 20  # start writing a shard to disk every this many bytes
-RELOCATE_CHUNK = 1 << 20  # bytes copied at a time when a shard moves off a failed drive mid-write
+PROBE_BYTES = 4096  # a drive-health probe write
 _DATA_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
 # Several processes may write to one domain (`tierstore serve --workers N`, a lifecycle process):
 # a temporary file's name ends in ".p<pid>.tmp", so that a sweep removes only what a dead writer
@@ -78,9 +82,13 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-class ShardStore:
-    def __init__(self, domain: Domain) -> None:
+class LocalDrive:
+    """A drive that is a directory on this host."""
+
+    def __init__(self, domain: Domain, pack_threshold: int = 0) -> None:
         self.domain = domain
+        # Opt-in (a tier's pack_threshold_bytes): shards up to this size go to pack files.
+        self.packs: PackSet | None = PackSet(domain.path, pack_threshold) if pack_threshold > 0 else None
         self._lock = threading.Lock()
         self._active_tmp: set[str] = set()
         self.shard_count = 0
@@ -109,27 +117,45 @@ class ShardStore:
 
     # -- operations -------------------------------------------------------------------------
 
-    def create(self, header: ShardHeader) -> ShardFileWriter:
+    def create(self, header: ShardHeader) -> ShardWriter:
         self.check_online()
+        if self.packs is not None:
+            return PackingWriter(self, self.packs, header)
         return ShardFileWriter(self, header)
 
-    def open(self, data_id: str, index: int) -> ShardFileReader:
+    def open(self, data_id: str, index: int) -> ShardReader:
         """Open a committed shard; FileNotFoundError if absent, CorruptShard if its header is bad."""
         self.check_online()
+        if self.packs is not None:
+            rec = self.packs.lookup(data_id, index, refresh=False)
+            if rec is None and not self.path_for(data_id, index).is_file():
+                rec = self.packs.lookup(data_id, index)  # another process may have packed it
+            if rec is not None:
+                return PackedShardReader(self, self.packs, rec, data_id, index)
         return ShardFileReader(self, self.path_for(data_id, index), data_id, index)
 
     def has(self, data_id: str, index: int) -> bool:
         self.check_online()
-        return self.path_for(data_id, index).is_file()
+        if self.packs is not None and self.packs.lookup(data_id, index, refresh=False) is not None:
+            return True
+        if self.path_for(data_id, index).is_file():
+            return True
+        return self.packs is not None and self.packs.lookup(data_id, index) is not None
 
     def remove(self, data_id: str, index: int) -> bool:
         self.check_online()
+        removed = False
+        if self.packs is not None:
+            size = self.packs.remove(data_id, index)
+            if size >= 0:
+                self._account(-1, -size)
+                removed = True
         path = self.path_for(data_id, index)
         try:
             size = path.stat().st_size
             path.unlink()
         except FileNotFoundError:
-            return False
+            return removed
         self._account(-1, -size)
         return True
 
@@ -168,8 +194,63 @@ class ShardStore:
                     for entry in os.scandir(mid.path):
                         count += 1
                         total += entry.stat().st_size
+        if self.packs is not None:
+            packed = self.packs.entries()
+            count += len(packed)
+            total += sum(rec.length for _, _, rec in packed)
         with self._lock:
             self.shard_count, self.shard_bytes = count, total
+
+    def list_shards(self) -> list[ShardEntry]:
+        """Every committed shard file (not temporary files being written)."""
+        self.check_online()
+        shards = []
+        for top in _subdirs(self.domain.path):
+            for sub in _subdirs(top):
+                for entry in os.scandir(sub):
+                    data_id, _, index = entry.name.rpartition(".")
+                    if not data_id or not index.isdigit():
+                        continue
+                    try:
+                        stat = entry.stat()
+                    except FileNotFoundError:
+                        continue  # deleted while we looked
+                    shards.append(ShardEntry(data_id, int(index), stat.st_mtime, stat.st_size))
+        if self.packs is not None:
+            for data_id, index_n, rec in self.packs.entries():
+                try:
+                    mtime = os.stat(self.packs.dir / rec.pack).st_mtime
+                except FileNotFoundError:
+                    continue  # compacted away while we looked; its records live on in another pack
+                shards.append(ShardEntry(data_id, index_n, mtime, rec.length))
+        return shards
+
+    def verify_shard(self, data_id: str, index: int) -> ShardHeader:
+        """Read every block of a shard back (checksums verified); CorruptShard if one is bad."""
+        reader = self.open(data_id, index)
+        try:
+            for stripe in range(reader.header.geometry.stripe_count):
+                reader.read_block_view(stripe)
+            return reader.header
+        finally:
+            reader.close()
+
+    def disk_usage(self) -> tuple[int, int] | None:
+        usage = shutil.disk_usage(self.domain.path)
+        return usage.free, usage.total
+
+    def probe_write(self) -> None:
+        tmp = self.domain.path / TMP_DIR
+        path = tmp / f"health-probe.{secrets.token_hex(4)}.{tmp_owner_tag()}.tmp"
+        tmp.mkdir(exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, b"\0" * PROBE_BYTES)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
 
     def _account(self, files: int, size: int) -> None:
         with self._lock:
@@ -193,7 +274,7 @@ class ShardFileWriter:
     `header` may already be final (the whole blob is known): `commit()` then rewrites nothing.
     """
 
-    def __init__(self, store: ShardStore, header: ShardHeader) -> None:
+    def __init__(self, store: LocalDrive, header: ShardHeader) -> None:
         self.store, self.header = store, header
         self._lock = threading.Lock()
         self._tmp = store._tmp_path(header)
@@ -225,11 +306,15 @@ class ShardFileWriter:
                 self._unflushed = 0
 
     @property
+    def drive(self) -> Drive:
+        return self.store
+
+    @property
     def stripes_written(self) -> int:
         """Frames appended whole so far."""
         return self._next_stripe
 
-    def relocate(self, store: ShardStore) -> ShardFileWriter:
+    def relocate(self, drive: Drive) -> ShardWriter:
         """A new writer on `store` holding the frames appended here so far; this one is left as is.
 
         For a drive that failed mid-write (full, remounted read-only): its temporary file is
@@ -245,20 +330,20 @@ class ShardFileWriter:
             except OSError as exc:
                 raise ShardUnreadable(f"{self._tmp}: {exc}") from exc
         try:
-            moved = store.create(self.header)
+            moved = drive.create(self.header)
             try:
-                pos = HEADER_SIZE
-                while pos < end:
-                    want = min(RELOCATE_CHUNK, end - pos)
+                # Frame by frame, so that the new drive may be of any kind (a remote one too).
+                # Frames sit at a fixed stride; only the file's last one may hold a shorter block.
+                for stripe in range(stripes):
+                    pos = frame_offset(self.header.block_size, stripe)
                     try:
-                        chunk = os.pread(src, want, pos)
+                        frame = os.pread(src, min(CHECKSUM_SIZE + self.header.block_size, end - pos), pos)
                     except OSError as exc:
                         raise ShardUnreadable(f"{self._tmp}: {exc}") from exc
-                    if len(chunk) != want:
+                    if len(frame) <= CHECKSUM_SIZE:
                         raise ShardUnreadable(f"{self._tmp}: short read at {pos}")
-                    moved._write_all([chunk])
-                    pos += want
-                moved._next_stripe = stripes
+                    moved.append(stripe, int.from_bytes(frame[:CHECKSUM_SIZE], "little"),
+                                 memoryview(frame)[CHECKSUM_SIZE:])
             except BaseException:
                 moved.discard()
                 raise
@@ -353,7 +438,7 @@ class ShardFileWriter:
                 view = view[written:]
 
 
-def commit_shards(writers: Sequence[tuple[ShardFileWriter, ShardHeader | None]]) -> list[BaseException | None]:
+def commit_shards(writers: Sequence[tuple[ShardWriter, ShardHeader | None]]) -> list[BaseException | None]:
     """Commit several shards from one thread: publish each, then wait for every drive's flush at once.
 
     Per shard: None when it is durable, or the error that failed it (its file is removed then).
@@ -390,7 +475,7 @@ def commit_shards(writers: Sequence[tuple[ShardFileWriter, ShardHeader | None]])
 class ShardFileReader:
     """An open shard file: verified header, then verified blocks by stripe number."""
 
-    def __init__(self, store: ShardStore, path: Path, data_id: str, index: int) -> None:
+    def __init__(self, store: LocalDrive, path: Path, data_id: str, index: int) -> None:
         self.store = store
         self._lock = threading.Lock()
         self._fd = os.open(path, os.O_RDONLY)
@@ -431,3 +516,163 @@ class ShardFileReader:
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
+
+
+class PackingWriter:
+    """A shard bound for a pack: frames kept in memory; past the threshold it becomes a file.
+
+    Only shards whose whole file fits `packs.threshold` are packed, so what is held here is small.
+    """
+
+    def __init__(self, store: LocalDrive, packs: PackSet, header: ShardHeader) -> None:
+        self.store, self.packs, self.header = store, packs, header
+        self._frames: list[bytes] = []
+        self._size = HEADER_SIZE
+        self._file: ShardFileWriter | None = None
+        self._published = False
+
+    @property
+    def drive(self) -> Drive:
+        return self.store
+
+    @property
+    def stripes_written(self) -> int:
+        return self._file.stripes_written if self._file is not None else len(self._frames)
+
+    def append(self, stripe: int, checksum: int, block: bytes | memoryview) -> None:
+        if self._file is not None:
+            self._file.append(stripe, checksum, block)
+            return
+        self.store.check_online()
+        if stripe != len(self._frames):
+            raise ValueError(f"shard frames must be appended in order: got {stripe}, want {len(self._frames)}")
+        self._frames.append(checksum.to_bytes(CHECKSUM_SIZE, "little") + bytes(block))
+        self._size += CHECKSUM_SIZE + len(block)
+        if self._size > self.packs.threshold:
+            self._spill()
+
+    def _spill(self) -> None:
+        """Too big to pack: go on as an ordinary shard file."""
+        writer = ShardFileWriter(self.store, self.header)
+        try:
+            for stripe, frame in enumerate(self._frames):
+                writer.append(stripe, int.from_bytes(frame[:CHECKSUM_SIZE], "little"), frame[CHECKSUM_SIZE:])
+        except BaseException:
+            writer.discard()
+            raise
+        self._file, self._frames = writer, []
+
+    def relocate(self, drive: Drive) -> ShardWriter:
+        if self._file is not None:
+            return self._file.relocate(drive)
+        moved = drive.create(self.header)
+        try:
+            for stripe, frame in enumerate(self._frames):
+                moved.append(stripe, int.from_bytes(frame[:CHECKSUM_SIZE], "little"), frame[CHECKSUM_SIZE:])
+        except BaseException:
+            moved.discard()
+            raise
+        return moved
+
+    def publish(self, header: ShardHeader | None = None) -> FlushBarrier | None:
+        if self._file is not None:
+            return self._file.publish(header)
+        self.store.check_online()
+        if header is not None:
+            self.header = header
+        payload = b"".join([self.header.pack(), *self._frames])
+        barrier = self.store.barrier
+        self.packs.append(self.header.data_id, self.header.index, payload, barrier)
+        self._published = True
+        return barrier
+
+    def committed(self) -> None:
+        if self._file is not None:
+            self._file.committed()
+        else:
+            self.store._account(1, file_size(self.header))
+
+    def unpublish(self) -> None:
+        if self._file is not None:
+            self._file.unpublish()
+        elif self._published:
+            with contextlib.suppress(OSError):
+                self.packs.remove(self.header.data_id, self.header.index)
+
+    def commit(self, header: ShardHeader | None = None) -> None:
+        barrier = self.publish(header)
+        if barrier is not None:
+            try:
+                barrier.wait()
+            except OSError:
+                self.unpublish()
+                raise
+        self.committed()
+
+    def discard(self) -> None:
+        if self._file is not None:
+            self._file.discard()
+        self._frames = []
+
+
+class PackedShardReader:
+    """A packed shard: its whole record read with one pread, then served like a shard file."""
+
+    def __init__(self, store: LocalDrive, packs: PackSet, rec: PackedRecord, data_id: str, index: int) -> None:
+        self.store = store
+        self._raw = packs.read(rec)
+        if not rec.intact(self._raw):
+            raise CorruptShard(f"packed shard {data_id}.{index} in {rec.pack} at {rec.offset}: checksum mismatch")
+        self.header = ShardHeader.unpack(self._raw[:HEADER_SIZE])
+        if self.header.data_id != data_id or self.header.index != index:
+            raise CorruptShard(f"{rec.pack} at {rec.offset} holds {self.header.data_id}.{self.header.index}")
+
+    def read_block(self, stripe: int) -> bytes:
+        return bytes(self.read_block_view(stripe))
+
+    def read_block_view(self, stripe: int) -> memoryview:
+        self.store.check_online()
+        geo = self.header.geometry
+        length = geo.block_len(stripe)
+        at = frame_offset(geo.block_size, stripe)
+        raw = memoryview(self._raw)[at : at + CHECKSUM_SIZE + length]
+        if len(raw) != CHECKSUM_SIZE + length:
+            raise CorruptShard(f"shard {self.header.index} truncated at stripe {stripe}")
+        block = raw[CHECKSUM_SIZE:]
+        if int.from_bytes(raw[:CHECKSUM_SIZE], "little") != block_checksum(block, stripe, self.header.index):
+            raise CorruptShard(f"shard {self.header.index} block {stripe} checksum mismatch")
+        return block
+
+    def frame(self, stripe: int) -> bytes:
+        """Frame `stripe` as stored, checksum and block, unverified (a node's answer; the gateway checks)."""
+        geo = self.header.geometry
+        at = frame_offset(geo.block_size, stripe)
+        return self._raw[at : at + CHECKSUM_SIZE + geo.block_len(stripe)]
+
+    def close(self) -> None:
+        self._raw = b""
+
+
+def _subdirs(path: Path) -> list[Path]:
+    """Fan-out directories (two hex characters) under a domain or a fan-out directory."""
+    try:
+        return [Path(e.path) for e in os.scandir(path) if e.is_dir() and len(e.name) == 2]
+    except FileNotFoundError:
+        return []
+
+
+def local_drive(domain: Domain) -> Drive:
+    """The default drive factory: every domain is a directory on this host."""
+    return LocalDrive(domain)
+
+
+def packed_local_drive(pack_threshold: int) -> DriveFactory:
+    """A drive factory for local drives that pack shards up to `pack_threshold` bytes (0: off)."""
+
+    def factory(domain: Domain) -> Drive:
+        return LocalDrive(domain, pack_threshold)
+
+    return factory
+
+
+ShardStore = LocalDrive  # the name the local drive had before the seam

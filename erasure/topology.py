@@ -46,10 +46,15 @@ class Domain:
     # Draining: still read (and healed in place), but no new shard is placed here; the rebalancer
     # moves its shards away (erasure.rebalance).
     draining: bool = False
+    # None: a directory on this host. Else the base URL of the `tierstore node` serving the drive,
+    # and `path` is the drive's directory relative to that node's data directory.
+    address: str | None = None
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
-        if self.weight <= 0:
+        if self.weight <= 0 and self.address is not None:
+            self.weight = 1.0
+        elif self.weight <= 0:
             self.weight = _default_weight(self.path)
 
     @property

@@ -13,7 +13,7 @@ Placement skips drives marked full or failing (drive_health.py). A shard whose d
 is retried on another writable drive before the quorum is judged: first in a group (at the pool's
 spreading level) that holds no shard of this blob, else on another drive of the failed drive's own
 group — never where two shards would share a group. Mid-stream, the frames already written are
-copied from the failed drive's temporary file (`ShardFileWriter.relocate`); a whole blob held in
+copied from the failed drive's temporary file (`ShardWriter.relocate`); a whole blob held in
 memory is simply written again. Every failure is reported to the pool's `DriveHealth`, and the
 location records where each shard actually landed. A shard with nowhere left to go (or one that
 fails at the final flush of a streamed blob, when its bytes are no longer at hand) is dropped and
@@ -30,12 +30,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from erasure.codec import Buffer, Codec, codec_for, encode_blocks
+from erasure.drive import Drive, ShardWriter
 from erasure.drive_health import describe_error, is_out_of_space
 from erasure.errors import ErasureError, OutOfSpace, ShardUnreadable, WriteQuorumError
 from erasure.location import Location
 from erasure.placement import place
 from erasure.shard_format import ShardHeader
-from erasure.shard_store import ShardFileWriter, ShardStore, check_data_id, commit_shards
+from erasure.shard_store import check_data_id, commit_shards
 from erasure.stripe import StripeLayout, split_stripe
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 Failures = dict[int, BaseException]  # shard index → why that shard was dropped
 # Called (in the worker thread) when shard `index` failed with `error`; `old` is its open file, if
 # any. Returns the shard's writer on another drive, or None when it is dropped.
-Rescue = Callable[[int, BaseException, ShardFileWriter | None], ShardFileWriter | None]
+Rescue = Callable[[int, BaseException, ShardWriter | None], ShardWriter | None]
 T = TypeVar("T")
 
 
@@ -61,8 +62,8 @@ class PoolWriter:
         self._pending_bytes = 0
         self._inflight: asyncio.Task[None] | None = None  # the previous stripe, being written
         self._loc: Location | None = None
-        self._writers: dict[int, ShardFileWriter] = {}
-        self._committed: list[ShardFileWriter] = []
+        self._writers: dict[int, ShardWriter] = {}
+        self._committed: list[ShardWriter] = []
         self._stripe = 0
         self._quorum = 0
         self._out_of_space = False
@@ -170,11 +171,11 @@ class PoolWriter:
         placed, self._placed_on = self._placed_on, []
         self._pool.release_placement(placed)
 
-    def _targets(self, domains: list[Domain], size: int) -> list[tuple[int, ShardStore, ShardHeader]]:
+    def _targets(self, domains: list[Domain], size: int) -> list[tuple[int, Drive, ShardHeader]]:
         self._header_size = size  # what a shard opened on a replacement drive starts with
         return self._targets_at(dict(enumerate(domains)), size)
 
-    def _targets_at(self, domains: dict[int, Domain], size: int) -> list[tuple[int, ShardStore, ShardHeader]]:
+    def _targets_at(self, domains: dict[int, Domain], size: int) -> list[tuple[int, Drive, ShardHeader]]:
         loc = self._loc
         assert loc is not None
         targets = []
@@ -334,7 +335,7 @@ class PoolWriter:
                 return found[0]
         return None
 
-    def _rescue(self, index: int, error: BaseException, old: ShardFileWriter | None) -> ShardFileWriter | None:
+    def _rescue(self, index: int, error: BaseException, old: ShardWriter | None) -> ShardWriter | None:
         """Blocking (a `Rescue`): report the failure, then open shard `index` on another drive —
         with the frames `old` holds so far — or None when no drive is left (or `old` is unreadable)."""
         loc = self._loc
@@ -361,7 +362,7 @@ class PoolWriter:
     def _written(self) -> None:
         """Tell drive health about the drives that took their shard (a success ends an error run)."""
         for writer in self._committed:
-            self._pool.health.write_succeeded(writer.store.domain.id)
+            self._pool.health.write_succeeded(writer.drive.domain.id)
 
     def _check_quorum(self, alive: int) -> None:
         if alive >= self._quorum:
@@ -403,7 +404,7 @@ async def _blocking(fn: Callable[..., T], *args: Any) -> T:
 
 
 def _create(
-    targets: list[tuple[int, ShardStore, ShardHeader]], writers: dict[int, ShardFileWriter], rescue: Rescue,
+    targets: list[tuple[int, Drive, ShardHeader]], writers: dict[int, ShardWriter], rescue: Rescue,
 ) -> Failures:
     """Open every shard file; one that fails is opened elsewhere by `rescue`. Returns the shards lost."""
     lost: Failures = {}
@@ -420,7 +421,7 @@ def _create(
 
 
 def _append(
-    codec: Codec, blocks: Sequence[Buffer], stripe: int, writers: dict[int, ShardFileWriter], rescue: Rescue,
+    codec: Codec, blocks: Sequence[Buffer], stripe: int, writers: dict[int, ShardWriter], rescue: Rescue,
 ) -> Failures:
     """Encode one stripe (its k data blocks) and append its frames. A shard that fails moves to
     another drive (`rescue`) and the frame is appended there; one with nowhere to go is discarded
@@ -445,8 +446,8 @@ def _append(
 
 
 def _commit(
-    writers: dict[int, ShardFileWriter], headers: dict[int, ShardHeader] | None,
-    committed: list[ShardFileWriter], failures: Failures,
+    writers: dict[int, ShardWriter], headers: dict[int, ShardHeader] | None,
+    committed: list[ShardWriter], failures: Failures,
 ) -> None:
     """Commit every open shard (moving it from `writers` to `committed` once durable)."""
     order = list(writers.items())
@@ -460,8 +461,8 @@ def _commit(
 
 
 def _write_blob(
-    targets: list[tuple[int, ShardStore, ShardHeader]], codec: Codec, data: Buffer, geo: StripeLayout,
-    writers: dict[int, ShardFileWriter], committed: list[ShardFileWriter], rescue: Rescue,
+    targets: list[tuple[int, Drive, ShardHeader]], codec: Codec, data: Buffer, geo: StripeLayout,
+    writers: dict[int, ShardWriter], committed: list[ShardWriter], rescue: Rescue,
 ) -> tuple[Failures, Failures]:
     """Create every shard with its final header, append all stripes, commit.
 
@@ -479,8 +480,8 @@ def _write_blob(
 
 
 def _finish(
-    codec: Codec, tail: Buffer, stripe: int, block_len: int, writers: dict[int, ShardFileWriter],
-    headers: dict[int, ShardHeader], committed: list[ShardFileWriter], rescue: Rescue,
+    codec: Codec, tail: Buffer, stripe: int, block_len: int, writers: dict[int, ShardWriter],
+    headers: dict[int, ShardHeader], committed: list[ShardWriter], rescue: Rescue,
 ) -> tuple[Failures, Failures]:
     """Append the last stripe (if the size left one) and commit every shard with its final header.
 
@@ -491,9 +492,9 @@ def _finish(
     return lost, unflushed
 
 
-def _discard(writers: list[ShardFileWriter], committed: list[ShardFileWriter]) -> None:
+def _discard(writers: list[ShardWriter], committed: list[ShardWriter]) -> None:
     for writer in writers:
         writer.discard()
     for writer in committed:
         with contextlib.suppress(ErasureError, OSError):
-            writer.store.remove(writer.header.data_id, writer.header.index)
+            writer.drive.remove(writer.header.data_id, writer.header.index)

@@ -21,6 +21,7 @@ from server import admin_topology
 from server import errors as s3
 from server.access.policy import PolicyError, parse_policy
 from server.router import bucket_from_host
+from tiering import nodes
 from tiering.clock import ClockLocked
 from tiering.domains import UnknownDomain, list_domains, set_domain_state
 from tiering.errors import RestoreInProgress, TieringError
@@ -72,6 +73,8 @@ class AdminApi:
                 return json_response(await store.status())
             case "GET", ["domains"]:
                 return json_response(list_domains(store))
+            case "GET", ["nodes"]:  # storage nodes registered in the catalog (tiering.nodes)
+                return json_response(await asyncio.to_thread(nodes.node_status, store.catalog))
             case "POST", ["domains", target, ("offline" | "online") as state]:
                 try:
                     changed = set_domain_state(store, target, state == "online")

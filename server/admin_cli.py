@@ -35,6 +35,7 @@ def add_admin_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     verbs = admin.add_subparsers(dest="verb", required=True)
     verbs.add_parser("status", parents=[common], help="tiers, domains, degraded/lost objects, heal progress")
     verbs.add_parser("domains", parents=[common], help="every failure domain with state and usage")
+    verbs.add_parser("nodes", parents=[common], help="storage nodes: address, rack, zone, drives, up/down")
     domain = verbs.add_parser("domain", parents=[common],
                               help="take a domain (drive, node, rack, zone) offline or online; add, drain, remove")
     domain.add_argument("action", choices=["offline", "online", "add", "drain", "remove"])
@@ -153,6 +154,15 @@ def run_admin(args: argparse.Namespace) -> int:
         else:
             print(_table(rows, ["id", "tier", "node", "rack", "state", "health", "shards", "used_bytes", "free_bytes",
                                 "path", "health_detail"]))
+        return 0
+    if args.verb == "nodes":
+        rows = _call(args, "GET", "nodes")
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            for row in rows:
+                row["drives"] = ",".join(d["name"] for d in row["drives"])
+            print(_table(rows, ["name", "state", "address", "rack", "zone", "drives", "heartbeat_age"]))
         return 0
     if topology_cli.handles(args):
         return topology_cli.run(args, _call, _fmt)

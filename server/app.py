@@ -32,10 +32,12 @@ from server.error_map import to_s3_error
 from server.handlers import HANDLERS
 from server.metrics import Metrics, RequestObserver
 from server.operations import Operation
+from server.request_headers import RequestHeaders
 from server.router import decode_path, parse_query, route
 from server.signature import AuthContext, PayloadMode, RequestToVerify, authenticate, has_credentials
 from server.signature.sigv4 import payload_mode_for
 from server.status import OpsEndpoints
+from tiering import nodes
 from tiering.catalog import Catalog
 from tiering.clock import Clock
 from tiering.encryption.keys import KeyService
@@ -88,12 +90,18 @@ register_url_convertor("s3path", _AnyPath())
 
 def build_store(config: ServerConfig) -> ObjectStore:
     assert config.catalog_path is not None
-    catalog = Catalog(config.catalog_url or config.catalog_path, durable=config.catalog_durable,
-                      pool_size=config.catalog_pool_size)
-    tiers = {tc.name: Tier.from_config(tc) for tc in config.tiers}
+    catalog = Catalog(
+        config.catalog_url or config.catalog_path, durable=config.catalog_durable, pool_size=config.catalog_pool_size
+    )
     # The state directory (this host's process checkpoints, tiering.peers) is the SQLite catalog's
     # folder, which a PostgreSQL catalog does not create.
     config.catalog_path.parent.mkdir(parents=True, exist_ok=True)
+    tier_configs = config.tiers
+    registered_nodes = nodes.registered(catalog)
+    if registered_nodes:  # storage nodes found: the erasure-coded tiers live on their drives
+        secret = nodes.cluster_secret(config.cluster_secret_file or None)
+        tier_configs = nodes.place_on_nodes(tier_configs, registered_nodes, secret, config.node_timeout_seconds)
+    tiers = {tc.name: Tier.from_config(tc) for tc in tier_configs}
     clock = Clock(adjustable=config.test_clock, catalog=catalog)
     store = ObjectStore(catalog, tiers, state_dir=config.catalog_path.parent, clock=clock,
                         keys=KeyService(config.encryption_keys))
@@ -177,9 +185,10 @@ class Gateway:
             # A client waiting for "100 Continue" never sends the body when refused, but uvicorn
             # keeps the connection: its next request would be parsed as the unsent body.
             response.headers["connection"] = "close"
-        response.headers["x-amz-request-id"] = request_id
-        response.headers["x-amz-id-2"] = request_id
-        response.headers["server"] = "tierstore"
+        # No handler sets these three: appended to the raw list rather than through MutableHeaders,
+        # which scans and rebuilds the list once per header.
+        rid = request_id.encode("latin-1")
+        response.raw_headers += ((b"x-amz-request-id", rid), (b"x-amz-id-2", rid), (b"server", b"tierstore"))
         self.metrics.observe(getattr(request.state, "operation", "Unrouted"), response.status_code, started)
         return response
 
@@ -300,7 +309,9 @@ class S3FastLane:
         if scope["type"] != "http" or path == "/metrics" or path.startswith("/_tierstore/"):
             await self.app(scope, receive, send)
             return
-        response = await self.gateway.handle(Request(scope, receive))
+        request = Request(scope, receive)
+        request._headers = RequestHeaders(scope)  # what `request.headers` gives: dict lookups
+        response = await self.gateway.handle(request)
         await response(scope, receive, send)
 
 

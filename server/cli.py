@@ -28,6 +28,7 @@ from server.admin_cli import add_admin_parser, run_admin
 from server.app import build_lifecycle, build_store, create_app
 from server.config import ServerConfig, load_config
 from server.connection_limits import ConnectionLimits, GuardedHttpToolsProtocol, raise_file_limit
+from server.node_cli import add_node_parser, run_node
 from server.workers import Supervisor, bind_sockets, inherited_sockets, signal_ready, worker_setup
 from tiering.catalog import describe as describe_catalog
 
@@ -195,6 +196,7 @@ def _parser() -> argparse.ArgumentParser:
         "check", help="print the effective configuration (file + environment + defaults) or its errors")
     check.add_argument("file", type=Path, nargs="?", help="TOML configuration file")
     add_admin_parser(commands)
+    add_node_parser(commands)
     return parser
 
 
@@ -373,6 +375,8 @@ def _main(argv: list[str] | None = None) -> int:
         return run_admin(args)
     if args.command == "config":
         return config_check.check(args.file)
+    if args.command == "node":
+        return run_node(args)
     if args.command in ("serve", "lifecycle"):
         try:
             if args.command == "serve":

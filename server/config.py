@@ -63,6 +63,11 @@ Example (every key optional):
     failing_after_errors = 3        # consecutive I/O errors before a drive counts as failing
     reprobe_seconds = 10            # how often a failing drive is tried again
 
+    [cluster]                       # storage nodes (`tierstore node`) registered in the catalog
+    secret_file = ""                # a file holding the secret that signs gateway <-> node requests;
+                                    # empty: the TIERSTORE_CLUSTER_SECRET environment variable
+    node_timeout_seconds = 3        # every call to a node (connect, each read) gives up after this
+
     [lifecycle]                    # the daemon that moves data between tiers
     enabled = true
     interval_seconds = 60
@@ -99,6 +104,8 @@ Example (every key optional):
     write_quorum = 0       # 0: k+1 shards must be durable before a PUT is acknowledged
     block_size = 1048576   # bytes of data per stripe
     small_object_threshold = 65536  # smaller objects are written whole, in one go
+    pack_threshold_bytes = 0  # >0: shards up to this size are appended to pack files (max 1 MiB)
+    pack_compact_seconds = 60 # packs at least half dead are rewritten this often (online, throttled)
     # Or declare the domains explicitly instead of nodes/drives_per_node:
     # domains = [{id = "hot-a", path = "/mnt/a", node = "n1", rack = "r1", zone = "z1", weight = 1.0}, ...]
 
@@ -202,6 +209,8 @@ class ServerConfig:
     drives: DriveHealthSettings = field(default_factory=DriveHealthSettings)
     encryption_keys: KeySettings = field(default_factory=KeySettings)  # keyring_dir: set from data_dir
     encryption_allow_sse_c_over_http: bool = False
+    cluster_secret_file: str = ""  # [cluster]: see tiering/nodes.py
+    node_timeout_seconds: float = 3.0
     # TIERSTORE_* variables that configure nothing here (perhaps another program's): said at start.
     warnings: list[str] = field(default_factory=list)
 
@@ -335,6 +344,11 @@ class DrivesSection(_Table):
     reprobe_seconds: PositiveFloat = _DRIVES.reprobe_seconds
 
 
+class ClusterSection(_Table):
+    secret_file: str = ""
+    node_timeout_seconds: PositiveFloat = 3.0
+
+
 _LIFECYCLE = LifecycleSettings()
 _TEMPERATURE, _IT, _WATERMARKS = _LIFECYCLE.temperature, _LIFECYCLE.intelligent_tiering, _LIFECYCLE.watermarks
 DAY = 86400.0
@@ -430,6 +444,11 @@ class ErasureTier(_LocalTier):
     write_quorum: NonNegativeInt = 0  # 0: k+1
     block_size: PositiveInt = DEFAULT_BLOCK_SIZE
     small_object_threshold: NonNegativeInt = DEFAULT_SMALL_OBJECT_THRESHOLD
+    # Opt-in: shards (header + frames) up to this many bytes are appended to pack files on local
+    # drives instead of a file each (erasure/pack.py). 0: off. At most 1 MiB: packed shards are
+    # held in memory while written.
+    pack_threshold_bytes: int = Field(default=0, ge=0, le=1 << 20)
+    pack_compact_seconds: PositiveFloat = 60.0  # how often packs mostly dead are rewritten
     domains: list[DomainSpec] | None = None
 
 
@@ -490,6 +509,7 @@ class Settings(BaseSettings):
     authorization: AuthorizationSection = Field(default_factory=AuthorizationSection)
     encryption: EncryptionSection = Field(default_factory=EncryptionSection)
     drives: DrivesSection = Field(default_factory=DrivesSection)
+    cluster: ClusterSection = Field(default_factory=ClusterSection)
     lifecycle: LifecycleSection = Field(default_factory=LifecycleSection)
     rebalance: RebalanceSection = Field(default_factory=RebalanceSection)
     tiers: dict[TierName, TierTable] = Field(default_factory=dict, validate_default=True)
@@ -654,6 +674,8 @@ def server_config(settings: Settings, warnings: list[str] | None = None) -> Serv
         catalog_durable=settings.catalog.durable,
         catalog_url=settings.catalog.url,
         catalog_pool_size=settings.catalog.pool_size,
+        cluster_secret_file=settings.cluster.secret_file,
+        node_timeout_seconds=settings.cluster.node_timeout_seconds,
         tiers=[_tier_config(name, tier, drives) for name, tier in settings.tiers.items() if tier.enabled],
         test_clock=server.test_clock,
         lifecycle=settings.lifecycle.settings(),

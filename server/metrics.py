@@ -449,6 +449,8 @@ class Metrics:
             "tierstore_s3_time_to_first_byte_seconds", "Time to the first body byte of a successful GET", op,
             buckets=LATENCY_BUCKETS, registry=self.registry,
         )
+        self._request_counts: dict[tuple[str, int], Any] = {}
+        self._children: dict[tuple[int, str], Any] = {}
         self.in_flight = Gauge("tierstore_http_requests_in_flight", "HTTP requests being served",
                                registry=self.registry)
         Gauge("tierstore_build_info", "The running version (always 1)", ["version"],
@@ -463,8 +465,20 @@ class Metrics:
         self.registry.register(connection_limits.STATS)
 
     def observe(self, operation: str, status: int, started: float) -> None:
-        self.requests.labels(operation, str(status)).inc()
-        self.latency.labels(operation).observe(time.perf_counter() - started)
+        count = self._request_counts.get((operation, status))
+        if count is None:
+            count = self._request_counts[operation, status] = self.requests.labels(operation, str(status))
+        count.inc()
+        self.child(self.latency, operation).observe(time.perf_counter() - started)
+
+    def child(self, metric: Counter | Histogram, operation: str) -> Any:
+        """`metric.labels(operation)`, remembered: the same child prometheus_client would return
+        (no series is ever removed), without its label checks and lock on every request."""
+        key = (id(metric), operation)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(operation)
+        return found
 
     async def endpoint(self, request: Request, *, administrator: bool = False) -> Response:
         """A scrape; per bucket series with `per_bucket` or for an `administrator`."""
@@ -509,6 +523,7 @@ class RequestObserver:
         state: dict[str, Any] = scope.setdefault("state", {})
         seen = {"in": 0, "out": 0, "status": 0, "first": 0.0}
         request_id = ""
+        log_this = self.log  # the request id is read from the response head only for the access log
 
         async def counting_receive() -> Message:
             message = await receive()
@@ -520,9 +535,10 @@ class RequestObserver:
             nonlocal request_id
             if message["type"] == "http.response.start":
                 seen["status"] = message["status"]
-                for name, value in message.get("headers", ()):
-                    if name.lower() == b"x-amz-request-id":
-                        request_id = value.decode("latin-1")
+                if log_this:
+                    for name, value in message.get("headers", ()):
+                        if name.lower() == b"x-amz-request-id":
+                            request_id = value.decode("latin-1")
             elif message["type"] == "http.response.body":
                 body = message.get("body", b"")
                 if body and not seen["first"]:
@@ -538,12 +554,12 @@ class RequestObserver:
             operation = str(state.get("operation") or _path_operation(scope["path"]))
             metrics = self.metrics
             if seen["in"]:
-                metrics.received.labels(operation).inc(seen["in"])
+                metrics.child(metrics.received, operation).inc(seen["in"])
             if seen["out"]:
-                metrics.sent.labels(operation).inc(seen["out"])
+                metrics.child(metrics.sent, operation).inc(seen["out"])
             if seen["first"] and scope["method"] == "GET" and seen["status"] in (200, 206) and \
                     operation == "GetObject":
-                metrics.first_byte.labels(operation).observe(seen["first"] - started)
+                metrics.child(metrics.first_byte, operation).observe(seen["first"] - started)
             if self.log:
                 client = scope.get("client")
                 access_log.info(json.dumps({

@@ -248,6 +248,8 @@ class Rebalancer:
                 if domain is not None:
                     placement.remove_domain(pool, row["id"])
                 continue
+            if domain is None and any(d.address is not None for d in pool.topology):
+                continue  # a tier on storage nodes takes its drives from the nodes' records (tiering.nodes)
             if domain is None:
                 domain = Domain(id=row["id"], path=Path(row["path"]), node=row["node"], rack=row["rack"],
                                 zone=row["zone"], weight=float(row["weight"]))

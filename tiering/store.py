@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
-from tiering import domains
+from tiering import domains, nodes
 from tiering.backend import (
     BackendError,
     CapacityExceeded,
@@ -632,6 +632,8 @@ class ObjectStore:
         # Domain states (offline/online) are shared through the catalog with the other processes.
         await domains.load_domain_state(self, reset=not self.live_peers)
         self._tasks.append(asyncio.create_task(domains.follow_domain_state(self)))
+        if any(d.address is not None for p in domains.erasure_pools(self).values() for d in p.topology):
+            self._tasks.append(asyncio.create_task(nodes.follow_nodes(self)))  # drives on storage nodes
         self._tasks.append(asyncio.create_task(self._collect_forever()))
         self._tasks.append(asyncio.create_task(self._publish_pins_forever()))
         if self.registry is not None:

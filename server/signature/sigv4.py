@@ -8,8 +8,9 @@ code AWS uses for malformed parameters.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from server.errors import (
     AccessDenied,
@@ -63,10 +64,11 @@ class CredentialScope:
     date: str  # YYYYMMDD
     region: str
     service: str
+    # "YYYYMMDD/region/service/aws4_request", built once (a scope is parsed once, then reused).
+    text: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def text(self) -> str:
-        return f"{self.date}/{self.region}/{self.service}/aws4_request"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", f"{self.date}/{self.region}/{self.service}/aws4_request")
 
 
 def _expires_out_of_range(message: str) -> AuthorizationQueryParametersError:
@@ -93,6 +95,10 @@ def payload_mode_for(content_sha256: str) -> tuple[PayloadMode, str | None]:
     )
 
 
+# A client signs every request of a day with the same Credential and SignedHeaders: their parse
+# (immutable results; a malformed value raises and is never cached) is remembered. The secret and
+# the identity behind the access key are still looked up per request (server.credentials).
+@lru_cache(maxsize=256)
 def parse_credential(
     value: str, error: type[S3Error], *, region: str | None, service: str
 ) -> CredentialScope:
@@ -119,8 +125,9 @@ def parse_credential(
     return CredentialScope(access_key, date, scope_region, scope_service)
 
 
-def parse_signed_headers(value: str, error: type[S3Error]) -> list[str]:
-    names = value.split(";")
+@lru_cache(maxsize=256)
+def parse_signed_headers(value: str, error: type[S3Error]) -> tuple[str, ...]:
+    names = tuple(value.split(";"))
     if not value or any(not name or name != name.strip().lower() for name in names):
         raise error(f"SignedHeaders is malformed: {value!r}")
     if "host" not in names:
@@ -161,7 +168,7 @@ def secret_of(creds: Credentials, access_key: str) -> str:
 def canonical_request(
     req: RequestToVerify,
     uri: str,
-    signed_headers: list[str],
+    signed_headers: tuple[str, ...],
     payload_hash: str,
     *,
     exclude_query: frozenset[str],
@@ -191,7 +198,7 @@ def check_signature(
     key: bytes,
     scope: CredentialScope,
     amz_date: str,
-    signed_headers: list[str],
+    signed_headers: tuple[str, ...],
     payload_hash: str,
     provided: str,
     exclude_query: frozenset[str] = frozenset(),

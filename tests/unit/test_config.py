@@ -78,6 +78,8 @@ def test_a_misspelled_value_is_refused_not_read_as_false(tmp_path: Path) -> None
     ("[lifecycle]\ninterval_seconds = -1\n", 2, "lifecycle.interval_seconds", "-1"),
     ('[tiers.cold]\nbackend = "s3"\nbucket = "b"\npart_size = 1024\n', 4, "tiers.cold.part_size", "1024"),
     ('[tiers.warm]\nspread_level = "datacenter"\n', 2, "tiers.warm.spread_level", "'datacenter'"),
+    ("[tiers.hot]\npack_threshold_bytes = -1\n", 2, "tiers.hot.pack_threshold_bytes", "-1"),
+    ("[tiers.hot]\npack_threshold_bytes = 2097152\n", 2, "tiers.hot.pack_threshold_bytes", "2097152"),
 ])
 def test_a_wrong_type_or_value_is_refused(tmp_path: Path, text: str, line: int, key: str, got: str) -> None:
     path = write(tmp_path, text)

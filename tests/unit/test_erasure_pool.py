@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import pytest
 
 from erasure import DataLost, DataNotFound, ErasurePool, Topology, WriteQuorumError, default_layout
-from erasure.shard_store import TMP_DIR
+from erasure.shard_store import TMP_DIR, LocalDrive
 
 T = TypeVar("T")
 K, M, BLOCK = 4, 2, 16 << 10
@@ -47,7 +47,7 @@ async def get(pool: ErasurePool, data_id: str, loc: dict[str, Any], size: int, s
 
 def shard_path(pool: ErasurePool, data_id: str, loc: dict[str, Any], index: int) -> Path:
     store = pool.store(loc["shards"][index])
-    assert store is not None
+    assert isinstance(store, LocalDrive)
     return store.path_for(data_id, index)
 
 

@@ -12,15 +12,19 @@ Config (`TierConfig.options` for kind "erasure"): either `pool=` an ErasurePool,
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import erasure
 from erasure import ErasurePool, HealResult, PoolReader, PoolWriter, default_layout
+from erasure.drive import DriveFactory
 from erasure.drive_health import DriveHealthSettings
 from erasure.pool import DEFAULT_BLOCK_SIZE, DEFAULT_SMALL_OBJECT_THRESHOLD
-from erasure.topology import Domain, Topology
+from erasure.remote import DEFAULT_TIMEOUT, remote_drive_factory
+from erasure.shard_store import local_drive, packed_local_drive
+from erasure.topology import LEVELS, Domain, Topology
 from tiering.backend import (
     BackendError,
     CapacityExceeded,
@@ -87,6 +91,22 @@ class _Reader(DataReader):
         await self._reader.close()
 
 
+def _fitting_level(name: str, topology: Topology, level: str, width: int) -> str:
+    """The spread level, or the widest level under it with `width` groups — said in the log.
+
+    A tier wider than the nodes (8+3 over 6 nodes) still runs, on distinct drives; losing a node
+    may then cost such a stripe more than one shard.
+    """
+    for candidate in LEVELS[LEVELS.index(level):]:
+        if len(topology.groups(candidate)) >= width:
+            if candidate != level:
+                logging.getLogger("tierstore.nodes").warning(
+                    "tier %s: %d shards but only %d %ss: spreading over %ss instead",
+                    name, width, len(topology.groups(level)), level, candidate)
+            return candidate
+    return level
+
+
 @register_backend("erasure")
 class ErasureCodedBackend(TierBackend):
     kind = "erasure"
@@ -107,9 +127,25 @@ class ErasureCodedBackend(TierBackend):
         small_object_threshold: int = DEFAULT_SMALL_OBJECT_THRESHOLD,
         domains: list[dict[str, Any]] | None = None,
         drive_health: DriveHealthSettings | None = None,
+        remote_domains: list[dict[str, Any]] | None = None,
+        cluster_secret: bytes = b"",
+        node_timeout: float = DEFAULT_TIMEOUT,
+        pack_threshold_bytes: int = 0,
+        pack_compact_seconds: float = 60.0,
         **_: Any,
     ) -> None:
-        if pool is None:
+        factory: DriveFactory = packed_local_drive(pack_threshold_bytes) if pack_threshold_bytes else local_drive
+        topology: Topology | None = None
+        if pool is None and remote_domains:
+            # On storage nodes (tiering.nodes): one domain per node drive, reached over HTTP.
+            topology = Topology(
+                Domain(id=d["id"], path=Path(d["path"]), node=d["node"], rack=d.get("rack", "rack1"),
+                       zone=d.get("zone", "zone1"), weight=float(d.get("weight", 1.0)), address=d["address"])
+                for d in remote_domains
+            )
+            factory = remote_drive_factory(cluster_secret, node_timeout)
+            spread_level = _fitting_level(name, topology, spread_level, k + m)
+        elif pool is None:
             if domains:
                 topology = Topology(
                     Domain(id=d["id"], path=Path(d["path"]), node=d.get("node", d["id"]),
@@ -123,12 +159,15 @@ class ErasureCodedBackend(TierBackend):
                 raise ValueError("erasure backend needs pool=, domains= or root=")
             else:
                 topology = default_layout(Path(root), name, nodes, drives_per_node)
+        if pool is None:
+            assert topology is not None
             pool = ErasurePool(
                 name, topology, k, m, spread_level=spread_level, block_size=block_size,
                 write_quorum=write_quorum or None, small_object_threshold=small_object_threshold,
-                drive_health=drive_health,
+                drive_health=drive_health, drive_factory=factory,
             )
         self.pool = pool
+        pool.pack_compact_seconds = pack_compact_seconds
 
     def erasure_pool(self) -> ErasurePool:
         return self.pool

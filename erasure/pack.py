@@ -1,0 +1,384 @@
+"""Pack files: small shards appended to a few large files instead of a file each (opt-in per tier).
+
+A tier with `pack_threshold_bytes` > 0 gives its local drives a `PackSet`. A shard whose whole
+file (header + frames) is at most that many bytes is written as one record appended to the
+drive's open pack, instead of a file of its own: a small-object PUT then creates no file and no
+directory entry, and a flood of 4 KiB objects leaves a handful of files instead of millions.
+
+    <domain>/.packs/pack-<ns>-p<pid>-<tok>.tsp      records, appended only
+
+    record = [fixed: magic kind id_len index length payload_xxh3][data id][xxh32 of the above][payload]
+
+`payload` is exactly the bytes the shard file would hold, so a packed shard reads and verifies
+like a file (header, then checksummed frames). `kind` 2 is a tombstone (a removed shard).
+
+- Self-describing records: the drive's index (data id, shard) -> (pack, offset, length) lives in
+  memory and is rebuilt by reading the packs when the drive is first used; nothing outside the
+  drive (not the catalog, not the location record) knows a shard is packed, so heal, scrub,
+  verify, rebalance, drain and fsck reach packed shards through the same `Drive` calls.
+- Crash safety: a record is appended whole with one write and made durable by the filesystem's
+  group flush (erasure/durability.py: writers arriving during a flush share the next one) before
+  the catalog names it. A torn tail (short record, bad header) ends the scan of that pack, a
+  damaged header in the middle is skipped to the next whole record. Opening the index reads
+  record headers only; a record whose payload fails its checksum when read raises CorruptShard,
+  so reads fall back to other shards and heal writes a fresh record that supersedes it.
+- Each process appends only to packs it created (its pid is in the name), one open pack at a time,
+  rotated at `rotate_bytes`. Other processes' records are found by refreshing the index on a miss.
+- Dead space: removals append a tombstone and lower the pack's live bytes. `compact()` copies the
+  live records of a mostly dead pack into the open pack (throttled), repoints the index only where
+  it still names the old record (compare-and-swap), and unlinks the old pack; its descriptor is
+  closed only after a grace period so a read that looked the record up just before still works.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import secrets
+import struct
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import xxhash
+
+from erasure.durability import FlushBarrier
+
+PACK_DIR = ".packs"
+DEFAULT_ROTATE_BYTES = 256 << 20
+RETIRE_GRACE = 30.0  # seconds a compacted pack's descriptor stays open for readers in flight
+_MAGIC = b"TSPR"
+_PUT, _DEL = 1, 2
+_FIXED = struct.Struct("<4sBBHIQ")  # magic kind id_len index payload_length payload_xxh3
+_CHECK = struct.Struct("<I")
+
+
+@dataclass(frozen=True)
+class PackedRecord:
+    pack: str
+    offset: int  # of the payload
+    length: int
+    digest: int  # xxh3_64 of the payload, checked when it is read
+
+    def intact(self, payload: bytes) -> bool:
+        return len(payload) == self.length and xxhash.xxh3_64_intdigest(payload) == self.digest
+
+
+def encode_record(kind: int, data_id: str, index: int, payload: bytes) -> bytes:
+    ident = data_id.encode()
+    head = (
+        _FIXED.pack(_MAGIC, kind, len(ident), index, len(payload), xxhash.xxh3_64_intdigest(payload)) + ident
+    )
+    return head + _CHECK.pack(xxhash.xxh32_intdigest(head)) + payload
+
+
+def _record_at(fd: int, pos: int, size: int) -> tuple[int, str, int, PackedRecord, int] | None:
+    """The whole record at `pos` (kind, data id, index, record, where it ends), None if none is."""
+    if pos + _FIXED.size > size:
+        return None
+    fixed = os.pread(fd, _FIXED.size, pos)
+    magic, kind, id_len, index, length, digest = _FIXED.unpack(fixed)
+    if magic != _MAGIC or kind not in (_PUT, _DEL):
+        return None
+    rest = os.pread(fd, id_len + _CHECK.size, pos + _FIXED.size)
+    if len(rest) != id_len + _CHECK.size:
+        return None
+    head = fixed + rest[:id_len]
+    if _CHECK.unpack(rest[id_len:])[0] != xxhash.xxh32_intdigest(head):
+        return None
+    payload_at = pos + _FIXED.size + id_len + _CHECK.size
+    if payload_at + length > size:
+        return None  # the payload never made it whole
+    try:
+        data_id = rest[:id_len].decode()
+    except UnicodeDecodeError:
+        return None
+    # Payloads are not read here (a restart must not read every small object): a damaged one is
+    # found by its reader, which checks `digest`.
+    return kind, data_id, index, PackedRecord("", payload_at, length, digest), payload_at + length
+
+
+def _next_magic(fd: int, pos: int, size: int) -> int | None:
+    """The next offset after `pos` where a record's magic appears (a damaged header is skipped)."""
+    chunk = 1 << 20
+    at = pos + 1
+    while at < size:
+        raw = os.pread(fd, chunk + len(_MAGIC) - 1, at)
+        hit = raw.find(_MAGIC)
+        if hit >= 0:
+            return at + hit
+        at += chunk
+    return None
+
+
+def scan_pack(
+    fd: int, start: int = 0, resync: bool = True
+) -> tuple[list[tuple[int, str, int, PackedRecord]], int]:
+    """Records of a pack from `start`: [(kind, data id, index, record)], and where whole records end.
+
+    A record that is short or whose header does not check is skipped: scanning resumes at the next
+    whole record found after it (a damaged header in the middle), else ends there (a torn tail).
+    Without `resync` (a pack another live process is appending to: its last record may be half
+    written right now) the scan ends at the first such record, to be read on from there later.
+    """
+    size = os.fstat(fd).st_size
+    found: list[tuple[int, str, int, PackedRecord]] = []
+    pos = start
+    while pos < size:
+        record = _record_at(fd, pos, size)
+        probe = pos
+        while record is None:
+            nxt = _next_magic(fd, probe, size) if resync else None
+            if nxt is None:
+                return found, pos
+            probe = nxt
+            record = _record_at(fd, probe, size)
+        kind, data_id, index, rec, pos = record
+        found.append((kind, data_id, index, rec))
+    return found, pos
+
+
+class PackSet:
+    """The packs of one local drive: an index in memory, one open pack for this process's appends."""
+
+    def __init__(self, root: Path, threshold: int, rotate_bytes: int = DEFAULT_ROTATE_BYTES) -> None:
+        self.dir = root / PACK_DIR
+        self.threshold = threshold
+        self.rotate_bytes = rotate_bytes
+        self._lock = threading.RLock()
+        self._index: dict[tuple[str, int], PackedRecord] = {}
+        self._fds: dict[str, int] = {}
+        self._scanned: dict[str, int] = {}  # pack -> offset up to which it has been indexed
+        self._size: dict[str, int] = {}  # pack -> bytes of whole records
+        self._live: dict[str, int] = {}  # pack -> payload bytes still indexed
+        self._active: str | None = None
+        self._retired: list[tuple[float, int]] = []  # (when, fd) to close after the grace
+        self._loaded = False
+
+    # -- index ------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        if not self._loaded:
+            self.dir.mkdir(exist_ok=True)
+            self._loaded = True
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Index records appended since the last look (other processes' packs, new packs)."""
+        with self._lock:
+            try:
+                names = sorted(n for n in os.listdir(self.dir) if n.endswith(".tsp"))
+            except FileNotFoundError:
+                names = []
+            for name in names:
+                if name == self._active:
+                    continue  # ours: indexed as we append
+                fd = self._fd(name)
+                if fd is None:
+                    continue
+                found, end = scan_pack(fd, self._scanned.get(name, 0), resync=self._ours_or_orphan(name))
+                self._scanned[name] = end
+                self._size[name] = end
+                for kind, data_id, index, rec in found:
+                    self._apply(kind, data_id, index, PackedRecord(name, rec.offset, rec.length, rec.digest))
+
+    def _apply(self, kind: int, data_id: str, index: int, rec: PackedRecord) -> None:
+        key = (data_id, index)
+        old = self._index.pop(key, None)
+        if old is not None:
+            self._live[old.pack] = self._live.get(old.pack, 0) - old.length
+        if kind == _PUT:
+            self._index[key] = rec
+            self._live[rec.pack] = self._live.get(rec.pack, 0) + rec.length
+
+    def _fd(self, name: str) -> int | None:
+        fd = self._fds.get(name)
+        if fd is None:
+            try:
+                fd = os.open(self.dir / name, os.O_RDWR)
+            except FileNotFoundError:
+                return None
+            self._fds[name] = fd
+        return fd
+
+    def lookup(self, data_id: str, index: int, refresh: bool = True) -> PackedRecord | None:
+        with self._lock:
+            self._load()
+            rec = self._index.get((data_id, index))
+            if rec is None and refresh:
+                self.refresh()
+                rec = self._index.get((data_id, index))
+            return rec
+
+    def entries(self) -> list[tuple[str, int, PackedRecord]]:
+        with self._lock:
+            self._load()
+            self.refresh()
+            return [(d, i, rec) for (d, i), rec in self._index.items()]
+
+    def read(self, rec: PackedRecord) -> bytes:
+        """The payload of a record: one pread."""
+        with self._lock:
+            fd = self._fd(rec.pack)
+        if fd is None:
+            raise FileNotFoundError(rec.pack)
+        return os.pread(fd, rec.length, rec.offset)
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            self._load()
+            return {
+                "packs": len(self._size),
+                "records": len(self._index),
+                "pack_bytes": sum(self._size.values()),
+                "live_bytes": sum(self._live.values()),
+            }
+
+    # -- appends ----------------------------------------------------------------------------
+
+    def append(self, data_id: str, index: int, payload: bytes, barrier: FlushBarrier | None) -> PackedRecord:
+        """Append a shard's bytes; visible now, durable once `barrier` flushed (fdatasync if None)."""
+        return self._append(_PUT, data_id, index, payload, barrier is None)
+
+    def remove(self, data_id: str, index: int) -> int:
+        """Drop a shard with a tombstone (not flushed: a lost one leaves an orphan the sweep finds)."""
+        with self._lock:
+            rec = self.lookup(data_id, index)
+            if rec is None:
+                return -1
+            self._append(_DEL, data_id, index, b"", False)
+            return rec.length
+
+    def _append(self, kind: int, data_id: str, index: int, payload: bytes, sync: bool) -> PackedRecord:
+        record = encode_record(kind, data_id, index, payload)
+        with self._lock:
+            self._load()
+            name = self._active
+            if name is None or self._size[name] + len(record) > self.rotate_bytes and self._size[name] > 0:
+                name = self._open_new()
+            fd = self._fds[name]
+            start = self._size[name]
+            written = os.pwrite(fd, record, start)
+            if written != len(record):
+                raise OSError(f"short write to pack {name}")
+            self._size[name] = self._scanned[name] = start + len(record)
+            rec = PackedRecord(
+                name, start + len(record) - len(payload), len(payload), xxhash.xxh3_64_intdigest(payload)
+            )
+            self._apply(kind, data_id, index, rec)
+            if sync:
+                os.fdatasync(fd)
+            return rec
+
+    def _open_new(self) -> str:
+        name = f"pack-{time.time_ns():020d}-p{os.getpid()}-{secrets.token_hex(4)}.tsp"  # names sort by age
+        fd = os.open(self.dir / name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        self._fds[name] = fd
+        self._size[name] = self._scanned[name] = 0
+        self._live.setdefault(name, 0)
+        self._active = name
+        return name
+
+    def rotate(self) -> None:
+        with self._lock:
+            self._active = None
+
+    # -- compaction -------------------------------------------------------------------------
+
+    def compact(self, min_dead_ratio: float = 0.5, bytes_per_second: float = 64 << 20) -> int:
+        """Rewrite packs at least `min_dead_ratio` dead; returns the bytes of pack files removed."""
+        self._close_retired()
+        with self._lock:
+            self._load()
+            self.refresh()
+            victims = [
+                name
+                for name, size in self._size.items()
+                if size > 0
+                and 1 - self._live.get(name, 0) / size >= min_dead_ratio
+                and self._ours_or_orphan(name)
+            ]
+        reclaimed = 0
+        for name in victims:
+            reclaimed += self._compact_one(name, bytes_per_second)
+        return reclaimed
+
+    def _ours_or_orphan(self, name: str) -> bool:
+        """Compact only this process's packs or those of a process that is gone (never a live appender)."""
+        from erasure.shard_store import tmp_owner_dead  # the same pid test as temporary files
+
+        pid_tag = name.split("-")[2]
+        return pid_tag == f"p{os.getpid()}" or tmp_owner_dead(f"x.{pid_tag}.tmp", time.time())
+
+    def _compact_one(self, name: str, bytes_per_second: float) -> int:
+        with self._lock:
+            if name == self._active:
+                self._active = None  # stop appending to it; new records go to a fresh pack
+            fd = self._fd(name)
+            if fd is None:
+                return 0
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # one compactor per pack across processes
+            except OSError:
+                return 0
+            live = [(key, rec) for key, rec in self._index.items() if rec.pack == name]
+        moved: list[tuple[tuple[str, int], PackedRecord, PackedRecord]] = []
+        began = time.monotonic()
+        copied = 0
+        for key, rec in live:
+            payload = os.pread(fd, rec.length, rec.offset)
+            if not rec.intact(payload):
+                continue  # damaged: left where it is for heal to rewrite (the pack stays meanwhile)
+            new = self._copy(key, payload)
+            moved.append((key, rec, new))
+            copied += rec.length
+            ahead = copied / bytes_per_second - (time.monotonic() - began)
+            if ahead > 0:
+                time.sleep(ahead)  # throttled: compaction must not starve foreground writes
+        with self._lock:
+            for new_name in {new.pack for _, _, new in moved}:
+                os.fdatasync(self._fds[new_name])
+            # Verify the copies, then repoint only records nobody replaced or removed meanwhile.
+            for key, old, new in moved:
+                if self._index.get(key) == old and new.intact(self.read(new)):
+                    self._index[key] = new
+                    self._live[name] -= old.length
+                    self._live[new.pack] = self._live.get(new.pack, 0) + new.length
+            if any(rec.pack == name for rec in self._index.values()):
+                return 0  # something could not move (a corrupt record waits for heal)
+            size = self._size.pop(name, 0)
+            self._live.pop(name, None)
+            self._scanned.pop(name, None)
+            del self._fds[name]
+            os.unlink(self.dir / name)
+            self._retired.append((time.monotonic(), fd))
+            return size
+
+    def _copy(self, key: tuple[str, int], payload: bytes) -> PackedRecord:
+        """Append a live record's payload without touching the index (compaction swaps it in later)."""
+        record = encode_record(_PUT, key[0], key[1], payload)
+        with self._lock:
+            name = self._active
+            if name is None or self._size[name] + len(record) > self.rotate_bytes and self._size[name] > 0:
+                name = self._open_new()
+            start = self._size[name]
+            if os.pwrite(self._fds[name], record, start) != len(record):
+                raise OSError(f"short write to pack {name}")
+            self._size[name] = self._scanned[name] = start + len(record)
+            return PackedRecord(
+                name, start + len(record) - len(payload), len(payload), xxhash.xxh3_64_intdigest(payload)
+            )
+
+    def _close_retired(self, grace: float = RETIRE_GRACE) -> None:
+        with self._lock:
+            now = time.monotonic()
+            keep = []
+            for when, fd in self._retired:
+                if now - when >= grace:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                else:
+                    keep.append((when, fd))
+            self._retired = keep

@@ -1,0 +1,319 @@
+"""A cluster on loopback: 6 `tierstore node` processes over 3 racks, 2 gateways, one shared catalog.
+
+The hot tier is 3+2 spread over nodes (5 of 6 nodes per object), so with m = 2 nodes down the
+4 left still make the write quorum (k+1) and every object stays readable. Each test ends with
+every acknowledged object read back byte-exact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ACCESS_KEY, SECRET_KEY, ServerProcess, free_port, make_client
+
+SECRET = "loopback-cluster-secret"
+NODES = 6
+START_TIMEOUT = 60.0
+
+
+@dataclass
+class Node:
+    name: str
+    rack: str
+    port: int
+    data: Path
+    catalog: Path
+    proc: subprocess.Popen[str] | None = None
+    log_path: Path | None = None
+
+    @property
+    def address(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> Node:
+        self.log_path = self.data.parent / f"{self.name}.log"
+        seen = self.log_path.stat().st_size if self.log_path.exists() else 0  # a restart appends
+        log = open(self.log_path, "a")  # noqa: SIM115 - the process holds it
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "server.cli", "node", "--data-catalog", str(self.catalog), "--listen",
+             f"127.0.0.1:{self.port}", "--data", str(self.data), "--name", self.name, "--rack", self.rack,
+             "--drives", "3"],
+            stdout=log, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, "TIERSTORE_CLUSTER_SECRET": SECRET, "PYTHONUNBUFFERED": "1"},
+        )
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log_path.read_text()
+            if "listening on" in self.log_path.read_text()[seen:]:
+                return self
+            time.sleep(0.05)
+        raise RuntimeError(f"node {self.name} did not start")
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        if sig == signal.SIGKILL:
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@dataclass
+class Cluster:
+    nodes: list[Node]
+    gateways: list[ServerProcess]
+    objects: dict[str, str] = field(default_factory=dict)  # key -> sha256 of every acknowledged PUT
+
+    def client(self, n: int = 0):
+        return make_client(self.gateways[n].endpoint)
+
+    def put(self, key: str, body: bytes, gateway: int = 0) -> None:
+        self.client(gateway).put_object(Bucket="cluster", Key=key, Body=body)
+        self.objects[key] = hashlib.sha256(body).hexdigest()
+
+    def check_all(self, gateway: int = 0) -> None:
+        s3 = self.client(gateway)
+        for key, digest in self.objects.items():
+            body = s3.get_object(Bucket="cluster", Key=key)["Body"].read()
+            assert hashlib.sha256(body).hexdigest() == digest, key
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    root = tmp_path_factory.mktemp("cluster")
+    catalog = root / "gw" / "catalog" / "catalog.db"
+    catalog.parent.mkdir(parents=True)
+    nodes = [Node(f"n{i}", f"rack{i % 3 + 1}", free_port(), root / f"n{i}", catalog) for i in range(1, NODES + 1)]
+    tiers = '[tiers.hot]\nk = 3\nm = 2\nspread_level = "node"\n\n[drives]\nreserve_bytes = 0\n'
+    (root / "secret").write_text(SECRET + "\n")
+    config, config_with_secret = root / "gateway.toml", root / "gateway-secret-file.toml"
+    config.write_text(tiers)
+    config_with_secret.write_text(f'{tiers}\n[cluster]\nsecret_file = "{root / "secret"}"\n')
+    # Two gateways on one data directory (one catalog): either serves every object. The first
+    # takes the cluster secret from the environment, the second from its config file.
+    gateways = [
+        ServerProcess(root / "gw", free_port(), extra_args=["--config", str(config)],
+                      env={"TIERSTORE_CLUSTER_SECRET": SECRET}),
+        ServerProcess(root / "gw", free_port(), extra_args=["--config", str(config_with_secret)]),
+    ]
+    try:
+        for node in nodes:
+            node.start()
+        for gateway in gateways:
+            gateway.start()
+        made = Cluster(nodes, gateways)
+        made.client().create_bucket(Bucket="cluster")
+        yield made
+    finally:
+        for gateway in gateways:
+            gateway.kill()
+        for node in nodes:
+            node.stop()
+
+
+def _node_shards(cluster: Cluster) -> int:
+    return sum(1 for n in cluster.nodes for p in n.data.rglob("*") if p.is_file() and ".tmp" not in p.parts)
+
+
+def test_s3_basics_over_nodes(cluster: Cluster) -> None:
+    s3 = cluster.client()
+    before = _node_shards(cluster)
+    small, large = os.urandom(1000), os.urandom(3 * 1024 * 1024 + 12345)
+    cluster.put("small", small)
+    cluster.put("large", large)
+    assert _node_shards(cluster) >= before + 3 + 5  # replicas (m+1) and k+m shards, on the nodes
+    got = s3.get_object(Bucket="cluster", Key="large", Range="bytes=1048570-2097200")["Body"].read()
+    assert got == large[1048570:2097201]
+    assert {o["Key"] for o in s3.list_objects_v2(Bucket="cluster")["Contents"]} >= {"small", "large"}
+    upload = s3.create_multipart_upload(Bucket="cluster", Key="multi")
+    parts = [os.urandom(5 * 1024 * 1024), os.urandom(777)]
+    etags = [s3.upload_part(Bucket="cluster", Key="multi", UploadId=upload["UploadId"], PartNumber=i + 1, Body=p)["ETag"]
+             for i, p in enumerate(parts)]
+    s3.complete_multipart_upload(Bucket="cluster", Key="multi", UploadId=upload["UploadId"], MultipartUpload={
+        "Parts": [{"ETag": e, "PartNumber": i + 1} for i, e in enumerate(etags)]})
+    cluster.objects["multi"] = hashlib.sha256(b"".join(parts)).hexdigest()
+    cluster.put("doomed", b"z" * 100_000)
+    s3.delete_object(Bucket="cluster", Key="doomed")
+    del cluster.objects["doomed"]
+    cluster.check_all()
+    cluster.check_all(gateway=1)
+
+
+def test_forged_and_unsigned_requests_are_refused(cluster: Cluster) -> None:
+    node = cluster.nodes[0]
+    before = sorted(p for p in node.data.rglob("*"))
+    for headers in ({}, {"x-tierstore-date": f"{time.time():.3f}", "x-tierstore-content-sha256": "STREAMING",
+                         "x-tierstore-signature": "0" * 64},
+                    {"x-tierstore-date": "1000", "x-tierstore-content-sha256": "x", "x-tierstore-signature": "0"}):
+        for method, path in (("GET", "/v1/drive/d1/hot/list"), ("DELETE", "/v1/drive/d1/hot/shard/abc/0"),
+                             ("PUT", "/v1/drive/d1/hot/shard/forged/0")):
+            request = urllib.request.Request(node.address + path, method=method, headers=headers,
+                                             data=b"x" * 100 if method == "PUT" else None)
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=5)
+            assert refused.value.code == 403
+    assert sorted(p for p in node.data.rglob("*")) == before
+
+
+def test_hung_node_requests_complete_within_bounds(cluster: Cluster) -> None:
+    hung = cluster.nodes[1]
+    hung.signal(signal.SIGSTOP)
+    try:
+        for i in range(4):
+            started = time.monotonic()
+            body = os.urandom(200_000 * (i + 1))
+            cluster.put(f"hung-{i}", body)
+            assert cluster.client().get_object(Bucket="cluster", Key=f"hung-{i}")["Body"].read() == body
+            assert time.monotonic() - started < 20, "a hung node must cost at most its timeouts"
+        started = time.monotonic()
+        cluster.check_all()
+        assert time.monotonic() - started < 60
+    finally:
+        hung.signal(signal.SIGCONT)
+
+
+def test_node_killed_mid_put_and_mid_get(cluster: Cluster) -> None:
+    victim = cluster.nodes[2]
+    body = os.urandom(24 * 1024 * 1024)
+    outcome: dict[str, object] = {}
+
+    def put() -> None:
+        try:
+            cluster.client().put_object(Bucket="cluster", Key="mid-put", Body=body)
+            outcome["ok"] = True
+        except Exception as exc:  # a failed PUT is allowed; an acknowledged one must read back
+            outcome["error"] = exc
+
+    writer = threading.Thread(target=put)
+    writer.start()
+    time.sleep(0.3)
+    victim.signal(signal.SIGKILL)
+    writer.join(120)
+    if outcome.get("ok"):
+        cluster.objects["mid-put"] = hashlib.sha256(body).hexdigest()
+    victim.start()
+    time.sleep(3)  # its heartbeat is back
+    big = os.urandom(16 * 1024 * 1024)
+    cluster.put("mid-get", big)
+    stream = cluster.client().get_object(Bucket="cluster", Key="mid-get")["Body"]
+    first = stream.read(1024 * 1024)
+    cluster.nodes[3].signal(signal.SIGKILL)
+    rest = stream.read()
+    assert hashlib.sha256(first + rest).hexdigest() == cluster.objects["mid-get"]
+    cluster.nodes[3].start()
+    cluster.check_all()
+
+
+def test_m_nodes_down_reads_and_writes_go_on(cluster: Cluster) -> None:
+    down = [cluster.nodes[4], cluster.nodes[5]]
+    for node in down:
+        node.signal(signal.SIGKILL)
+    try:
+        for i in range(3):
+            cluster.put(f"degraded-{i}", os.urandom(300_000 + i))
+        cluster.check_all()
+    finally:
+        for node in down:
+            node.start()
+    back = time.monotonic()
+    while {d["state"] for d in _admin(cluster, "domains") if d["node"] in ("n5", "n6")} != {"online"}:
+        assert time.monotonic() - back < 15
+        time.sleep(0.5)
+    # The shards the degraded writes could not place are rebuilt on the returned nodes; then the
+    # catalog and the nodes' shard files agree.
+    _run_admin(cluster, "heal", "--wait")
+    fsck = _run_admin(cluster, "fsck", check=False)
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+    cluster.check_all()
+
+
+def _run_admin(cluster: Cluster, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TIERSTORE_ENDPOINT": cluster.gateways[0].endpoint, "TIERSTORE_ACCESS_KEY": ACCESS_KEY,
+           "TIERSTORE_SECRET_KEY": SECRET_KEY}
+    done = subprocess.run([sys.executable, "-m", "server.cli", "admin", *args], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 or not check, done.stdout + done.stderr
+    return done
+
+
+def _admin(cluster: Cluster, *args: str) -> list[dict[str, object]]:
+    return list(json.loads(_run_admin(cluster, *args, "--json").stdout))
+
+
+def test_silent_node_is_marked_down_within_seconds(cluster: Cluster) -> None:
+    node = cluster.nodes[0]
+    assert {n["name"]: n["state"] for n in _admin(cluster, "nodes")} == {n.name: "up" for n in cluster.nodes}
+    node.signal(signal.SIGKILL)
+    killed = time.monotonic()
+    try:
+        while True:
+            states = {n["name"]: n["state"] for n in _admin(cluster, "nodes")}
+            drives = {d["id"]: d["state"] for d in _admin(cluster, "domains") if d["node"] == node.name}
+            if states[node.name] == "down" and drives and set(drives.values()) == {"offline"}:
+                break
+            assert time.monotonic() - killed < 15, (states, drives)
+            time.sleep(0.5)
+        assert all(s == "up" for name, s in states.items() if name != node.name)
+        cluster.put("while-n1-down", os.urandom(70_000))
+    finally:
+        node.start()
+    back = time.monotonic()
+    while {d["state"] for d in _admin(cluster, "domains") if d["node"] == node.name} != {"online"}:
+        assert time.monotonic() - back < 15
+        time.sleep(0.5)
+    cluster.check_all()
+    # An operator's offline of a drive on a live node stands: heartbeats change only what they changed.
+    _run_admin(cluster, "domain", "offline", "hot-n2-d1")
+    time.sleep(3)
+    assert {d["id"]: d["state"] for d in _admin(cluster, "domains")}["hot-n2-d1"] == "offline"
+    _run_admin(cluster, "domain", "online", "hot-n2-d1")
+
+
+def test_m_plus_one_nodes_down_clean_503s_then_full_recovery(cluster: Cluster) -> None:
+    """Three of six nodes down with a 3+2 code: writes get 503 (nothing half-written is kept),
+    reads answer byte-exact or 503 — never wrong bytes, never a 500; all back when the nodes are."""
+    from botocore.exceptions import ClientError
+
+    down = cluster.nodes[1:4]
+    for node in down:
+        node.signal(signal.SIGKILL)
+    try:
+        time.sleep(7)  # heartbeats missed: the gateway knows they are down
+        s3 = cluster.client()
+        with pytest.raises(ClientError) as refused:
+            s3.put_object(Bucket="cluster", Key="too-degraded", Body=os.urandom(200_000))
+        assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
+        for key, digest in cluster.objects.items():
+            try:
+                body = s3.get_object(Bucket="cluster", Key=key)["Body"].read()
+            except ClientError as exc:
+                assert exc.response["ResponseMetadata"]["HTTPStatusCode"] == 503, (key, exc.response)
+                continue
+            assert hashlib.sha256(body).hexdigest() == digest, key
+    finally:
+        for node in down:
+            node.start()
+    back = time.monotonic()
+    while {d["state"] for d in _admin(cluster, "domains") if d["node"] in ("n2", "n3", "n4")} != {"online"}:
+        assert time.monotonic() - back < 15
+        time.sleep(0.5)
+    cluster.check_all()
+    cluster.check_all(gateway=1)

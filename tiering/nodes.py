@@ -1,0 +1,143 @@
+"""Storage nodes in the catalog: how `tierstore node` processes and gateways find each other.
+
+A node keeps one setting, `node:<name>`, holding a JSON record — its address, rack, zone, drives
+(name and capacity) and a heartbeat time it rewrites every HEARTBEAT seconds. Only the catalog's
+generic settings primitives are used, so any catalog backend that has them serves (SQLite shared
+by the processes of one host, or a database server).
+
+A gateway that finds nodes registered at start places its erasure-coded tiers on the nodes'
+drives (one domain per node drive and tier, id `<tier>-<node>-<drive>`), and follows the
+heartbeats: a node silent for DOWN_AFTER seconds has its drives marked offline in this process
+(not in the shared operator state), and online again when it beats again — heal then reconciles
+what it missed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tiering.catalog import Catalog
+    from tiering.store import ObjectStore
+    from tiering.tiers import TierConfig
+
+log = logging.getLogger("tierstore.nodes")
+
+PREFIX = "node:"
+HEARTBEAT = 2.0  # seconds between a node's heartbeats
+DOWN_AFTER = 6.0  # a node silent this long is down (three missed heartbeats)
+FOLLOW_INTERVAL = 1.0
+SECRET_ENV = "TIERSTORE_CLUSTER_SECRET"
+
+
+def cluster_secret(secret_file: str | Path | None = None) -> bytes:
+    """The cluster secret: the content of `secret_file` ([cluster] secret_file, a node's
+    --secret-file), else TIERSTORE_CLUSTER_SECRET; empty when neither is set."""
+    if secret_file:
+        return Path(secret_file).read_text().strip().encode()
+    return os.environ.get(SECRET_ENV, "").encode()
+
+
+def register(catalog: Catalog, record: dict[str, Any]) -> None:
+    """Write (or refresh) a node's record with the heartbeat time now."""
+    catalog.put_setting(PREFIX + record["name"], json.dumps({**record, "heartbeat": time.time()}))
+
+
+def registered(catalog: Catalog) -> list[dict[str, Any]]:
+    """Every node record, by name."""
+    records = []
+    for name, raw in sorted(catalog.settings_with_prefix(PREFIX).items()):
+        try:
+            records.append(json.loads(raw))
+        except ValueError:
+            log.warning("ignoring a bad node record %s", name)
+    return records
+
+
+def alive(record: dict[str, Any], now: float | None = None) -> bool:
+    return (time.time() if now is None else now) - float(record.get("heartbeat", 0)) <= DOWN_AFTER
+
+
+def node_status(catalog: Catalog) -> list[dict[str, Any]]:
+    """For `tierstore admin nodes`: every node with its state and the age of its last heartbeat."""
+    now = time.time()
+    return [{**r, "state": "up" if alive(r, now) else "down", "heartbeat_age": round(now - r["heartbeat"], 1)}
+            for r in registered(catalog)]
+
+
+def remote_domains(tier: str, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The domains of one tier over the nodes' drives."""
+    out = []
+    for node in nodes:
+        for drive in node["drives"]:
+            out.append({
+                "id": f"{tier}-{node['name']}-{drive['name']}", "path": f"{drive['name']}/{tier}",
+                "address": node["address"], "node": node["name"], "rack": node.get("rack", "rack1"),
+                "zone": node.get("zone", "zone1"), "weight": max(drive.get("total", 0) / float(1 << 40), 0.001),
+            })
+    return out
+
+
+def place_on_nodes(
+    tiers: list[TierConfig], nodes: list[dict[str, Any]], secret: bytes, timeout: float = 3.0,
+) -> list[TierConfig]:
+    """The tier configs with every erasure-coded tier's domains on the registered nodes."""
+    if not secret:
+        raise ValueError(f"storage nodes are registered but no cluster secret is set ({SECRET_ENV})")
+    out = []
+    for tier in tiers:
+        if tier.backend == "erasure":
+            options = {**tier.options, "remote_domains": remote_domains(tier.name, nodes), "cluster_secret": secret,
+                       "node_timeout": timeout}
+            tier = replace(tier, options=options)
+        out.append(tier)
+    return out
+
+
+def apply_liveness(
+    store: ObjectStore, nodes: list[dict[str, Any]], known: dict[str, bool], now: float | None = None,
+) -> None:
+    """When a node goes down (or comes back) mark its drives offline (online) in this process.
+
+    Only changes of a node's liveness since `known` (updated here) act, so that an operator's
+    `admin domain offline` of a drive on a live node stands. Drives start online: a node first
+    seen down is a change.
+    """
+    from tiering.domains import erasure_pools
+
+    changes = {n["name"]: alive(n, now) for n in nodes if known.get(n["name"], True) != alive(n, now)}
+    for n in nodes:
+        known[n["name"]] = alive(n, now)
+    if not changes:
+        return
+    for pool in erasure_pools(store).values():
+        changed: dict[bool, list[str]] = {True: [], False: []}
+        for domain in pool.topology:
+            if domain.address is None or domain.node not in changes:
+                continue
+            up = changes[domain.node]
+            if domain.online != up:
+                pool.topology.set_state(domain.id, "online" if up else "offline", "drive")
+                changed[up].append(domain.id)
+        for online, ids in changed.items():
+            if ids:
+                log.warning("node drives %s: %s (heartbeat)", "online" if online else "offline", ids)
+                store.maintenance.domains_changed(ids, online)
+
+
+async def follow_nodes(store: ObjectStore) -> None:
+    """Follow the nodes' heartbeats (every FOLLOW_INTERVAL) for as long as the store runs."""
+    known: dict[str, bool] = {}
+    while True:
+        try:
+            apply_liveness(store, await asyncio.to_thread(registered, store.catalog), known)
+        except Exception:  # keep following: a busy catalog must not end it
+            log.exception("reading the node records failed")
+        await asyncio.sleep(FOLLOW_INTERVAL)
