@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ACCESS_KEY, SECRET_KEY, ServerProcess, free_port, make_client
+from tests.conftest import ACCESS_KEY, SECRET_KEY, ServerProcess, catalog_env, free_port, make_client
 
 SECRET = "loopback-cluster-secret"
 NODES = 6
@@ -48,8 +48,11 @@ class Node:
         self.log_path = self.data.parent / f"{self.name}.log"
         seen = self.log_path.stat().st_size if self.log_path.exists() else 0  # a restart appends
         log = open(self.log_path, "a")  # noqa: SIM115 - the process holds it
+        # The gateways' catalog: their SQLite file, or their PostgreSQL database (--catalog=postgresql).
+        url = catalog_env(self.catalog.parent.parent).get("TIERSTORE_CATALOG_URL")
+        where = ["--catalog", url] if url else ["--data-catalog", str(self.catalog)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "node", "--data-catalog", str(self.catalog), "--listen",
+            [sys.executable, "-m", "server.cli", "node", *where, "--listen",
              f"127.0.0.1:{self.port}", "--data", str(self.data), "--name", self.name, "--rack", self.rack,
              "--drives", "3"],
             stdout=log, stderr=subprocess.STDOUT, text=True,
