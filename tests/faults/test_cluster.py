@@ -28,6 +28,7 @@ from tests.conftest import ACCESS_KEY, SECRET_KEY, ServerProcess, free_port, mak
 SECRET = "loopback-cluster-secret"
 NODES = 6
 START_TIMEOUT = 60.0
+GRACE = {"TIERSTORE_RETIRE_GRACE_SECONDS": "3"}  # a drained node's retired files are collected soon
 
 
 @dataclass
@@ -91,7 +92,7 @@ class Cluster:
 
     def check_all(self, gateway: int = 0) -> None:
         s3 = self.client(gateway)
-        for key, digest in self.objects.items():
+        for key, digest in list(self.objects.items()):  # a traffic thread may add to it
             body = s3.get_object(Bucket="cluster", Key=key)["Body"].read()
             assert hashlib.sha256(body).hexdigest() == digest, key
 
@@ -111,8 +112,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     # takes the cluster secret from the environment, the second from its config file.
     gateways = [
         ServerProcess(root / "gw", free_port(), extra_args=["--config", str(config)],
-                      env={"TIERSTORE_CLUSTER_SECRET": SECRET}),
-        ServerProcess(root / "gw", free_port(), extra_args=["--config", str(config_with_secret)]),
+                      env={"TIERSTORE_CLUSTER_SECRET": SECRET, **GRACE}),
+        ServerProcess(root / "gw", free_port(), extra_args=["--config", str(config_with_secret)], env=GRACE),
     ]
     try:
         for node in nodes:
@@ -317,3 +318,79 @@ def test_m_plus_one_nodes_down_clean_503s_then_full_recovery(cluster: Cluster) -
         time.sleep(0.5)
     cluster.check_all()
     cluster.check_all(gateway=1)
+
+
+class _Traffic:
+    """Light traffic while the cluster changes shape: PUTs and GETs in a thread, every answer checked."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster, self.stop, self.errors, self.puts = cluster, threading.Event(), [], 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        s3 = self.cluster.client()
+        while not self.stop.is_set() and self.puts < 500:
+            key = f"traffic-{self.puts}"
+            body = os.urandom(20_000 + 7919 * (self.puts % 40))
+            try:
+                self.cluster.put(key, body)
+                assert s3.get_object(Bucket="cluster", Key=key)["Body"].read() == body
+            except Exception as exc:  # collected: the test fails on any
+                self.errors.append(exc)
+            self.puts += 1
+            self.stop.wait(0.2)
+
+    def __enter__(self) -> _Traffic:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join(60)
+        assert not self.errors, self.errors[:3]
+
+
+def _shards_on(node: Node) -> int:
+    return sum(1 for p in node.data.rglob("*") if p.is_file() and ".tmp" not in p.parts)
+
+
+def _wait_for(what: str, done, limit: float = 20.0) -> None:  # noqa: ANN001 - a predicate
+    deadline = time.monotonic() + limit
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.5)
+
+
+def test_node_added_to_running_gateways_then_a_node_drained_and_removed(cluster: Cluster) -> None:
+    """A 7th node joins both running gateways within seconds (new writes use it, `admin rebalance
+    --wait` moves data onto it); then `admin node drain n1 --wait` returns only when `admin node
+    remove n1` succeeds. Every object byte-exact throughout, under light traffic."""
+    for i in range(12):
+        cluster.put(f"before-n7-{i}", os.urandom(150_000 + i))
+    root = cluster.nodes[0].data.parent
+    new = Node("n7", "rack1", free_port(), root / "n7", cluster.nodes[0].catalog).start()
+    cluster.nodes.append(new)
+    with _Traffic(cluster) as traffic:
+        _wait_for("n7's drives join the gateway",
+                  lambda: {d["id"] for d in _admin(cluster, "domains")} >= {"hot-n7-d1", "hot-n7-d2", "hot-n7-d3"})
+        _wait_for("new writes land on n7", lambda: _shards_on(new) > 0, limit=60)
+        refused = _run_admin(cluster, "node", "remove", "n7", check=False)
+        assert refused.returncode != 0 and "DomainNotEmpty" in refused.stderr, refused.stdout + refused.stderr
+        before = _shards_on(new)
+        _run_admin(cluster, "rebalance", "--wait")
+        assert _shards_on(new) > before, "the rebalance moved data onto the new node"
+        cluster.check_all()
+        cluster.check_all(gateway=1)
+
+        drained = _run_admin(cluster, "node", "drain", "n1", "--wait")
+        assert "ready to remove" in drained.stdout, drained.stdout
+        removed = _run_admin(cluster, "node", "remove", "n1")
+        assert "removed node n1" in removed.stdout, removed.stdout
+        assert traffic.puts > 0
+    assert _shards_on(cluster.nodes[0]) == 0, "nothing left on the removed node"
+    time.sleep(3)  # n1 still beats: its drives must not come back
+    assert not any(d["node"] == "n1" for d in _admin(cluster, "domains"))
+    cluster.put("after-remove", os.urandom(300_000))
+    cluster.check_all()
+    cluster.check_all(gateway=1)
+    cluster.nodes.pop(0).stop()
