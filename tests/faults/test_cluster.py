@@ -17,7 +17,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -324,7 +324,8 @@ class _Traffic:
     """Light traffic while the cluster changes shape: PUTs and GETs in a thread, every answer checked."""
 
     def __init__(self, cluster: Cluster) -> None:
-        self.cluster, self.stop, self.errors, self.puts = cluster, threading.Event(), [], 0
+        self.cluster, self.stop, self.puts = cluster, threading.Event(), 0
+        self.errors: list[Exception] = []
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
@@ -354,7 +355,7 @@ def _shards_on(node: Node) -> int:
     return sum(1 for p in node.data.rglob("*") if p.is_file() and ".tmp" not in p.parts)
 
 
-def _wait_for(what: str, done, limit: float = 20.0) -> None:  # noqa: ANN001 - a predicate
+def _wait_for(what: str, done: Callable[[], bool], limit: float = 20.0) -> None:
     deadline = time.monotonic() + limit
     while not done():
         assert time.monotonic() < deadline, what
