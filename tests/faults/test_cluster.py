@@ -273,6 +273,14 @@ def test_silent_node_is_marked_down_within_seconds(cluster: Cluster) -> None:
             assert time.monotonic() - killed < 15, (states, drives)
             time.sleep(0.5)
         assert all(s == "up" for name, s in states.items() if name != node.name)
+        # Visible to monitoring: the per-node gauge and the status page's nodes row.
+        metrics = urllib.request.urlopen(cluster.gateways[1].endpoint + "/metrics", timeout=10).read().decode()
+        assert 'tierstore_node_up{node="n1",rack="rack2",zone="zone1"} 0.0' in metrics, metrics[-3000:]
+        assert 'tierstore_node_up{node="n2",rack="rack3",zone="zone1"} 1.0' in metrics
+        status = json.loads(urllib.request.urlopen(cluster.gateways[0].endpoint + "/_tierstore/status.json",
+                                                   timeout=10).read())
+        assert {n["name"]: n["state"] for n in status["nodes"]}["n1"] == "down"
+        assert all(n["state"] == "up" for n in status["nodes"] if n["name"] != "n1")
         cluster.put("while-n1-down", os.urandom(70_000))
     finally:
         node.start()
