@@ -7,6 +7,7 @@ every acknowledged object read back byte-exact.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -403,3 +404,56 @@ def test_node_added_to_running_gateways_then_a_node_drained_and_removed(cluster:
     cluster.check_all()
     cluster.check_all(gateway=1)
     cluster.nodes.pop(0).stop()
+
+
+def test_full_drive_on_one_node(tmp_path: Path) -> None:
+    """One node's drive is full (a tmpfs filled to the last byte; every node drive is a tmpfs of the
+    same size, so placement weighs them alike): every PUT succeeds and reads back byte-exact, the
+    gateway marks that drive full, and no shard lands on it."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs per drive needs root")
+    catalog = tmp_path / "gw" / "catalog" / "catalog.db"
+    catalog.parent.mkdir(parents=True)
+    nodes = [Node(f"n{i}", f"rack{i % 3 + 1}", free_port(), tmp_path / f"n{i}", catalog) for i in range(1, NODES + 1)]
+    mounted: list[Path] = []
+    config = tmp_path / "gateway.toml"
+    config.write_text('[tiers.hot]\nk = 3\nm = 2\nspread_level = "node"\n\n'
+                      f'[drives]\nreserve_bytes = {256 * 1024}\nreprobe_seconds = 1\n')
+    gateway = ServerProcess(tmp_path / "gw", free_port(), extra_args=["--config", str(config)],
+                            env={"TIERSTORE_CLUSTER_SECRET": SECRET})
+    try:
+        for node in nodes:
+            for drive in ("d1", "d2", "d3"):
+                path = node.data / drive
+                path.mkdir(parents=True)
+                done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", f"tierstore-{node.name}-{drive}",
+                                       str(path)], capture_output=True, text=True, timeout=30)
+                if done.returncode != 0:
+                    pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+                mounted.append(path)
+        full = nodes[1].data / "d1"
+        with open(full / "filler", "wb") as filler:
+            with contextlib.suppress(OSError):  # ENOSPC: as full as it gets
+                while True:
+                    filler.write(b"\xff" * 65536)
+                    filler.flush()
+        for node in nodes:
+            node.start()
+        gateway.start()
+        made = Cluster(nodes, [gateway])
+        made.client().create_bucket(Bucket="cluster")
+        for i in range(40):
+            made.put(f"full-{i}", os.urandom(50_000 + 15_000 * i))
+        made.check_all()
+        health = {d["id"]: d["health"] for d in _admin(made, "domains")}
+        assert health["hot-n2-d1"] == "full", health
+        assert {h for d, h in health.items() if d != "hot-n2-d1" and d.startswith("hot-")} == {"normal"}
+        assert [p.name for p in full.rglob("*") if p.is_file()] == ["filler"]
+        assert sum(_shards_on(n) for n in nodes) > 40 * 3
+    finally:
+        gateway.kill()
+        for node in nodes:
+            node.stop()
+        for path in reversed(mounted):
+            if subprocess.run(["umount", str(path)], capture_output=True, timeout=30).returncode != 0:
+                subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
