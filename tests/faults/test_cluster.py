@@ -445,7 +445,7 @@ def test_full_drive_on_one_node(tmp_path: Path) -> None:
         for i in range(40):
             made.put(f"full-{i}", os.urandom(50_000 + 15_000 * i))
         made.check_all()
-        health = {d["id"]: d["health"] for d in _admin(made, "domains")}
+        health = {str(d["id"]): d["health"] for d in _admin(made, "domains")}
         assert health["hot-n2-d1"] == "full", health
         assert {h for d, h in health.items() if d != "hot-n2-d1" and d.startswith("hot-")} == {"normal"}
         assert [p.name for p in full.rglob("*") if p.is_file()] == ["filler"]
