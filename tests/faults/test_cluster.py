@@ -41,18 +41,21 @@ class Node:
     catalog: Path
     proc: subprocess.Popen[str] | None = None
     log_path: Path | None = None
+    host: str = "127.0.0.1"
+    netns: str | None = None  # run inside this network namespace (the partition test)
 
     @property
     def address(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def start(self) -> Node:
         self.log_path = self.data.parent / f"{self.name}.log"
         seen = self.log_path.stat().st_size if self.log_path.exists() else 0  # a restart appends
         log = open(self.log_path, "a")  # noqa: SIM115 - the process holds it
+        inside = ["ip", "netns", "exec", self.netns] if self.netns else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "node", "--data-catalog", str(self.catalog), "--listen",
-             f"127.0.0.1:{self.port}", "--data", str(self.data), "--name", self.name, "--rack", self.rack,
+            [*inside, sys.executable, "-m", "server.cli", "node", "--data-catalog", str(self.catalog), "--listen",
+             f"{self.host}:{self.port}", "--data", str(self.data), "--name", self.name, "--rack", self.rack,
              "--drives", "3"],
             stdout=log, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, "TIERSTORE_CLUSTER_SECRET": SECRET, "PYTHONUNBUFFERED": "1"},
@@ -457,3 +460,84 @@ def test_full_drive_on_one_node(tmp_path: Path) -> None:
         for path in reversed(mounted):
             if subprocess.run(["umount", str(path)], capture_output=True, timeout=30).returncode != 0:
                 subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
+
+
+def _ip(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+
+
+def test_network_partition_of_one_node(tmp_path: Path) -> None:
+    """One node runs in a network namespace of its own, reached over a veth pair (10.200.0.1/30 ↔
+    10.200.0.2/30). Cut the link on its side: the node still beats (the catalog is a file, not the
+    network), so the gateway sees it up but cannot reach it — every PUT and GET still completes
+    within its timeouts, byte-exact. Restore the link: heal rebuilds what it missed, fsck is clean."""
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    ns, outside, inside = f"ts-part-{os.getpid()}", f"tsp{os.getpid() % 100000}a", f"tsp{os.getpid() % 100000}b"
+    made_ns = _ip("netns", "add", ns)
+    if made_ns.returncode != 0:
+        pytest.skip(f"cannot create a network namespace here: {made_ns.stderr.strip()}")
+    gateway: ServerProcess | None = None
+    nodes: list[Node] = []
+    try:
+        for step in (["link", "add", outside, "type", "veth", "peer", "name", inside],
+                     ["link", "set", inside, "netns", ns], ["addr", "add", "10.200.0.1/30", "dev", outside],
+                     ["link", "set", outside, "up"],
+                     ["netns", "exec", ns, "ip", "addr", "add", "10.200.0.2/30", "dev", inside],
+                     ["netns", "exec", ns, "ip", "link", "set", inside, "up"],
+                     ["netns", "exec", ns, "ip", "link", "set", "lo", "up"]):
+            done = _ip(*step)
+            if done.returncode != 0:
+                pytest.skip(f"cannot set up the veth pair: ip {' '.join(step)}: {done.stderr.strip()}")
+        catalog = tmp_path / "gw" / "catalog" / "catalog.db"
+        catalog.parent.mkdir(parents=True)
+        nodes = [Node(f"n{i}", f"rack{i % 3 + 1}", free_port(), tmp_path / f"n{i}", catalog) for i in range(1, NODES)]
+        nodes.append(Node(f"n{NODES}", f"rack{NODES % 3 + 1}", free_port(), tmp_path / f"n{NODES}", catalog,
+                          host="10.200.0.2", netns=ns))
+        config = tmp_path / "gateway.toml"
+        config.write_text('[tiers.hot]\nk = 3\nm = 2\nspread_level = "node"\n\n[drives]\nreserve_bytes = 0\n')
+        gateway = ServerProcess(tmp_path / "gw", free_port(), extra_args=["--config", str(config)],
+                                env={"TIERSTORE_CLUSTER_SECRET": SECRET})
+        for node in nodes:
+            node.start()
+        gateway.start()
+        made = Cluster(nodes, [gateway])
+        made.client().create_bucket(Bucket="cluster")
+        for i in range(6):
+            made.put(f"before-{i}", os.urandom(200_000 + i))
+        assert _shards_on(nodes[-1]) > 0, "the namespaced node takes shards over the veth"
+        assert _ip("netns", "exec", ns, "ip", "link", "set", inside, "down").returncode == 0  # the partition
+        s3 = made.client()
+        for i in range(4):
+            started = time.monotonic()
+            body = os.urandom(300_000 * (i + 1))
+            made.put(f"partitioned-{i}", body)
+            assert s3.get_object(Bucket="cluster", Key=f"partitioned-{i}")["Body"].read() == body
+            assert s3.get_object(Bucket="cluster", Key=f"before-{i}")["Body"].read() is not None
+            assert time.monotonic() - started < 30, "a partitioned node must cost at most its timeouts"
+        made.check_all()
+        assert {n["name"]: n["state"] for n in _admin(made, "nodes")}[nodes[-1].name] == "up", "it still beats"
+        assert _ip("netns", "exec", ns, "ip", "link", "set", inside, "up").returncode == 0
+        _wait_for("the node is reachable again", lambda: urllib_ok(nodes[-1].address), limit=30)
+        _run_admin(made, "heal", "--wait")
+        fsck = _run_admin(made, "fsck", check=False)
+        assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+        made.check_all()
+    finally:
+        if gateway is not None:
+            gateway.kill()
+        for node in nodes:
+            node.stop()
+        _ip("link", "del", outside)
+        _ip("netns", "del", ns)
+
+
+def urllib_ok(address: str) -> bool:
+    """Does the node answer at all (403 to an unsigned request counts: it is reachable)?"""
+    try:
+        urllib.request.urlopen(address + "/v1/drive/d1/hot/list", timeout=2)
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+    return True
