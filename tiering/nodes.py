@@ -163,8 +163,10 @@ def join_new_nodes(store: ObjectStore, records: list[dict[str, Any]]) -> list[st
         new = [d for d in remote_domains(tier, live) if pool.topology.get(d["id"]) is None]
         if not new:
             continue
-        store.catalog.seed_domains([{**d, "tier": tier} for d in new])
         status = {row["id"]: row["status"] for row in store.catalog.domain_rows()}
+        unrecorded = [{**d, "tier": tier} for d in new if d["id"] not in status]
+        if unrecorded:  # a write only for drives never seen (a removed node that still beats costs a read)
+            store.catalog.seed_domains(unrecorded)
         for d in new:
             if status.get(d["id"]) == "removed":
                 continue
