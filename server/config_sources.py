@@ -28,6 +28,7 @@ NOT_CONFIG_ENV = frozenset({
     "TIERSTORE_RETIRE_GRACE_SECONDS",  # tiering/catalog.py: tests shorten the retire grace
     "TIERSTORE_SUPERVISOR_PID",  # server/workers.py: set by the supervisor for its workers
     "TIERSTORE_CLUSTER_SECRET",  # tiering/nodes.py: signs gateway <-> storage node requests
+    "TIERSTORE_HEDGED_READS",  # erasure/reader.py: 0 turns hedged shard opening off (a bench baseline)
     # Reserved for the scale-out commands' shared catalog; `serve` has no [catalog] url (yet), and a
     # shell that exports it for those commands must still start a server.
     "TIERSTORE_CATALOG_URL",
