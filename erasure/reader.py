@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING
 
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
     from erasure.pool import ErasurePool
 
 HEDGE_GRACE = 0.05  # seconds a hedged open waits for a slower data shard once k shards are open
+# TIERSTORE_HEDGED_READS=0 opens only k shards (a hung node then costs its timeout before the
+# others are tried): the baseline bench/bench_cluster.py measures hedging against.
+HEDGED = os.environ.get("TIERSTORE_HEDGED_READS", "1").strip().lower() not in ("0", "false", "no", "off")
 # Why a shard is not readable; "offline" and "unplaced" do not prove the blob was deleted.
 OFFLINE, MISSING, CORRUPT, UNPLACED = "offline", "missing", "corrupt", "unplaced"
 
@@ -107,7 +111,7 @@ async def open_hedged(
     have answered: (files, problems, indexes still opening). Those late openings run on; what they
     open is dropped (a remote shard reader holds nothing to close)."""
     problems = _unreachable(pool, loc, range(loc.width))
-    candidates = [i for i in range(loc.width) if i not in problems][: loc.k + 1]
+    candidates = [i for i in range(loc.width) if i not in problems][: loc.k + 1 if HEDGED else loc.k]
     tasks: dict[asyncio.Future[ShardReader], int] = {}
     for i in candidates:
         store = pool.store(loc.shards[i] or "")

@@ -119,7 +119,7 @@ class AdminApi:
                 await asyncio.to_thread(self.gateway.credentials.reload)
                 return json_response({"removed": access_key})
             case ("POST", ["domains", "add"] | ["domains", _, "drain" | "remove"] | ["tiers", _, "recode"]
-                  | ["rebalance"]) | ("GET", ["rebalance"] | ["domains", _, "drain"]):
+                  | ["rebalance"] | ["nodes", _, "drain" | "remove"]) | ("GET", ["rebalance"] | ["domains", _, "drain"]):
                 return await admin_topology.handle(store, request, parts)
             case "DELETE", ["domains", target]:
                 return await admin_topology.handle(store, request, ["domains", target, "remove"])

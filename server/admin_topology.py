@@ -6,6 +6,8 @@
     POST   domains/<drive|tier-node>/remove        (also DELETE domains/<target>)
     POST   tiers/<tier>/recode?k=&m=[&wait=]
     POST   rebalance[?wait=]
+    POST   nodes/<name>/drain[?wait=]          (every tier's drives on a storage node: tiering.nodes)
+    POST   nodes/<name>/remove
     GET    rebalance
 
 `wait=true` answers only when the rebalance the change asked for has finished; for a drain, only
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from tiering import rebalance
+from tiering import nodes, rebalance
 from tiering.domains import UnknownDomain
 
 if TYPE_CHECKING:
@@ -56,6 +58,10 @@ async def handle(store: ObjectStore, request: Request, parts: list[str]) -> Resp
                     result["drain"] = await rebalance.wait_drained(store, target, token)
                 result["rebalance"] = await store.rebalancer.status()
                 return _json(result)
+            case ["nodes", name, "drain"]:
+                return _json(await nodes.drain_node(store, name, wait))
+            case ["nodes", name, "remove"]:
+                return _json(await nodes.remove_node(store, name))
             case ["domains", target, "remove"]:
                 return _json(await rebalance.remove_domain(store, target))
             case ["tiers", tier, "recode"]:
@@ -67,7 +73,8 @@ async def handle(store: ObjectStore, request: Request, parts: list[str]) -> Resp
             case _:
                 return _error("NotFound", f"no admin endpoint {request.method} {'/'.join(parts)}", 404)
     except UnknownDomain as exc:
-        return _error("NoSuchDomain", f"no domain {exc.args[0]!r}", 404)
+        what = "node" if parts[0] == "nodes" else "domain"
+        return _error("NoSuchNode" if what == "node" else "NoSuchDomain", f"no {what} {exc.args[0]!r}", 404)
     except rebalance.RebalanceRefused as exc:
         return _error(exc.code, str(exc), exc.status)
     except ValueError as exc:

@@ -32,6 +32,11 @@ def add_parsers(verbs: argparse._SubParsersAction[argparse.ArgumentParser], comm
     tier.add_argument("--k", type=int, required=True, help="data shards per stripe for new writes")
     tier.add_argument("--m", type=int, required=True, help="parity shards per stripe for new writes")
     tier.add_argument("--wait", action="store_true", help="return when every object is re-striped")
+    node = verbs.add_parser("node", parents=[common],
+                            help="a storage node: drain NAME [--wait] (move every shard off it), remove NAME")
+    node.add_argument("action", choices=["drain", "remove"])
+    node.add_argument("name")
+    node.add_argument("--wait", action="store_true", help="drain: return when the node can be removed")
 
 
 def add_domain_options(domain: argparse.ArgumentParser) -> None:
@@ -46,7 +51,7 @@ def add_domain_options(domain: argparse.ArgumentParser) -> None:
 
 
 def handles(args: argparse.Namespace) -> bool:
-    return args.verb in ("rebalance", "tier") or (
+    return args.verb in ("rebalance", "tier", "node") or (
         args.verb == "domain" and args.action in ("add", "drain", "remove")
     )
 
@@ -98,7 +103,7 @@ def _follow_drain(args: argparse.Namespace, call: Call, path: str) -> dict[str, 
 
 
 def run(args: argparse.Namespace, call: Call, fmt: Callable[[Any], str]) -> int:
-    follow = getattr(args, "wait", False) and not args.json and sys.stderr.isatty()
+    follow = getattr(args, "wait", False) and not args.json and sys.stderr.isatty() and args.verb != "node"
     if follow and args.verb == "domain" and args.action == "drain" and args.target:
         drained = _follow_drain(args, call, f"domains/{urllib.parse.quote(args.target, safe='')}/drain")
         print(f"drained {', '.join(drained['domains'])}: nothing left on it, ready to remove")
@@ -119,6 +124,19 @@ def _run(args: argparse.Namespace, call: Call, fmt: Callable[[Any], str], wait: 
             result = call(args, "POST", "rebalance", wait)
             result = result.get("rebalance", result)
         print(json.dumps(result, indent=2) if args.json else _progress(result, fmt))
+        return 0
+    if args.verb == "node":
+        quoted = urllib.parse.quote(args.name, safe="")
+        # No progress bar here: the server answers when the node can be removed.
+        result = call(args, "POST", f"nodes/{quoted}/{args.action}", "wait=true" if args.wait else "")
+        if args.json:
+            print(json.dumps(result, indent=2))
+        elif args.action == "remove":
+            print(f"removed node {args.name}: {', '.join(result['domains'])}")
+        else:
+            done = "nothing left on it, ready to remove" if result["status"] == "drained" else "draining"
+            print(f"node {args.name} ({', '.join(result['domains'])}): {done}")
+            print(_progress(result["rebalance"], fmt))
         return 0
     if args.verb == "tier":
         result = call(args, "POST", f"tiers/{urllib.parse.quote(args.tier, safe='')}/recode",

@@ -28,6 +28,7 @@ NOT_CONFIG_ENV = frozenset({
     "TIERSTORE_RETIRE_GRACE_SECONDS",  # tiering/catalog/base.py: tests shorten the retire grace
     "TIERSTORE_SUPERVISOR_PID",  # server/workers.py: set by the supervisor for its workers
     "TIERSTORE_CLUSTER_SECRET",  # tiering/nodes.py: signs gateway <-> storage node requests
+    "TIERSTORE_HEDGED_READS",  # erasure/reader.py: 0 turns hedged shard opening off (a bench baseline)
 })
 CREDENTIAL_SHORTCUTS = {"TIERSTORE_ACCESS_KEY": "access_key", "TIERSTORE_SECRET_KEY": "secret_key"}
 

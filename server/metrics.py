@@ -47,6 +47,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from erasure.stats import CODEC
 from lifecycle.temperature import heat_histogram
 from server import connection_limits
+from tiering import nodes
 from tiering.domains import list_domains
 from tiering.heat import decayed
 
@@ -220,6 +221,7 @@ class StorageCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         yield from self._tiers()
         yield from self._domains()
+        yield from self._nodes()
         yield from self._heal()
         yield from self._rebalance()
         yield from self._codec()
@@ -274,6 +276,17 @@ class StorageCollector(Collector):
             if d.get("free_bytes") is not None:
                 free.add_metric([d["tier"], d["id"]], d["free_bytes"])
         yield from (up, shards, used, free, health)
+
+    def _nodes(self) -> Iterator[Metric]:
+        """Storage nodes registered in the catalog (tiering.nodes): absent on a single-host store."""
+        up = GaugeMetricFamily("tierstore_node_up", "1 if a storage node's heartbeat is fresh, 0 if it is down",
+                               labels=["node", "rack", "zone"])
+        age = GaugeMetricFamily("tierstore_node_heartbeat_age_seconds", "Seconds since a storage node's last heartbeat",
+                                labels=["node"])
+        for n in nodes.node_status(self.store.catalog):
+            up.add_metric([n["name"], n.get("rack", ""), n.get("zone", "")], 1 if n["state"] == "up" else 0)
+            age.add_metric([n["name"]], n["heartbeat_age"])
+        yield from (up, age)
 
     def _heal(self) -> Iterator[Metric]:
         progress = self.store.maintenance.progress

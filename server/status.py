@@ -34,6 +34,7 @@ from starlette.routing import Route
 
 from server import errors as s3
 from server.router import bucket_from_host
+from tiering import nodes
 from tiering.domains import list_domains
 
 if TYPE_CHECKING:
@@ -187,10 +188,15 @@ class OpsEndpoints:
         top = sorted(buckets.items(), key=lambda item: item[1]["bytes"], reverse=True)[:TOP_BUCKETS]
         now = time.time()
         domains = list_domains(store)
+        # Storage nodes (tiering.nodes) with up/down; where they listen only for an administrator.
+        node_rows = [{k: v for k, v in n.items() if k in ("name", "rack", "zone", "state", "heartbeat_age", "address")}
+                     for n in nodes.node_status(store.catalog)]
         if not administrator:
             del heal["lost"]
             for domain in domains:
                 domain.pop("path", None)
+            for node in node_rows:
+                node.pop("address", None)
         snapshot = {
             "server": {
                 "listen": gateway.config.listen,
@@ -203,6 +209,7 @@ class OpsEndpoints:
             },
             "tiers": tiers,
             "domains": domains,
+            "nodes": node_rows,
             "heal": heal,
             "lifecycle": daemon.status(),
             "bucket_count": len(buckets),

@@ -10,6 +10,13 @@ drives (one domain per node drive and tier, id `<tier>-<node>-<drive>`), and fol
 heartbeats: a node silent for DOWN_AFTER seconds has its drives marked offline in this process
 (not in the shared operator state), and online again when it beats again — heal then reconciles
 what it missed.
+
+Nodes registered after a gateway started join it while it runs: `follow_nodes` adds the drives
+of every live node it has not placed on yet to each tier on nodes (new writes may land there at
+once; `tierstore admin rebalance` moves existing data onto them). An operator retires a node
+with `admin node drain NAME --wait` (the domain drain of `<tier>-<NAME>` for every tier on nodes)
+and `admin node remove NAME` (refused while any of its drives holds shards); its drives' catalog
+rows then say "removed", and its heartbeats no longer bring them back.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from erasure import ErasurePool
     from tiering.catalog import Catalog
     from tiering.store import ObjectStore
     from tiering.tiers import TierConfig
@@ -132,12 +140,89 @@ def apply_liveness(
                 store.maintenance.domains_changed(ids, online)
 
 
+def _node_tiers(store: ObjectStore) -> dict[str, ErasurePool]:
+    """The erasure-coded tiers placed on storage nodes (their domains have an address)."""
+    from tiering.domains import erasure_pools
+
+    return {t: p for t, p in erasure_pools(store).items() if any(d.address is not None for d in p.topology)}
+
+
+def join_new_nodes(store: ObjectStore, records: list[dict[str, Any]]) -> list[str]:
+    """Add the drives of live nodes this process does not place on yet to every tier on nodes.
+
+    A drive whose catalog row says "removed" (`admin node remove`) stays out; one that says
+    "draining" joins draining. Returns the ids added. Blocking (catalog, a scan of each new
+    drive): call it off the event loop.
+    """
+    from erasure import rebalance as placement
+    from erasure.topology import Domain
+
+    added: list[str] = []
+    live = [r for r in records if alive(r)]
+    for tier, pool in _node_tiers(store).items():
+        new = [d for d in remote_domains(tier, live) if pool.topology.get(d["id"]) is None]
+        if not new:
+            continue
+        status = {row["id"]: row["status"] for row in store.catalog.domain_rows()}
+        unrecorded = [{**d, "tier": tier} for d in new if d["id"] not in status]
+        if unrecorded:  # a write only for drives never seen (a removed node that still beats costs a read)
+            store.catalog.seed_domains(unrecorded)
+        for d in new:
+            if status.get(d["id"]) == "removed":
+                continue
+            domain = Domain(id=d["id"], path=Path(d["path"]), node=d["node"], rack=d["rack"], zone=d["zone"],
+                            weight=d["weight"], address=d["address"])
+            domain.draining = status.get(d["id"]) == "draining"
+            placement.add_domain(pool, domain)
+            added.append(d["id"])
+    if added:
+        log.warning("drives of newly registered nodes joined: %s", added)
+    return added
+
+
+async def drain_node(store: ObjectStore, name: str, wait: bool) -> dict[str, Any]:
+    """`admin node drain NAME`: drain `<tier>-<NAME>` on every tier on nodes; with `wait`, answer
+    only when `remove_node` will succeed."""
+    from tiering import rebalance
+
+    targets = _node_targets(store, name)
+    drained = [await rebalance.drain_domain(store, target) for target in targets]
+    token = await store.rebalancer.request()
+    result: dict[str, Any] = {"node": name, "domains": [d for r in drained for d in r["domains"]],
+                              "status": "draining"}
+    if wait:
+        result["drain"] = [await rebalance.wait_drained(store, target, token) for target in targets]
+        result["status"] = "drained"
+    result["rebalance"] = await store.rebalancer.status()
+    return result
+
+
+async def remove_node(store: ObjectStore, name: str) -> dict[str, Any]:
+    """`admin node remove NAME`: forget the node's drives on every tier (refused while any holds shards)."""
+    from tiering import rebalance
+
+    removed = [await rebalance.remove_domain(store, target) for target in _node_targets(store, name)]
+    return {"node": name, "domains": [d for r in removed for d in r["domains"]], "status": "removed"}
+
+
+def _node_targets(store: ObjectStore, name: str) -> list[str]:
+    from tiering.domains import UnknownDomain
+
+    targets = [f"{tier}-{name}" for tier, pool in _node_tiers(store).items()
+               if any(d.node == name for d in pool.topology)]
+    if not targets:
+        raise UnknownDomain(name)
+    return targets
+
+
 async def follow_nodes(store: ObjectStore) -> None:
     """Follow the nodes' heartbeats (every FOLLOW_INTERVAL) for as long as the store runs."""
     known: dict[str, bool] = {}
     while True:
         try:
-            apply_liveness(store, await asyncio.to_thread(registered, store.catalog), known)
+            records = await asyncio.to_thread(registered, store.catalog)
+            await asyncio.to_thread(join_new_nodes, store, records)
+            apply_liveness(store, records, known)
         except Exception:  # keep following: a busy catalog must not end it
             log.exception("reading the node records failed")
         await asyncio.sleep(FOLLOW_INTERVAL)

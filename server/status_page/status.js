@@ -99,6 +99,22 @@ function renderDomains(domains) {
   $("#domains").replaceChildren(...(rows.length ? rows : [el("span", { class: "label" }, "no erasure-coded tiers")]));
 }
 
+function renderNodes(nodes) {
+  // Storage nodes (a cluster): one cell per node, red when its heartbeat stopped.
+  if (!nodes || !nodes.length) {
+    $("#nodes").replaceChildren();
+    return;
+  }
+  const down = nodes.filter((n) => n.state !== "up");
+  $("#nodes").replaceChildren(el("div", { class: "tier-domains" }, el("b", {}, "nodes"),
+    ...nodes.map((n) => el("span", {
+      class: "cell" + (n.state !== "up" ? " offline" : ""), "data-node": n.name,
+      title: `${n.name} (${n.rack}, ${n.zone}) ${n.state}: heartbeat ${n.heartbeat_age}s ago`,
+    })),
+    el("span", { class: "label" + (down.length ? " bad" : "") },
+      down.length ? `down: ${down.map((n) => n.name).join(", ")}` : `all ${nodes.length} up`)));
+}
+
 function dl(target, pairs) {
   target.replaceChildren(...pairs.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
 }
@@ -154,6 +170,7 @@ async function refresh() {
     const status = await response.json();
     renderTiers(status.tiers);
     renderDomains(status.domains);
+    renderNodes(status.nodes);
     renderHeal(status.heal);
     renderLifecycle(status.lifecycle);
     renderBuckets(status.buckets);

@@ -7,6 +7,7 @@ every acknowledged object read back byte-exact.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -17,7 +18,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from tests.conftest import ACCESS_KEY, SECRET_KEY, ServerProcess, catalog_env, f
 SECRET = "loopback-cluster-secret"
 NODES = 6
 START_TIMEOUT = 60.0
+GRACE = {"TIERSTORE_RETIRE_GRACE_SECONDS": "3"}  # a drained node's retired files are collected soon
 
 
 @dataclass
@@ -39,21 +41,24 @@ class Node:
     catalog: Path
     proc: subprocess.Popen[str] | None = None
     log_path: Path | None = None
+    host: str = "127.0.0.1"
+    netns: str | None = None  # run inside this network namespace (the partition test)
 
     @property
     def address(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def start(self) -> Node:
         self.log_path = self.data.parent / f"{self.name}.log"
         seen = self.log_path.stat().st_size if self.log_path.exists() else 0  # a restart appends
         log = open(self.log_path, "a")  # noqa: SIM115 - the process holds it
+        inside = ["ip", "netns", "exec", self.netns] if self.netns else []
         # The gateways' catalog: their SQLite file, or their PostgreSQL database (--catalog=postgresql).
         url = catalog_env(self.catalog.parent.parent).get("TIERSTORE_CATALOG_URL")
         where = ["--catalog", url] if url else ["--data-catalog", str(self.catalog)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "node", *where, "--listen",
-             f"127.0.0.1:{self.port}", "--data", str(self.data), "--name", self.name, "--rack", self.rack,
+            [*inside, sys.executable, "-m", "server.cli", "node", *where, "--listen",
+             f"{self.host}:{self.port}", "--data", str(self.data), "--name", self.name, "--rack", self.rack,
              "--drives", "3"],
             stdout=log, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, "TIERSTORE_CLUSTER_SECRET": SECRET, "PYTHONUNBUFFERED": "1"},
@@ -94,7 +99,7 @@ class Cluster:
 
     def check_all(self, gateway: int = 0) -> None:
         s3 = self.client(gateway)
-        for key, digest in self.objects.items():
+        for key, digest in list(self.objects.items()):  # a traffic thread may add to it
             body = s3.get_object(Bucket="cluster", Key=key)["Body"].read()
             assert hashlib.sha256(body).hexdigest() == digest, key
 
@@ -114,8 +119,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     # takes the cluster secret from the environment, the second from its config file.
     gateways = [
         ServerProcess(root / "gw", free_port(), extra_args=["--config", str(config)],
-                      env={"TIERSTORE_CLUSTER_SECRET": SECRET}),
-        ServerProcess(root / "gw", free_port(), extra_args=["--config", str(config_with_secret)]),
+                      env={"TIERSTORE_CLUSTER_SECRET": SECRET, **GRACE}),
+        ServerProcess(root / "gw", free_port(), extra_args=["--config", str(config_with_secret)], env=GRACE),
     ]
     try:
         for node in nodes:
@@ -275,6 +280,14 @@ def test_silent_node_is_marked_down_within_seconds(cluster: Cluster) -> None:
             assert time.monotonic() - killed < 15, (states, drives)
             time.sleep(0.5)
         assert all(s == "up" for name, s in states.items() if name != node.name)
+        # Visible to monitoring: the per-node gauge and the status page's nodes row.
+        metrics = urllib.request.urlopen(cluster.gateways[1].endpoint + "/metrics", timeout=10).read().decode()
+        assert 'tierstore_node_up{node="n1",rack="rack2",zone="zone1"} 0.0' in metrics, metrics[-3000:]
+        assert 'tierstore_node_up{node="n2",rack="rack3",zone="zone1"} 1.0' in metrics
+        status = json.loads(urllib.request.urlopen(cluster.gateways[0].endpoint + "/_tierstore/status.json",
+                                                   timeout=10).read())
+        assert {n["name"]: n["state"] for n in status["nodes"]}["n1"] == "down"
+        assert all(n["state"] == "up" for n in status["nodes"] if n["name"] != "n1")
         cluster.put("while-n1-down", os.urandom(70_000))
     finally:
         node.start()
@@ -320,3 +333,214 @@ def test_m_plus_one_nodes_down_clean_503s_then_full_recovery(cluster: Cluster) -
         time.sleep(0.5)
     cluster.check_all()
     cluster.check_all(gateway=1)
+
+
+class _Traffic:
+    """Light traffic while the cluster changes shape: PUTs and GETs in a thread, every answer checked."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster, self.stop, self.puts = cluster, threading.Event(), 0
+        self.errors: list[Exception] = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        s3 = self.cluster.client()
+        while not self.stop.is_set() and self.puts < 500:
+            key = f"traffic-{self.puts}"
+            body = os.urandom(20_000 + 7919 * (self.puts % 40))
+            try:
+                self.cluster.put(key, body)
+                assert s3.get_object(Bucket="cluster", Key=key)["Body"].read() == body
+            except Exception as exc:  # collected: the test fails on any
+                self.errors.append(exc)
+            self.puts += 1
+            self.stop.wait(0.2)
+
+    def __enter__(self) -> _Traffic:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join(60)
+        assert not self.errors, self.errors[:3]
+
+
+def _shards_on(node: Node) -> int:
+    return sum(1 for p in node.data.rglob("*") if p.is_file() and ".tmp" not in p.parts)
+
+
+def _wait_for(what: str, done: Callable[[], bool], limit: float = 20.0) -> None:
+    deadline = time.monotonic() + limit
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.5)
+
+
+def test_node_added_to_running_gateways_then_a_node_drained_and_removed(cluster: Cluster) -> None:
+    """A 7th node joins both running gateways within seconds (new writes use it, `admin rebalance
+    --wait` moves data onto it); then `admin node drain n1 --wait` returns only when `admin node
+    remove n1` succeeds. Every object byte-exact throughout, under light traffic."""
+    for i in range(12):
+        cluster.put(f"before-n7-{i}", os.urandom(150_000 + i))
+    root = cluster.nodes[0].data.parent
+    new = Node("n7", "rack1", free_port(), root / "n7", cluster.nodes[0].catalog).start()
+    cluster.nodes.append(new)
+    with _Traffic(cluster) as traffic:
+        _wait_for("n7's drives join the gateway",
+                  lambda: {d["id"] for d in _admin(cluster, "domains")} >= {"hot-n7-d1", "hot-n7-d2", "hot-n7-d3"})
+        _wait_for("new writes land on n7", lambda: _shards_on(new) > 0, limit=60)
+        refused = _run_admin(cluster, "node", "remove", "n7", check=False)
+        assert refused.returncode != 0 and "DomainNotEmpty" in refused.stderr, refused.stdout + refused.stderr
+        before = _shards_on(new)
+        _run_admin(cluster, "rebalance", "--wait")
+        assert _shards_on(new) > before, "the rebalance moved data onto the new node"
+        cluster.check_all()
+        cluster.check_all(gateway=1)
+
+        drained = _run_admin(cluster, "node", "drain", "n1", "--wait")
+        assert "ready to remove" in drained.stdout, drained.stdout
+        removed = _run_admin(cluster, "node", "remove", "n1")
+        assert "removed node n1" in removed.stdout, removed.stdout
+        assert traffic.puts > 0
+    assert _shards_on(cluster.nodes[0]) == 0, "nothing left on the removed node"
+    time.sleep(3)  # n1 still beats: its drives must not come back
+    assert not any(d["node"] == "n1" for d in _admin(cluster, "domains"))
+    cluster.put("after-remove", os.urandom(300_000))
+    cluster.check_all()
+    cluster.check_all(gateway=1)
+    cluster.nodes.pop(0).stop()
+
+
+def test_full_drive_on_one_node(tmp_path: Path) -> None:
+    """One node's drive is full (a tmpfs filled to the last byte; every node drive is a tmpfs of the
+    same size, so placement weighs them alike): every PUT succeeds and reads back byte-exact, the
+    gateway marks that drive full, and no shard lands on it."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs per drive needs root")
+    catalog = tmp_path / "gw" / "catalog" / "catalog.db"
+    catalog.parent.mkdir(parents=True)
+    nodes = [Node(f"n{i}", f"rack{i % 3 + 1}", free_port(), tmp_path / f"n{i}", catalog) for i in range(1, NODES + 1)]
+    mounted: list[Path] = []
+    config = tmp_path / "gateway.toml"
+    config.write_text('[tiers.hot]\nk = 3\nm = 2\nspread_level = "node"\n\n'
+                      f'[drives]\nreserve_bytes = {256 * 1024}\nreprobe_seconds = 1\n')
+    gateway = ServerProcess(tmp_path / "gw", free_port(), extra_args=["--config", str(config)],
+                            env={"TIERSTORE_CLUSTER_SECRET": SECRET})
+    try:
+        for node in nodes:
+            for drive in ("d1", "d2", "d3"):
+                path = node.data / drive
+                path.mkdir(parents=True)
+                done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", f"tierstore-{node.name}-{drive}",
+                                       str(path)], capture_output=True, text=True, timeout=30)
+                if done.returncode != 0:
+                    pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+                mounted.append(path)
+        full = nodes[1].data / "d1"
+        with open(full / "filler", "wb") as filler:
+            with contextlib.suppress(OSError):  # ENOSPC: as full as it gets
+                while True:
+                    filler.write(b"\xff" * 65536)
+                    filler.flush()
+        for node in nodes:
+            node.start()
+        gateway.start()
+        made = Cluster(nodes, [gateway])
+        made.client().create_bucket(Bucket="cluster")
+        for i in range(40):
+            made.put(f"full-{i}", os.urandom(50_000 + 15_000 * i))
+        made.check_all()
+        health = {str(d["id"]): d["health"] for d in _admin(made, "domains")}
+        assert health["hot-n2-d1"] == "full", health
+        assert {h for d, h in health.items() if d != "hot-n2-d1" and d.startswith("hot-")} == {"normal"}
+        assert [p.name for p in full.rglob("*") if p.is_file()] == ["filler"]
+        assert sum(_shards_on(n) for n in nodes) > 40 * 3
+    finally:
+        gateway.kill()
+        for node in nodes:
+            node.stop()
+        for path in reversed(mounted):
+            if subprocess.run(["umount", str(path)], capture_output=True, timeout=30).returncode != 0:
+                subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
+
+
+def _ip(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+
+
+def test_network_partition_of_one_node(tmp_path: Path) -> None:
+    """One node runs in a network namespace of its own, reached over a veth pair (10.200.0.1/30 ↔
+    10.200.0.2/30). Cut the link on its side: the node still beats (the catalog is a file, not the
+    network), so the gateway sees it up but cannot reach it — every PUT and GET still completes
+    within its timeouts, byte-exact. Restore the link: heal rebuilds what it missed, fsck is clean."""
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    ns, outside, inside = f"ts-part-{os.getpid()}", f"tsp{os.getpid() % 100000}a", f"tsp{os.getpid() % 100000}b"
+    made_ns = _ip("netns", "add", ns)
+    if made_ns.returncode != 0:
+        pytest.skip(f"cannot create a network namespace here: {made_ns.stderr.strip()}")
+    gateway: ServerProcess | None = None
+    nodes: list[Node] = []
+    try:
+        for step in (["link", "add", outside, "type", "veth", "peer", "name", inside],
+                     ["link", "set", inside, "netns", ns], ["addr", "add", "10.200.0.1/30", "dev", outside],
+                     ["link", "set", outside, "up"],
+                     ["netns", "exec", ns, "ip", "addr", "add", "10.200.0.2/30", "dev", inside],
+                     ["netns", "exec", ns, "ip", "link", "set", inside, "up"],
+                     ["netns", "exec", ns, "ip", "link", "set", "lo", "up"]):
+            done = _ip(*step)
+            if done.returncode != 0:
+                pytest.skip(f"cannot set up the veth pair: ip {' '.join(step)}: {done.stderr.strip()}")
+        catalog = tmp_path / "gw" / "catalog" / "catalog.db"
+        catalog.parent.mkdir(parents=True)
+        nodes = [Node(f"n{i}", f"rack{i % 3 + 1}", free_port(), tmp_path / f"n{i}", catalog) for i in range(1, NODES)]
+        nodes.append(Node(f"n{NODES}", f"rack{NODES % 3 + 1}", free_port(), tmp_path / f"n{NODES}", catalog,
+                          host="10.200.0.2", netns=ns))
+        config = tmp_path / "gateway.toml"
+        config.write_text('[tiers.hot]\nk = 3\nm = 2\nspread_level = "node"\n\n[drives]\nreserve_bytes = 0\n')
+        gateway = ServerProcess(tmp_path / "gw", free_port(), extra_args=["--config", str(config)],
+                                env={"TIERSTORE_CLUSTER_SECRET": SECRET})
+        for node in nodes:
+            node.start()
+        gateway.start()
+        made = Cluster(nodes, [gateway])
+        made.client().create_bucket(Bucket="cluster")
+        for i in range(6):
+            made.put(f"before-{i}", os.urandom(200_000 + i))
+        assert _shards_on(nodes[-1]) > 0, "the namespaced node takes shards over the veth"
+        assert _ip("netns", "exec", ns, "ip", "link", "set", inside, "down").returncode == 0  # the partition
+        s3 = made.client()
+        for i in range(4):
+            started = time.monotonic()
+            body = os.urandom(300_000 * (i + 1))
+            made.put(f"partitioned-{i}", body)
+            assert s3.get_object(Bucket="cluster", Key=f"partitioned-{i}")["Body"].read() == body
+            assert s3.get_object(Bucket="cluster", Key=f"before-{i}")["Body"].read() is not None
+            assert time.monotonic() - started < 30, "a partitioned node must cost at most its timeouts"
+        made.check_all()
+        assert {n["name"]: n["state"] for n in _admin(made, "nodes")}[nodes[-1].name] == "up", "it still beats"
+        assert _ip("netns", "exec", ns, "ip", "link", "set", inside, "up").returncode == 0
+        _wait_for("the node is reachable again", lambda: urllib_ok(nodes[-1].address), limit=30)
+        _run_admin(made, "heal", "--wait")
+        fsck = _run_admin(made, "fsck", check=False)
+        assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+        made.check_all()
+    finally:
+        if gateway is not None:
+            gateway.kill()
+        for node in nodes:
+            node.stop()
+        _ip("link", "del", outside)
+        _ip("netns", "del", ns)
+
+
+def urllib_ok(address: str) -> bool:
+    """Does the node answer at all (403 to an unsigned request counts: it is reachable)?"""
+    try:
+        urllib.request.urlopen(address + "/v1/drive/d1/hot/list", timeout=2)
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+    return True

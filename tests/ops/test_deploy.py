@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -92,3 +94,47 @@ def test_dockerfile_runs_as_non_root_with_a_health_check() -> None:
     assert "pip install ." in text and "USER tierstore" in text
     assert "HEALTHCHECK" in text and "/_tierstore/health" in text
     assert 'VOLUME ["/data"]' in text
+
+
+CLUSTER = DEPLOY / "cluster"
+
+
+def test_cluster_compose_config_validates() -> None:
+    """deploy/cluster: 6 nodes over 3 racks (a volume each, one shared catalog), 2 gateways behind
+    haproxy, Prometheus scraping both gateways, Grafana with the per-node dashboard."""
+    out = subprocess.run([*compose_command(), "-f", str(CLUSTER / "docker-compose.yml"), "config"],
+                         capture_output=True, text=True, timeout=60, cwd=CLUSTER)
+    assert out.returncode == 0, out.stderr
+    services = yaml.safe_load(out.stdout)["services"]
+    nodes = {name: s for name, s in services.items() if name.startswith("node")}
+    assert set(services) == {*nodes, "gateway1", "gateway2", "lb", "prometheus", "grafana"} and len(nodes) == 6
+
+    def mounts(service: dict[str, Any]) -> dict[str, str]:
+        return {v["target"]: v.get("source", "") for v in service["volumes"]} if isinstance(
+            service["volumes"][0], dict) else {v.split(":")[1]: v.split(":")[0] for v in service["volumes"]}
+
+    racks: dict[str, int] = {}
+    for name, node in nodes.items():
+        command = node["command"]
+        assert command[0] == "node" and command[command.index("--name") + 1] == name
+        racks[command[command.index("--rack") + 1]] = racks.get(command[command.index("--rack") + 1], 0) + 1
+        assert mounts(node)["/data/tiers"] == name, "a volume of its own per node"
+        assert mounts(node)["/data/catalog"] == "catalog"
+    assert racks == {"rack1": 2, "rack2": 2, "rack3": 2}
+    for gateway in ("gateway1", "gateway2"):
+        assert mounts(services[gateway])["/data/catalog"] == "catalog"
+        assert set(services[gateway]["depends_on"]) == set(nodes)
+    haproxy = (CLUSTER / "haproxy.cfg").read_text()
+    assert "server gateway1 gateway1:9000" in haproxy and "server gateway2 gateway2:9000" in haproxy
+    prometheus = yaml.safe_load((CLUSTER / "prometheus.yml").read_text())
+    assert prometheus["scrape_configs"][0]["static_configs"][0]["targets"] == ["gateway1:9000", "gateway2:9000"]
+    dashboard = json.loads((CLUSTER / "grafana" / "cluster.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    assert any("tierstore_node_up" in e for e in exprs)
+    assert any(p.get("repeat") == "node" for p in dashboard["panels"]), "a panel per node"
+
+
+def test_cluster_gateway_config_loads(tmp_path: Path) -> None:
+    config = load_config(CLUSTER / "gateway.toml", data_dir=tmp_path)
+    hot = next(t for t in config.tiers if t.name == "hot")
+    assert (hot.options["k"], hot.options["m"], hot.options["spread_level"]) == (3, 2, "node")
