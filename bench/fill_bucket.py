@@ -15,6 +15,7 @@ exist already are left as they are.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -40,7 +41,7 @@ def catalog_path(data_dir: Path) -> Path:
     return data_dir / "catalog" / "catalog.db"
 
 
-def fill(catalog: Path, bucket: str, keys: int, *, start: int = 0, key: Callable[[int], str] = list_key,
+def fill(catalog: Path | str, bucket: str, keys: int, *, start: int = 0, key: Callable[[int], str] = list_key,
          storage_class: str = "STANDARD") -> dict[str, Any]:
     """Create zero-byte objects key(start) .. key(start + keys - 1) in `bucket`; returns what it did."""
     store = Catalog(catalog)
@@ -61,11 +62,18 @@ def fill(catalog: Path, bucket: str, keys: int, *, start: int = 0, key: Callable
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, required=True, help="the server's --data directory")
+    ap.add_argument("--data", type=Path, help="the server's --data directory (its SQLite catalog)")
+    ap.add_argument("--catalog", metavar="URL", default=os.environ.get("TIERSTORE_CATALOG_URL"),
+                    help="the server's catalog URL instead (postgresql://...; default $TIERSTORE_CATALOG_URL)")
     ap.add_argument("--bucket", required=True)
     ap.add_argument("--keys", type=int, required=True)
     ap.add_argument("--start", type=int, default=0, help="number of the first key")
     args = ap.parse_args()
+    if args.catalog:
+        print(fill(args.catalog, args.bucket, args.keys, start=args.start))
+        return 0
+    if args.data is None:
+        raise SystemExit("say where the catalog is: --data DIR (SQLite) or --catalog URL")
     path = catalog_path(args.data)
     if not path.exists():
         raise SystemExit(f"no catalog at {path}: start `tierstore serve --data {args.data}` once first")

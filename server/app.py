@@ -90,7 +90,12 @@ register_url_convertor("s3path", _AnyPath())
 
 def build_store(config: ServerConfig) -> ObjectStore:
     assert config.catalog_path is not None
-    catalog = Catalog(config.catalog_path, durable=config.catalog_durable)
+    catalog = Catalog(
+        config.catalog_url or config.catalog_path, durable=config.catalog_durable, pool_size=config.catalog_pool_size
+    )
+    # The state directory (this host's process checkpoints, tiering.peers) is the SQLite catalog's
+    # folder, which a PostgreSQL catalog does not create.
+    config.catalog_path.parent.mkdir(parents=True, exist_ok=True)
     tier_configs = config.tiers
     registered_nodes = nodes.registered(catalog)
     if registered_nodes:  # storage nodes found: the erasure-coded tiers live on their drives

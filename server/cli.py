@@ -30,6 +30,7 @@ from server.config import ServerConfig, load_config
 from server.connection_limits import ConnectionLimits, GuardedHttpToolsProtocol, raise_file_limit
 from server.node_cli import add_node_parser, run_node
 from server.workers import Supervisor, bind_sockets, inherited_sockets, signal_ready, worker_setup
+from tiering.catalog import describe as describe_catalog
 
 # Blocking work (disk, hashing, SQLite) runs in threads; many concurrent streams need many.
 IO_THREADS = 64
@@ -158,12 +159,17 @@ class _Server(uvicorn.Server):
         await super()._wait_tasks_to_complete()
 
 
+CATALOG_HELP = ("where the namespace lives: sqlite:///path/catalog.db (default: in the data directory) or "
+                "postgresql://user:password@host:port/dbname, which any number of gateways may share")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tierstore", description="S3-compatible tiered object store")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the S3 server")
     serve.add_argument("--config", type=Path, help="TOML configuration file")
     serve.add_argument("--data", type=Path, help="data directory (default ./data)")
+    serve.add_argument("--catalog", metavar="URL", help=CATALOG_HELP)
     serve.add_argument("--listen", help="HOST:PORT to listen on (default 127.0.0.1:9000)")
     serve.add_argument("--tls-cert", help="PEM certificate: serve HTTPS")
     serve.add_argument("--tls-key", help="PEM private key for --tls-cert")
@@ -182,6 +188,7 @@ def _parser() -> argparse.ArgumentParser:
     daemon = commands.add_parser("lifecycle", help="run only the lifecycle daemon, beside a server")
     daemon.add_argument("--config", type=Path, help="TOML configuration file (the server's)")
     daemon.add_argument("--data", type=Path, help="data directory (the server's)")
+    daemon.add_argument("--catalog", metavar="URL", help="the server's catalog (see serve --help)")
     daemon.add_argument("--test-clock", action="store_true", help="follow the server's test clock")
     config = commands.add_parser("config", help="check a configuration file")
     config_commands = config.add_subparsers(dest="config_command", required=True)
@@ -200,6 +207,7 @@ def _banner(config: ServerConfig) -> str:
     lines = [
         f"listening on {scheme}://{config.listen} (data in {config.data_dir.resolve()})",
         f"tiers: {tiers}",
+        f"catalog: {describe_catalog(config.catalog_url or str(config.catalog_path))}",
         f"access key: {config.access_key}",
     ]
     if config.credentials_are_default:
@@ -373,11 +381,13 @@ def _main(argv: list[str] | None = None) -> int:
         try:
             if args.command == "serve":
                 config = load_config(args.config, data_dir=args.data, listen=args.listen,
-                                     tls_cert=args.tls_cert, tls_key=args.tls_key, test_clock=args.test_clock)
+                                     tls_cert=args.tls_cert, tls_key=args.tls_key, test_clock=args.test_clock,
+                                     catalog_url=args.catalog)
                 if args.no_lifecycle:
                     config.lifecycle = replace(config.lifecycle, enabled=False)
             else:
-                config = load_config(args.config, data_dir=args.data, test_clock=args.test_clock)
+                config = load_config(args.config, data_dir=args.data, test_clock=args.test_clock,
+                                     catalog_url=args.catalog)
         except (OSError, ValueError) as exc:
             print(f"tierstore: bad configuration: {exc}", file=sys.stderr)
             return 2

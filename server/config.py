@@ -35,8 +35,13 @@ Example (every key optional):
     secret_key = "tierstore-secret-key"
 
     [catalog]
+    url = ""           # where the namespace lives: "sqlite:///path/to/catalog.db" or
+                       # "postgresql://user:password@host:port/dbname" (one database any number of
+                       # gateways share); also --catalog URL or TIERSTORE_CATALOG_URL. Default: SQLite at `path`
     path = ""          # default: <data_dir>/catalog/catalog.db
-    durable = true     # fsync every commit (an acknowledged write survives power loss)
+    durable = true     # fsync every commit (an acknowledged write survives power loss; SQLite)
+    pool_size = 8      # PostgreSQL: connections per process at most (each statement holds one for
+                       # a round trip; more only raised the memory a burst of large GETs leaves behind)
 
     [metrics]
     per_bucket = false  # also label request metrics by bucket (one series per bucket)
@@ -135,6 +140,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self, cast
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -187,6 +193,8 @@ class ServerConfig:
     secret_key: str = DEFAULT_SECRET_KEY
     catalog_path: Path | None = None
     catalog_durable: bool = True
+    catalog_url: str = ""  # empty: SQLite at catalog_path
+    catalog_pool_size: int = 8
     tiers: list[TierConfig] = field(default_factory=list)
     test_clock: bool = False
     lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
@@ -266,8 +274,31 @@ class CredentialsSection(_Table):
 
 
 class CatalogSection(_Table):
+    url: str = ""
     path: str = ""
     durable: bool = True
+    pool_size: int = Field(default=8, ge=2, le=1000)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not value:
+            return value
+        if value.startswith("sqlite:"):
+            if not value.startswith("sqlite:///") or len(value) == len("sqlite:///"):
+                raise ValueError("a SQLite catalog URL is sqlite:///relative/path or sqlite:////absolute/path")
+            return value
+        if value.startswith(("postgresql://", "postgres://")):
+            parts = urlsplit(value)
+            try:
+                parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+            except ValueError as exc:
+                raise ValueError(f"bad port in the catalog URL: {exc}") from None
+            if not parts.hostname or not parts.path.strip("/"):
+                raise ValueError("a PostgreSQL catalog URL names a host and a database: "
+                                 "postgresql://user:password@host:port/dbname")
+            return value
+        raise ValueError("the catalog URL starts with sqlite:/// or postgresql://")
 
 
 class MetricsSection(_Table):
@@ -553,18 +584,26 @@ FLAGS = {"data_dir": "--data", "listen": "--listen", "tls_cert": "--tls-cert", "
          "test_clock": "--test-clock"}
 
 
-def load_settings(path: Path | None = None, *, flags: dict[str, Any] | None = None) -> tuple[Settings, list[str]]:
+def load_settings(
+    path: Path | None = None, *, flags: dict[str, Any] | None = None, catalog_url: str | None = None
+) -> tuple[Settings, list[str]]:
     """The validated settings and warnings; a ConfigError names every problem and where it is.
 
-    `flags`: [server] keys given on the command line (the highest precedence)."""
+    `flags`: [server] keys given on the command line (the highest precedence); `catalog_url`:
+    `--catalog`, the [catalog] url."""
     flags = {k: v for k, v in (flags or {}).items() if v is not None}
     environment = _environment()
     try:
         init: dict[str, Any] = {"config_file": path, "server": flags}
+        if catalog_url:
+            init["catalog"] = {"url": catalog_url}
         settings = Settings(**init)
     except ValidationError as error:
         text = read_file(Path(path))[1] if path is not None else ""
-        origins = Origins(path, text, environment.origins, {("server", k): FLAGS[k] for k in flags})
+        flag_origins: dict[tuple[str, ...], str] = {("server", k): FLAGS[k] for k in flags}
+        if catalog_url:
+            flag_origins["catalog", "url"] = "--catalog"
+        origins = Origins(path, text, environment.origins, flag_origins)
         raise describe(error, origins, _valid_keys, _user_path) from None
     warnings = [f"environment variable {name} is not a configuration key (ignored)"
                 for name in environment.unrecognised]
@@ -602,12 +641,13 @@ def load_config(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     test_clock: bool | None = None,
+    catalog_url: str | None = None,
 ) -> ServerConfig:
     """The server's configuration; ConfigError (a ValueError) when any of it is wrong."""
     settings, warnings = load_settings(path, flags={
         "data_dir": data_dir, "listen": listen, "tls_cert": tls_cert or None, "tls_key": tls_key or None,
         "test_clock": True if test_clock else None,
-    })
+    }, catalog_url=catalog_url)
     return server_config(settings, warnings)
 
 
@@ -632,6 +672,8 @@ def server_config(settings: Settings, warnings: list[str] | None = None) -> Serv
         secret_key=settings.credentials.secret_key,
         catalog_path=Path(settings.catalog.path),
         catalog_durable=settings.catalog.durable,
+        catalog_url=settings.catalog.url,
+        catalog_pool_size=settings.catalog.pool_size,
         cluster_secret_file=settings.cluster.secret_file,
         node_timeout_seconds=settings.cluster.node_timeout_seconds,
         tiers=[_tier_config(name, tier, drives) for name, tier in settings.tiers.items() if tier.enabled],

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from server.config import ConfigError, Settings, load_settings
+from tiering.catalog import describe as describe_catalog
 
 MASK = "********"
 SECRET_KEYS = frozenset({"secret_key"})
@@ -45,8 +46,16 @@ def render(settings: Settings) -> str:
 
 def _keys(table: dict[str, Any]) -> list[str]:
     ordered = {"backend": table["backend"], **table} if "backend" in table else table
-    return [f"{key} = {_value(MASK if key in SECRET_KEYS and value else value)}"
+    return [f"{key} = {_value(_masked(key, value))}"
             for key, value in ordered.items() if value is not None]  # TOML has no null: unset
+
+
+def _masked(key: str, value: Any) -> Any:
+    if key in SECRET_KEYS and value:
+        return MASK
+    if key == "url" and isinstance(value, str):
+        return describe_catalog(value)  # the catalog URL's password
+    return value
 
 
 def _value(value: Any) -> str:

@@ -25,13 +25,10 @@ Path_ = tuple[str, ...]  # a key path: ("tiers", "hot", "k")
 # TIERSTORE_* names that other code reads, not the server configuration: they never warn.
 NOT_CONFIG_ENV = frozenset({
     "TIERSTORE_ENDPOINT",  # `tierstore admin`: the server to talk to
-    "TIERSTORE_RETIRE_GRACE_SECONDS",  # tiering/catalog.py: tests shorten the retire grace
+    "TIERSTORE_RETIRE_GRACE_SECONDS",  # tiering/catalog/base.py: tests shorten the retire grace
     "TIERSTORE_SUPERVISOR_PID",  # server/workers.py: set by the supervisor for its workers
     "TIERSTORE_CLUSTER_SECRET",  # tiering/nodes.py: signs gateway <-> storage node requests
     "TIERSTORE_HEDGED_READS",  # erasure/reader.py: 0 turns hedged shard opening off (a bench baseline)
-    # Reserved for the scale-out commands' shared catalog; `serve` has no [catalog] url (yet), and a
-    # shell that exports it for those commands must still start a server.
-    "TIERSTORE_CATALOG_URL",
 })
 CREDENTIAL_SHORTCUTS = {"TIERSTORE_ACCESS_KEY": "access_key", "TIERSTORE_SECRET_KEY": "secret_key"}
 

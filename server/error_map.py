@@ -38,6 +38,8 @@ def to_s3_error(exc: t.TieringError) -> s3.S3Error:
         case t.UnknownStorageClass():
             return s3.InvalidStorageClass(StorageClassRequested=exc.storage_class)
         # The tier's own words say which drives failed and why (the operator's first question).
+        case t.CatalogUnavailable():
+            return s3.CatalogUnavailable("The namespace's database cannot be reached right now; retry shortly")
         case t.TierUnavailable():
             return s3.ServiceUnavailable(f"The storage tier cannot take new data right now ({exc}); retry later")
         case t.InsufficientCapacity():

@@ -357,6 +357,20 @@ class ServiceUnavailable(S3Error):
     message = "Reduce your request rate."
 
 
+class CatalogUnavailable(ServiceUnavailable):
+    """503 ServiceUnavailable while the catalog database cannot be reached, with Retry-After:
+    S3's clients (boto3, aws-cli) retry it, and by then the database may be back."""
+
+    RETRY_AFTER_SECONDS = 1
+
+    @property
+    def code(self) -> str:
+        return "ServiceUnavailable"
+
+    def extra_headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.RETRY_AFTER_SECONDS)}
+
+
 class SlowDown(S3Error):
     status = 503
     message = "Please reduce your request rate."

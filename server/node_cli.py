@@ -7,8 +7,9 @@ The drives are the subdirectories of DIR (`--drives N` creates d1..dN when DIR h
 node serves them over HTTP (erasure.node_server), and keeps its record in the catalog fresh
 (tiering.nodes) — its address, rack, zone and drives with their capacity — every 2 seconds.
 Requests must be signed with the cluster secret (TIERSTORE_CLUSTER_SECRET or --secret-file).
-`--catalog URL` is the catalog of a database server; this version takes a SQLite catalog file
-shared by the processes of one host (`--data-catalog`, the gateway's `<data>/catalog.db`).
+`--catalog URL` is the gateways' catalog on a database server (postgresql://...: nodes and gateways
+on any hosts); `--data-catalog PATH` a SQLite catalog file shared by the processes of one host
+(the gateway's `<data>/catalog/catalog.db`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ log = logging.getLogger("tierstore.node")
 def add_node_parser(commands: Any) -> None:
     node = commands.add_parser("node", help="run a storage node (drives served to the gateways)")
     where = node.add_mutually_exclusive_group(required=True)
-    where.add_argument("--catalog", help="catalog URL (a database server; not in this version)")
+    where.add_argument("--catalog", help="the gateways' catalog URL (postgresql://user:password@host:port/db)")
     where.add_argument("--data-catalog", type=Path, help="the gateways' SQLite catalog file")
     node.add_argument("--listen", required=True, help="HOST:PORT to serve the drives on")
     node.add_argument("--advertise", help="address gateways reach this node at (default: http://<listen>)")
@@ -47,9 +48,6 @@ def add_node_parser(commands: Any) -> None:
 
 def run_node(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="tierstore-node %(name)s: %(message)s")
-    if args.catalog:
-        print("tierstore node: --catalog URL needs the database catalog; use --data-catalog PATH", flush=True)
-        return 2
     secret = nodes.cluster_secret(args.secret_file)
     if not secret:
         print(f"tierstore node: no cluster secret ({nodes.SECRET_ENV} or --secret-file)", flush=True)
@@ -70,7 +68,7 @@ def run_node(args: argparse.Namespace) -> int:
 
     from tiering.catalog import Catalog
 
-    catalog = Catalog(args.data_catalog)
+    catalog = Catalog(args.catalog or args.data_catalog)
     stop = threading.Event()
 
     def record() -> dict[str, Any]:

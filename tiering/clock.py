@@ -11,6 +11,8 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING
 
+from tiering.errors import CatalogUnavailable
+
 if TYPE_CHECKING:
     from tiering.catalog import Catalog
 
@@ -36,7 +38,7 @@ class Clock:
         if self.adjustable and self.catalog is not None and time.monotonic() >= self._fresh_until:
             try:
                 self.reload()
-            except sqlite3.Error:
+            except (sqlite3.Error, CatalogUnavailable):
                 self._fresh_until = time.monotonic() + RELOAD_INTERVAL  # keep the last offset
         return time.time() + self.offset
 

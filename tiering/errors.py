@@ -144,6 +144,11 @@ class TierUnavailable(TieringError):
     """A tier cannot store new data right now (too few failure domains up, remote unreachable)."""
 
 
+class CatalogUnavailable(TieringError):
+    """The catalog database cannot be reached right now (PostgreSQL down or restarting, its
+    connections exhausted): nothing was decided, the client should retry shortly."""
+
+
 # --- encryption at rest -----------------------------------------------------------------------
 
 

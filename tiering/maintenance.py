@@ -10,6 +10,11 @@ Two rules decide *when* a blob is rebuilt elsewhere:
   nothing (Ceph's "down → out" interval). When the domain returns, the blob is healed in place.
 - An explicit heal (`tierstore admin heal`) rebuilds everything it can, now.
 
+Heal requests (blobs a reader found damaged) are queued in the catalog, whichever gateway read
+them, and drained by every gateway: each claims a few at a time for HEAL_CLAIM_TTL seconds (a row
+lease), so no blob is healed twice at once and one whose healer died is claimed again later. If
+the catalog cannot take the request, the gateway heals it itself, as before there was a queue.
+
 Scrubbing is throttled by a tranquilizer (Garage's habit): after each blob it sleeps
 `tranquility` × the time the blob took, so a scrub never crowds out foreground traffic.
 """
@@ -25,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from tiering.backend import BackendError, StoredData
 from tiering.backends.erasure_coded import ErasureCodedBackend
+from tiering.lease_holders import process_holder
 
 if TYPE_CHECKING:
     from tiering.store import ObjectStore
@@ -32,6 +38,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("tierstore.maintenance")
 
 SCRUB_BATCH = 256
+HEAL_POLL_INTERVAL = 2.0  # seconds between looks at the shared heal queue (a local request wakes it at once)
+SCRUB_LEASE = "scrub"
+HEAL_CLAIM_TTL = 120.0  # a claimed heal not finished by then is another gateway's to take
 
 
 @dataclass
@@ -93,6 +102,8 @@ class Maintenance:
         self.offline_since: dict[str, float] = {}  # domain id → when it went offline
         self._tasks: list[asyncio.Task[None]] = []
         self._pass: asyncio.Task[None] | None = None
+        self.holder = process_holder(f"heal-{id(self):x}")
+        self._heal_wakeup = asyncio.Event()
 
     # --- which backends take part --------------------------------------------------------------
 
@@ -106,6 +117,8 @@ class Maintenance:
     async def start(self) -> None:
         for name, backend in self.healable_tiers().items():
             self._tasks.append(asyncio.create_task(self._drain(name, backend.pool.heal_requests)))
+        if self.healable_tiers():
+            self._tasks.append(asyncio.create_task(self._heal_queued_forever()))
         if self.scrub_interval:
             self._tasks.append(asyncio.create_task(self._scrub_forever(self.scrub_interval)))
 
@@ -175,12 +188,48 @@ class Maintenance:
         return self.store.catalog.blob_owner(data_id)
 
     async def _drain(self, tier: str, queue: asyncio.Queue[Any]) -> None:
+        """This process's readers' requests, into the shared queue (in batches)."""
         while True:
-            request = await queue.get()
+            batch = [(tier, (await queue.get()).data_id)]
+            while not queue.empty() and len(batch) < SCRUB_BATCH:
+                batch.append((tier, queue.get_nowait().data_id))
             try:
-                await self.heal_blob(tier, request.data_id, force=False)
-            except Exception:  # one bad blob must not stop healing the rest
-                log.exception("healing %s failed", request.data_id)
+                await asyncio.to_thread(self.store.catalog.queue_heals, batch, time.time())
+                self._heal_wakeup.set()
+            except Exception:  # the catalog cannot take them: heal here and now
+                log.exception("queueing %d heal(s) in the catalog failed; healing them here", len(batch))
+                for _, data_id in batch:
+                    await self._heal_logged(tier, data_id)
+
+    async def _heal_logged(self, tier: str, data_id: str) -> None:
+        try:
+            await self.heal_blob(tier, data_id, force=False)
+        except Exception:  # one bad blob must not stop healing the rest
+            log.exception("healing %s failed", data_id)
+
+    async def _heal_queued_forever(self) -> None:
+        """Claim and heal what any gateway queued; woken at once by this process's own requests."""
+        catalog = self.store.catalog
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._heal_wakeup.wait(), HEAL_POLL_INTERVAL)
+            self._heal_wakeup.clear()
+            try:
+                now = time.time()
+                if not await asyncio.to_thread(catalog.heal_due, now):
+                    continue
+                claimed = await asyncio.to_thread(catalog.claim_heals, self.holder, now, HEAL_CLAIM_TTL)
+            except Exception:  # the catalog is away: requests wait in it (or were healed locally)
+                log.exception("reading the heal queue failed")
+                continue
+            for tier, data_id in claimed:
+                await self._heal_logged(tier, data_id)
+                try:
+                    await asyncio.to_thread(catalog.finish_heal, data_id, self.holder)
+                except Exception:  # it stays claimed until HEAL_CLAIM_TTL, then is healed again: harmless
+                    log.exception("finishing the heal of %s failed", data_id)
+            if claimed:
+                self._heal_wakeup.set()  # there may be more
 
     def note_write(self, tier: str, stored: StoredData) -> None:
         """A blob written with shards missing (domains down at write time) is degraded from birth."""
@@ -250,6 +299,16 @@ class Maintenance:
             progress.pass_finished = time.time()
 
     async def _scrub_forever(self, interval: float) -> None:
+        """A scheduled scrub pass every `interval`, by one gateway of all that share the catalog: the
+        holder of the `scrub` lease (renewed by each of its passes; another takes it once it lapses)."""
         while True:
             await asyncio.sleep(interval)
-            await self.run_pass(force=False)
+            try:
+                ours = await asyncio.to_thread(
+                    self.store.catalog.acquire_lease, SCRUB_LEASE, self.holder, interval * 1.5, time.time()
+                )
+            except Exception:
+                log.exception("taking the scrub lease failed")
+                continue
+            if ours:
+                await self.run_pass(force=False)

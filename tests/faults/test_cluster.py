@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ACCESS_KEY, SECRET_KEY, ServerProcess, free_port, make_client
+from tests.conftest import ACCESS_KEY, SECRET_KEY, ServerProcess, catalog_env, free_port, make_client
 
 SECRET = "loopback-cluster-secret"
 NODES = 6
@@ -53,8 +53,11 @@ class Node:
         seen = self.log_path.stat().st_size if self.log_path.exists() else 0  # a restart appends
         log = open(self.log_path, "a")  # noqa: SIM115 - the process holds it
         inside = ["ip", "netns", "exec", self.netns] if self.netns else []
+        # The gateways' catalog: their SQLite file, or their PostgreSQL database (--catalog=postgresql).
+        url = catalog_env(self.catalog.parent.parent).get("TIERSTORE_CATALOG_URL")
+        where = ["--catalog", url] if url else ["--data-catalog", str(self.catalog)]
         self.proc = subprocess.Popen(
-            [*inside, sys.executable, "-m", "server.cli", "node", "--data-catalog", str(self.catalog), "--listen",
+            [*inside, sys.executable, "-m", "server.cli", "node", *where, "--listen",
              f"{self.host}:{self.port}", "--data", str(self.data), "--name", self.name, "--rack", self.rack,
              "--drives", "3"],
             stdout=log, stderr=subprocess.STDOUT, text=True,

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import sqlite3
 import threading
 import time
 import urllib.request
@@ -38,7 +37,7 @@ from botocore.exceptions import ClientError
 from erasure.location import Location
 from erasure.rebalance import desired_groups
 from erasure.topology import Domain, Topology
-from tests.conftest import ServerProcess, free_port, make_client
+from tests.conftest import ServerProcess, catalog_query, free_port, make_client
 from tests.support import AdminError, admin
 
 pytestmark = pytest.mark.timeout(600)
@@ -70,11 +69,7 @@ class Cluster:
 
     def hot_locations(self) -> dict[str, dict[str, Any]]:
         """data id → location of every live hot blob (read straight from the catalog file)."""
-        db = sqlite3.connect(f"file:{self.data / 'catalog' / 'catalog.db'}?mode=ro", uri=True, timeout=30)
-        try:
-            rows = db.execute("SELECT segments FROM objects WHERE tier = 'hot'").fetchall()
-        finally:
-            db.close()
+        rows = catalog_query(self.data, "SELECT segments FROM objects WHERE tier = 'hot'")
         return {s["id"]: s["loc"] for (raw,) in rows for s in json.loads(raw)}
 
     def topology(self) -> Topology:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ACCESS_KEY, SECRET_KEY
+from tests.conftest import ACCESS_KEY, SECRET_KEY, catalog_env, catalog_query
 from tests.lifecycle.conftest import Tiered
 from tests.support import admin, wait_for
 
@@ -22,7 +21,7 @@ class Daemon:
     def __init__(self, data: Path, log: Path) -> None:
         self.log_path = log
         env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS_KEY, "TIERSTORE_SECRET_KEY": SECRET_KEY,
-               "PYTHONUNBUFFERED": "1", "TIERSTORE_LIFECYCLE_INTERVAL_SECONDS": "1"}
+               "PYTHONUNBUFFERED": "1", "TIERSTORE_LIFECYCLE_INTERVAL_SECONDS": "1", **catalog_env(data)}
         self._log = open(log, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen([sys.executable, "-m", "server.cli", "lifecycle", "--data", str(data),
                                       "--test-clock"], stdout=self._log, stderr=subprocess.STDOUT, env=env)
@@ -65,11 +64,7 @@ def daemons(tmp_path: Path) -> Iterator[Callable[[Path], Daemon]]:
 
 
 def lease_holders(data: Path) -> list[tuple[str, float]]:
-    db = sqlite3.connect(f"file:{data / 'catalog' / 'catalog.db'}?mode=ro", uri=True)
-    try:
-        return [tuple(r) for r in db.execute("SELECT holder, expires FROM leases WHERE name = 'lifecycle-daemon'")]
-    finally:
-        db.close()
+    return catalog_query(data, "SELECT holder, expires FROM leases WHERE name = 'lifecycle-daemon'")
 
 
 def admin_subprocess(ts: Tiered, *args: str) -> dict:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sqlite3
 import time
 from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
 
+from tests.conftest import catalog_query
 from tests.lifecycle.conftest import Tiered, error_code
 
 COLLECT_WAIT = 75.0  # retired data waits 30 s (readers may still hold it), then the collector runs
@@ -26,11 +26,8 @@ def archived(ts: Tiered, bucket: str, key: str, body: bytes) -> None:
 
 def restore_copy_ids(ts: Tiered, bucket: str, key: str) -> list[str]:
     """Data ids of the restored copy, read from the catalog file (read-only)."""
-    db = sqlite3.connect(f"file:{ts.server.data_dir / 'catalog' / 'catalog.db'}?mode=ro", uri=True)
-    try:
-        (raw,) = db.execute("SELECT restore FROM objects WHERE bucket = ? AND key = ?", (bucket, key)).fetchone()
-    finally:
-        db.close()
+    ((raw,),) = catalog_query(ts.server.data_dir, "SELECT restore FROM objects WHERE bucket = ? AND key = ?",
+                              (bucket, key))
     return [segment["id"] for segment in json.loads(raw)["segments"]] if raw else []
 
 

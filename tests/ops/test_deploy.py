@@ -30,7 +30,15 @@ def test_docker_compose_config_validates() -> None:
                          capture_output=True, text=True, timeout=60, cwd=DEPLOY)
     assert out.returncode == 0, out.stderr
     resolved = yaml.safe_load(out.stdout)
-    assert set(resolved["services"]) == {"tierstore", "prometheus", "grafana"}
+    assert set(resolved["services"]) == {"postgres", "tierstore", "tierstore-2", "lb", "prometheus", "grafana"}
+    # Two gateways on one catalog, behind the load balancer: the same drives, the same database.
+    gateways = [resolved["services"][name] for name in ("tierstore", "tierstore-2")]
+    assert gateways[0]["volumes"] == gateways[1]["volumes"]
+    urls = {g["environment"]["TIERSTORE_CATALOG_URL"] for g in gateways}
+    assert len(urls) == 1
+    url = urls.pop()
+    assert url.startswith("postgresql://") and "@postgres:5432/" in url
+    assert "9000" in str(resolved["services"]["lb"]["ports"]) and "ports" not in gateways[0]
 
 
 def test_every_simulated_node_has_its_own_volume(tmp_path: Path) -> None:

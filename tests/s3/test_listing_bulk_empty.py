@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import time
 
-from tests.conftest import ServerProcess
+from tests.conftest import ServerProcess, catalog_location
 from tiering.catalog import EMPTY_ETAG, Catalog
 from tiering.records import ObjectMeta
 
 
 def test_bulk_empty_objects_list_and_read_like_zero_byte_puts(server: ServerProcess, s3, bucket: str) -> None:
     s3.put_object(Bucket=bucket, Key="put/0500", Body=b"")
-    catalog = Catalog(server.data_dir / "catalog" / "catalog.db")
+    catalog = Catalog(catalog_location(server.data_dir))
     try:
         keys = [f"put/{i:04d}" for i in range(1200)]
         assert catalog.create_empty_objects(bucket, keys, tier="hot", meta=ObjectMeta(), now=time.time()) == 1199

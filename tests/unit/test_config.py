@@ -144,13 +144,28 @@ def test_a_bad_environment_value_or_name_is_refused_naming_the_variable(monkeypa
 
 
 def test_other_programs_variables_do_not_stop_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("TIERSTORE_ENDPOINT", "TIERSTORE_RETIRE_GRACE_SECONDS", "TIERSTORE_SUPERVISOR_PID",
-                 "TIERSTORE_CATALOG_URL"):
+    for name in ("TIERSTORE_ENDPOINT", "TIERSTORE_RETIRE_GRACE_SECONDS", "TIERSTORE_SUPERVISOR_PID"):
         monkeypatch.setenv(name, "1")
     assert load_config().warnings == []
     monkeypatch.setenv("TIERSTORE_SOMETHING_ELSE", "1")  # no section of ours: perhaps another tool's
     assert load_config().warnings == [
         "environment variable TIERSTORE_SOMETHING_ELSE is not a configuration key (ignored)"]
+
+
+def test_the_catalog_url_from_flag_environment_or_file_is_validated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert load_config().catalog_url == ""  # the SQLite file in the data directory
+    monkeypatch.setenv("TIERSTORE_CATALOG_URL", "postgresql://ts:pw@db.example:5432/tierstore")
+    assert load_config().catalog_url == "postgresql://ts:pw@db.example:5432/tierstore"
+    assert load_config(catalog_url="sqlite:///cat.db").catalog_url == "sqlite:///cat.db"  # the flag wins
+    monkeypatch.setenv("TIERSTORE_CATALOG_URL", "mysql://db/x")
+    assert "environment TIERSTORE_CATALOG_URL: catalog.url: " in refusal()
+    monkeypatch.delenv("TIERSTORE_CATALOG_URL")
+    assert "command line --catalog: catalog.url: " in refusal(catalog_url="postgresql://host-without-db")
+    config_file = tmp_path / "t.toml"
+    config_file.write_text('[catalog]\nurl = "postgresql://h:notaport/db"\n')
+    assert "bad port" in refusal(config_file)
 
 
 def test_a_bad_flag_is_named(tmp_path: Path) -> None:

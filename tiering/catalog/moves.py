@@ -1,0 +1,185 @@
+"""Temperature, tier moves and restores (driven by lifecycle through tiering's API), and the daemon's scans."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tiering.catalog.base import (
+    ARCHIVE_STATUS,
+    OBJECT_COLUMNS,
+    CatalogBase,
+    _dumps,
+)
+from tiering.catalog.database import transaction
+from tiering.heat import DEFAULT_HALF_LIFE, decayed
+from tiering.records import (
+    MoveRecord,
+    ObjectRecord,
+    RestoreState,
+    Segment,
+    UploadRecord,
+)
+
+
+class MovesCatalog(CatalogBase):
+    @transaction
+    def record_accesses(
+        self, accesses: dict[tuple[str, str], tuple[int, float]], half_life: float = DEFAULT_HALF_LIFE
+    ) -> None:
+        """Fold a batch of reads into heat and last access: one transaction per batch, never per GET.
+
+        On PostgreSQL this one transaction is `relaxed` (READ COMMITTED, each row locked as it is
+        read, in key order so that two batches never deadlock): a SERIALIZABLE batch of hundreds
+        of rows conflicts with some PUT nearly every time under load, and was starved.
+        """
+        with self._write(relaxed=True) as db:
+            for (bucket, key), (count, at) in sorted(accesses.items()):
+                row = db.execute(
+                    f"SELECT heat, heat_at FROM objects WHERE bucket = ? AND key = ?{self._db.for_update}",
+                    (bucket, key),
+                ).fetchone()
+                if row is None:
+                    continue  # deleted since it was read
+                heat = decayed(row[0], row[1], at, half_life) + count
+                db.execute(
+                    f"UPDATE objects SET heat = ?, heat_at = ?, last_access = {self._db.greatest}(last_access, ?) "
+                    "WHERE bucket = ? AND key = ?",
+                    (heat, at, at, bucket, key),
+                )
+
+    @transaction
+    def commit_move(
+        self,
+        bucket: str,
+        key: str,
+        *,
+        expected_generation: int,
+        tier: str,
+        segments: tuple[Segment, ...],
+        storage_class: str | None,
+        now: float,
+        reason: str,
+    ) -> ObjectRecord:
+        """Point an object at its copy on another tier — only if it is still the version copied.
+
+        Raises PreconditionFailed if the object changed (overwritten, deleted, moved) meanwhile:
+        the mover then throws its copy away and the object keeps its newer state.
+        """
+        with self._write() as db:
+            current = self._current_if(db, bucket, key, expected_generation)
+            keep = {s.stored.data_id for s in segments}  # a class change on the same tier keeps its data
+            self._retire(
+                db, current.tier, [s.stored for s in current.segments if s.stored.data_id not in keep]
+            )
+            meta = current.meta
+            system = dict(meta.system)
+            system.pop(ARCHIVE_STATUS, None)
+            if tier == "cold" and meta.storage_class == "INTELLIGENT_TIERING":
+                # S3 reports an archived Intelligent-Tiering object by its access tier.
+                system[ARCHIVE_STATUS] = (
+                    "DEEP_ARCHIVE_ACCESS" if "deep-archive" in reason else "ARCHIVE_ACCESS"
+                )
+            # replace(), not a new ObjectMeta: a move keeps every other field (the ACL, ...).
+            meta = dataclasses.replace(meta, system=system, storage_class=storage_class or meta.storage_class)
+            restore = current.restore
+            if restore is not None and tier != "cold":
+                # Out of the archive for good: the temporary restored copy has no job left.
+                self._retire(db, restore.tier, [s.stored for s in restore.segments])
+                restore = None
+            self._claim_blobs(db, tier, bucket, key, segments)
+            generation = self._next_generation(db)
+            db.execute(
+                "UPDATE objects SET tier = ?, segments = ?, meta = ?, storage_class = ?, tier_since = ?, "
+                "restore = ?, generation = ? WHERE bucket = ? AND key = ?",
+                (
+                    tier,
+                    _dumps([s.to_json() for s in segments]),
+                    _dumps(meta.to_json()),
+                    meta.storage_class,
+                    now,
+                    _dumps(restore.to_json()) if restore else None,
+                    generation,
+                    bucket,
+                    key,
+                ),
+            )
+            db.execute(
+                "INSERT INTO moves (bucket, key, at, from_tier, to_tier, size, reason) VALUES (?,?,?,?,?,?,?)",
+                (bucket, key, now, current.tier, tier, current.size, reason),
+            )
+        return ObjectRecord(
+            **{
+                **current.__dict__,
+                "tier": tier,
+                "segments": segments,
+                "meta": meta,
+                "tier_since": now,
+                "restore": restore,
+                "generation": generation,
+            }
+        )
+
+    @transaction
+    def set_restore(
+        self, bucket: str, key: str, *, expected_generation: int, restore: RestoreState | None, now: float
+    ) -> ObjectRecord:
+        """Record (or clear) the restored copy of an archived object, compare-and-swap like a move."""
+        with self._write() as db:
+            current = self._current_if(db, bucket, key, expected_generation)
+            old = current.restore
+            if old is not None:
+                keep = {s.stored.data_id for s in restore.segments} if restore else set()
+                self._retire(db, old.tier, [s.stored for s in old.segments if s.stored.data_id not in keep])
+            if restore is not None:
+                self._claim_blobs(db, restore.tier, bucket, key, restore.segments)
+                if restore.segments and (old is None or not old.segments):
+                    db.execute(
+                        "INSERT INTO moves (bucket, key, at, from_tier, to_tier, size, reason) VALUES (?,?,?,?,?,?,?)",
+                        (bucket, key, now, current.tier, restore.tier, current.size, "restore"),
+                    )
+            generation = self._next_generation(db)
+            db.execute(
+                "UPDATE objects SET restore = ?, generation = ? WHERE bucket = ? AND key = ?",
+                (_dumps(restore.to_json()) if restore else None, generation, bucket, key),
+            )
+        return ObjectRecord(**{**current.__dict__, "restore": restore, "generation": generation})
+
+    def objects_after(self, bucket: str, key: str, limit: int) -> list[ObjectRecord]:
+        """Objects of every bucket in (bucket, key) order after a cursor: the daemon's scan."""
+        rows = self._reader().execute(
+            f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket > ? OR (bucket = ? AND key > ?) "
+            "ORDER BY bucket, key LIMIT ?",
+            (bucket, bucket, key, limit),
+        )
+        return [self._object_from_row(row) for row in rows]
+
+    def moves_for(self, bucket: str, key: str, limit: int = 100) -> list[MoveRecord]:
+        rows = self._reader().execute(
+            "SELECT at, from_tier, to_tier, size, reason FROM moves WHERE bucket = ? AND key = ? "
+            "ORDER BY at DESC LIMIT ?",
+            (bucket, key, limit),
+        )
+        return [MoveRecord(*row) for row in rows]
+
+    def count_moves(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """(moves, bytes) per (from, to): for transition metrics."""
+        rows = self._reader().execute(
+            "SELECT from_tier, to_tier, COUNT(*), COALESCE(SUM(size), 0) FROM moves WHERE reason != 'restore' "
+            "GROUP BY from_tier, to_tier"
+        )
+        return {(f, t): (int(n), int(b)) for f, t, n, b in rows}
+
+    def uploads_before(self, initiated_before: float, limit: int = 1000) -> list[UploadRecord]:
+        rows = self._reader().execute(
+            "SELECT upload_id, bucket, key, initiated, tier, meta, tags, checksum_algorithm, owner, checksum_type "
+            "FROM uploads WHERE initiated < ? ORDER BY initiated LIMIT ?",
+            (initiated_before, limit),
+        )
+        return [self._upload_from_row(row) for row in rows]
+
+    def tier_heats(self, tier: str) -> list[tuple[float, float]]:
+        """(heat, heat_at) of every object on a tier: for the heat histogram of `admin tiers`."""
+        return [
+            (h, at)
+            for h, at in self._reader().execute("SELECT heat, heat_at FROM objects WHERE tier = ?", (tier,))
+        ]

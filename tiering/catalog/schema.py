@@ -1,0 +1,462 @@
+"""The catalog's schema on both engines, and its versioned migrations.
+
+`SCHEMA_VERSION` is the version this code writes, recorded in the one row of `schema_version`.
+Opening a catalog runs the migrations from its version up to this one, in order; a catalog whose
+version is newer than this code's (made by a newer tierstore) is refused with `SchemaTooNew`,
+never read or written with the wrong idea of its tables.
+
+Version 1 is the schema as it was when versions began. On SQLite its steps are idempotent and
+run at every open (as before versions existed): catalogs made before then, with no version row,
+are brought up to it whatever they lack (`storage_class`, `counters`, `checksum_type`, the usage
+counters). A change to the schema from now on is a new version: append a step to
+`SQLITE_MIGRATIONS` and `POSTGRES_MIGRATIONS` and raise `SCHEMA_VERSION`.
+
+PostgreSQL: the SQL is kept within what PostgreSQL 15+ and the PostgreSQL-compatible distributed
+databases (CockroachDB, YugabyteDB) accept: plain tables and B-tree indexes, a SEQUENCE, one
+PL/pgSQL row trigger; leases are rows with an expiry (leases.py), never advisory locks, and no
+correctness depends on LISTEN/NOTIFY. Keys are `TEXT COLLATE "C"`: byte order of UTF-8, which is
+S3's listing order (the database's default collation may sort by language rules instead).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import sqlite3
+import time
+from collections.abc import Callable
+from typing import Any
+
+SCHEMA_VERSION = 2
+
+
+class SchemaTooNew(RuntimeError):
+    """The catalog was migrated by a newer tierstore than this one."""
+
+    def __init__(self, found: int, supported: int, where: str) -> None:
+        super().__init__(
+            f"the catalog at {where} has schema version {found}, newer than this tierstore's ({supported}): "
+            "it was upgraded by a newer release; run that release (or newer) against it, this one will not "
+            "read or write it"
+        )
+        self.found = found
+        self.supported = supported
+
+
+SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS buckets (
+        name TEXT PRIMARY KEY,
+        created REAL NOT NULL,
+        owner TEXT NOT NULL,
+        region TEXT NOT NULL
+    )""",
+    # One row per visible object. `key` is TEXT compared with the BINARY collation, i.e. by
+    # UTF-8 bytes: exactly S3's listing order.
+    """CREATE TABLE IF NOT EXISTS objects (
+        bucket TEXT NOT NULL,
+        key TEXT NOT NULL,
+        generation INTEGER NOT NULL,
+        size INTEGER NOT NULL,
+        etag TEXT NOT NULL,
+        last_modified REAL NOT NULL,
+        tier TEXT NOT NULL,
+        meta TEXT NOT NULL,
+        tags TEXT NOT NULL,
+        checksum_algorithm TEXT,
+        checksum TEXT,
+        segments TEXT NOT NULL,
+        heat REAL NOT NULL DEFAULT 0,
+        heat_at REAL NOT NULL DEFAULT 0,
+        last_access REAL NOT NULL DEFAULT 0,
+        tier_since REAL NOT NULL DEFAULT 0,
+        restore TEXT,
+        storage_class TEXT NOT NULL DEFAULT 'STANDARD',  -- copied out of meta: listings read no JSON
+        PRIMARY KEY (bucket, key)
+    )""",
+    # History of tier moves per object, for `tierstore admin object` (append-only, small rows).
+    """CREATE TABLE IF NOT EXISTS moves (
+        bucket TEXT NOT NULL,
+        key TEXT NOT NULL,
+        at REAL NOT NULL,
+        from_tier TEXT NOT NULL,
+        to_tier TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        reason TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS moves_by_key ON moves (bucket, key, at)",
+    # S3 users besides the root credentials of the config (`tierstore admin user ...`).
+    """CREATE TABLE IF NOT EXISTS users (
+        access_key TEXT PRIMARY KEY,
+        secret_key TEXT NOT NULL,
+        name TEXT NOT NULL,
+        created REAL NOT NULL,
+        is_admin INTEGER NOT NULL DEFAULT 0
+    )""",
+    # Small named values shared by every process on this catalog (e.g. the test clock's offset).
+    """CREATE TABLE IF NOT EXISTS settings (
+        name TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    )""",
+    # Catalog-wide counters. `generation`: every change to an object row takes the next value, so
+    # a key's generation never repeats — not even after a delete and a new PUT of the same key,
+    # which a per-row `generation + 1` restarted at 1, letting a mover that copied the old object
+    # compare-and-swap its copy over the new one (an acknowledged write lost). See _next_generation.
+    """CREATE TABLE IF NOT EXISTS counters (
+        name TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    )""",
+    # Which process may run a singleton job (the lifecycle daemon) until when.
+    """CREATE TABLE IF NOT EXISTS leases (
+        name TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        expires REAL NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS uploads (
+        upload_id TEXT PRIMARY KEY,
+        bucket TEXT NOT NULL,
+        key TEXT NOT NULL,
+        initiated REAL NOT NULL,
+        tier TEXT NOT NULL,
+        meta TEXT NOT NULL,
+        tags TEXT NOT NULL,
+        checksum_algorithm TEXT,
+        owner TEXT NOT NULL,
+        checksum_type TEXT  -- COMPOSITE / FULL_OBJECT (added later: see _migrate)
+    )""",
+    "CREATE INDEX IF NOT EXISTS uploads_by_key ON uploads (bucket, key, upload_id)",
+    """CREATE TABLE IF NOT EXISTS parts (
+        upload_id TEXT NOT NULL,
+        part_number INTEGER NOT NULL,
+        size INTEGER NOT NULL,
+        etag TEXT NOT NULL,
+        last_modified REAL NOT NULL,
+        stored TEXT NOT NULL,
+        checksum TEXT,
+        PRIMARY KEY (upload_id, part_number)
+    )""",
+    # Uploads completed lately, so that a re-sent CompleteMultipartUpload (a client retrying after a
+    # timeout, maybe to another gateway) gets the same answer while the object it made is still the
+    # current one. Forgotten after COMPLETED_UPLOAD_MEMORY by `forget_completed_uploads`.
+    """CREATE TABLE IF NOT EXISTS completed_uploads (
+        upload_id TEXT PRIMARY KEY,
+        bucket TEXT NOT NULL,
+        key TEXT NOT NULL,
+        parts TEXT NOT NULL,
+        etag TEXT NOT NULL,
+        last_modified REAL NOT NULL,
+        completed REAL NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS completed_uploads_by_time ON completed_uploads (completed)",
+    # Data that no object refers to any more, deleted by the collector once readers are done.
+    """CREATE TABLE IF NOT EXISTS garbage (
+        data_id TEXT PRIMARY KEY,
+        tier TEXT NOT NULL,
+        stored TEXT NOT NULL,
+        not_before REAL NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS garbage_due ON garbage (not_before)",
+    # Blobs that a process has been reading for a while (`serve --workers N`, a lifecycle
+    # process): the collector, which may run in another process, leaves them alone until the
+    # pin expires. Short reads never get here; the retire grace covers them.
+    """CREATE TABLE IF NOT EXISTS read_pins (
+        holder TEXT NOT NULL,
+        data_id TEXT NOT NULL,
+        expires REAL NOT NULL,
+        PRIMARY KEY (holder, data_id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS read_pins_by_blob ON read_pins (data_id)",
+    # Every live blob and who uses it (an object, or a part of an unfinished upload): lets heal
+    # record a moved shard, and the orphan sweep ask "is this blob referenced?" with one lookup.
+    """CREATE TABLE IF NOT EXISTS blobs (
+        data_id TEXT PRIMARY KEY,
+        tier TEXT NOT NULL,
+        bucket TEXT,
+        key TEXT,
+        upload_id TEXT
+    )""",
+    "CREATE INDEX IF NOT EXISTS blobs_by_upload ON blobs (upload_id)",
+    # Failure domains of the erasure-coded tiers: config-declared ones are seeded at start, others
+    # added at runtime (`tierstore admin domain add`); status active | draining | removed.
+    """CREATE TABLE IF NOT EXISTS domains (
+        id TEXT PRIMARY KEY,
+        tier TEXT NOT NULL,
+        path TEXT NOT NULL,
+        node TEXT NOT NULL,
+        rack TEXT NOT NULL,
+        zone TEXT NOT NULL,
+        weight REAL NOT NULL,
+        status TEXT NOT NULL,
+        changed REAL NOT NULL
+    )""",
+    # Shard files a rebalance moved away from (or is copying to), deleted after a grace unless the
+    # blob's recorded location names them again by then (tiering.rebalance).
+    """CREATE TABLE IF NOT EXISTS shard_garbage (
+        data_id TEXT NOT NULL,
+        tier TEXT NOT NULL,
+        domain TEXT NOT NULL,
+        shard INTEGER NOT NULL,
+        not_before REAL NOT NULL,
+        PRIMARY KEY (data_id, domain, shard)
+    )""",
+    "CREATE INDEX IF NOT EXISTS shard_garbage_due ON shard_garbage (not_before)",
+    # IAM-style user policies (`tierstore admin user policy set NAME FILE`), by user name.
+    """CREATE TABLE IF NOT EXISTS user_policies (
+        name TEXT PRIMARY KEY,
+        policy TEXT NOT NULL
+    )""",
+    # Per-bucket configuration documents (lifecycle, intelligent-tiering, ...), stored as given.
+    """CREATE TABLE IF NOT EXISTS bucket_config (
+        bucket TEXT NOT NULL,
+        name TEXT NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (bucket, name)
+    )""",
+]
+
+# Objects and bytes per (bucket, tier), kept by triggers on `objects` in the same transaction as
+# every change, so that usage is a read of a few rows: metrics scrapes, the status page (every 5 s
+# per open tab) and `admin status` used to count the whole objects table each time (0.76 s per
+# million objects here). Created, and filled from `objects`, by `_add_usage_counters`.
+#
+# Why a BEFORE INSERT trigger: `INSERT OR REPLACE` (commit_object, and older versions of it during
+# a rolling upgrade) deletes the row it replaces without firing DELETE triggers (SQLite fires them
+# only with recursive_triggers on, which no connection turns on), so the insert itself takes the
+# replaced row's share off first. For the same reason no statement may insert into `objects` with
+# ON CONFLICT DO NOTHING / DO UPDATE or OR IGNORE: the BEFORE trigger would fire for a row that
+# is then not replaced (create_empty_objects filters existing keys out instead).
+USAGE_SCHEMA = [
+    """CREATE TABLE tier_usage (
+        bucket TEXT NOT NULL,
+        tier TEXT NOT NULL,
+        objects INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        PRIMARY KEY (bucket, tier)
+    ) WITHOUT ROWID""",
+    """CREATE TRIGGER tier_usage_replaced BEFORE INSERT ON objects BEGIN
+        UPDATE tier_usage SET objects = objects - 1,
+            bytes = bytes - (SELECT size FROM objects WHERE bucket = NEW.bucket AND key = NEW.key)
+        WHERE bucket = NEW.bucket
+            AND tier = (SELECT tier FROM objects WHERE bucket = NEW.bucket AND key = NEW.key);
+    END""",
+    """CREATE TRIGGER tier_usage_insert AFTER INSERT ON objects BEGIN
+        INSERT INTO tier_usage (bucket, tier, objects, bytes) VALUES (NEW.bucket, NEW.tier, 1, NEW.size)
+        ON CONFLICT (bucket, tier) DO UPDATE SET objects = objects + 1, bytes = bytes + excluded.bytes;
+    END""",
+    """CREATE TRIGGER tier_usage_delete AFTER DELETE ON objects BEGIN
+        UPDATE tier_usage SET objects = objects - 1, bytes = bytes - OLD.size
+        WHERE bucket = OLD.bucket AND tier = OLD.tier;
+    END""",
+    """CREATE TRIGGER tier_usage_update AFTER UPDATE OF bucket, tier, size ON objects BEGIN
+        UPDATE tier_usage SET objects = objects - 1, bytes = bytes - OLD.size
+        WHERE bucket = OLD.bucket AND tier = OLD.tier;
+        INSERT INTO tier_usage (bucket, tier, objects, bytes) VALUES (NEW.bucket, NEW.tier, 1, NEW.size)
+        ON CONFLICT (bucket, tier) DO UPDATE SET objects = objects + 1, bytes = bytes + excluded.bytes;
+    END""",
+]
+
+
+def _postgresql(statement: str) -> str:
+    """A SQLite CREATE statement of SCHEMA in PostgreSQL's types: 64-bit integers, doubles, and
+    text compared by bytes (COLLATE "C": S3's order, whatever the database's default collation)."""
+    statement = re.sub(r"\bREAL\b", "DOUBLE PRECISION", statement)
+    statement = re.sub(r"\bINTEGER\b", "BIGINT", statement)
+    return re.sub(r"\bTEXT\b", 'TEXT COLLATE "C"', statement)
+
+
+# PostgreSQL's usage counters: the same numbers as SQLite's, kept by one AFTER trigger (an upsert
+# fires it as an UPDATE, so PostgreSQL needs no BEFORE INSERT trick). Each (bucket, tier) has up
+# to USAGE_SLOTS rows, chosen by the backend process id: concurrent commits from different
+# connections add to different rows instead of queueing on one (under SERIALIZABLE, one row
+# updated by every PUT of a bucket would make every concurrent PUT but one fail and retry).
+# Readers sum the slots.
+USAGE_SLOTS = 16
+POSTGRES_USAGE_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS tier_usage (
+        bucket TEXT COLLATE "C" NOT NULL,
+        tier TEXT COLLATE "C" NOT NULL,
+        slot INTEGER NOT NULL,
+        objects BIGINT NOT NULL,
+        bytes BIGINT NOT NULL,
+        PRIMARY KEY (bucket, tier, slot)
+    )""",
+    f"""CREATE OR REPLACE FUNCTION tier_usage_track() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        s INTEGER := pg_backend_pid() % {USAGE_SLOTS};
+    BEGIN
+        IF TG_OP = 'UPDATE' OR TG_OP = 'DELETE' THEN
+            INSERT INTO tier_usage (bucket, tier, slot, objects, bytes) VALUES (OLD.bucket, OLD.tier, s, -1, -OLD.size)
+            ON CONFLICT (bucket, tier, slot) DO UPDATE
+                SET objects = tier_usage.objects - 1, bytes = tier_usage.bytes - OLD.size;
+        END IF;
+        IF TG_OP = 'UPDATE' OR TG_OP = 'INSERT' THEN
+            INSERT INTO tier_usage (bucket, tier, slot, objects, bytes) VALUES (NEW.bucket, NEW.tier, s, 1, NEW.size)
+            ON CONFLICT (bucket, tier, slot) DO UPDATE
+                SET objects = tier_usage.objects + 1, bytes = tier_usage.bytes + NEW.size;
+        END IF;
+        RETURN NULL;
+    END $$""",
+    """CREATE TRIGGER tier_usage_track AFTER INSERT OR DELETE OR UPDATE OF bucket, tier, size ON objects
+        FOR EACH ROW EXECUTE FUNCTION tier_usage_track()""",
+]
+
+# Object generations: a SEQUENCE, not a counter row, so that concurrent commits do not conflict
+# on it (nextval never rolls back: a failed commit only leaves a gap, and generations need only
+# be new, never dense).
+POSTGRES_SCHEMA = [
+    *(_postgresql(statement) for statement in SCHEMA),
+    "CREATE SEQUENCE IF NOT EXISTS generation_seq",
+    *POSTGRES_USAGE_SCHEMA,
+]
+
+VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"
+
+
+# --- SQLite -------------------------------------------------------------------------------------
+
+
+def _sqlite_version_1(db: sqlite3.Connection) -> None:
+    """The schema when versions began, and everything older catalogs may lack (idempotent)."""
+    for statement in SCHEMA:
+        db.execute(statement)
+    columns = {row[1] for row in db.execute("PRAGMA table_info(objects)")}
+    if "storage_class" not in columns:
+        db.execute("ALTER TABLE objects ADD COLUMN storage_class TEXT NOT NULL DEFAULT 'STANDARD'")
+        for bucket, key, meta in db.execute("SELECT bucket, key, meta FROM objects").fetchall():
+            db.execute(
+                "UPDATE objects SET storage_class = ? WHERE bucket = ? AND key = ?",
+                (json.loads(meta).get("sc", "STANDARD"), bucket, key),
+            )
+    # A catalog made before `counters` starts its generation counter past every generation in it.
+    # INSERT OR IGNORE: processes opening the catalog together start it once.
+    db.execute(
+        "INSERT OR IGNORE INTO counters (name, value) "
+        "SELECT 'generation', COALESCE(MAX(generation), 0) FROM objects"
+    )
+    if "checksum_type" not in {row[1] for row in db.execute("PRAGMA table_info(uploads)")}:
+        # NULL for an upload begun before: it completes COMPOSITE, as it would have then.
+        with contextlib.suppress(sqlite3.OperationalError):  # another process added it just now
+            db.execute("ALTER TABLE uploads ADD COLUMN checksum_type TEXT")
+    _add_usage_counters(db)
+
+
+def _add_usage_counters(db: sqlite3.Connection) -> None:
+    """Create `tier_usage` and its triggers, counted from `objects`, if this catalog lacks them.
+
+    In one write transaction, so that processes opening the catalog together (workers, the
+    lifecycle daemon) create them once, and no object committed meanwhile is missed.
+    """
+    exists = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tier_usage'"
+    if db.execute(exists).fetchone():
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if not db.execute(exists).fetchone():
+            for statement in USAGE_SCHEMA:
+                db.execute(statement)
+            db.execute(
+                "INSERT INTO tier_usage (bucket, tier, objects, bytes) "
+                "SELECT bucket, tier, COUNT(*), COALESCE(SUM(size), 0) FROM objects GROUP BY bucket, tier"
+            )
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+# Version 2: the heal queue, shared by every gateway (tiering.maintenance). A blob a reader found
+# damaged waits here, not only in the memory of the gateway that read it: any gateway claims it
+# (`holder`, `until`: a lease per row), and one that dies mid-heal leaves it to the others.
+HEAL_QUEUE = """CREATE TABLE IF NOT EXISTS heal_queue (
+    data_id TEXT PRIMARY KEY,
+    tier TEXT NOT NULL,
+    queued REAL NOT NULL,
+    holder TEXT,
+    until REAL NOT NULL DEFAULT 0
+)"""
+HEAL_QUEUE_INDEX = "CREATE INDEX IF NOT EXISTS heal_queue_due ON heal_queue (until, queued)"
+
+
+def _sqlite_version_2(db: sqlite3.Connection) -> None:
+    db.execute(HEAL_QUEUE)
+    db.execute(HEAL_QUEUE_INDEX)
+
+
+# Step n brings a catalog from version n - 1 to n (index 0: version 1).
+SQLITE_MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_sqlite_version_1, _sqlite_version_2]
+
+
+def _check_version(found: int | None, where: str) -> None:
+    if found is not None and found > SCHEMA_VERSION:
+        raise SchemaTooNew(found, SCHEMA_VERSION, where)
+
+
+def migrate_sqlite(db: sqlite3.Connection, where: str) -> None:
+    """Bring a SQLite catalog (a connection in autocommit mode) up to SCHEMA_VERSION."""
+    db.execute(VERSION_TABLE)
+    found = db.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+    _check_version(found, where)
+    # Version 1's steps run every time (see the module's docstring); later ones once.
+    for version in range(1, SCHEMA_VERSION + 1):
+        if version == 1 or found is None or version > found:
+            SQLITE_MIGRATIONS[version - 1](db)
+    if found != SCHEMA_VERSION:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            again = db.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+            _check_version(again, where)
+            db.execute("DELETE FROM schema_version")
+            db.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+
+# --- PostgreSQL ---------------------------------------------------------------------------------
+
+
+def _postgres_version_1(db: Any) -> None:
+    for statement in POSTGRES_SCHEMA:
+        db.execute(statement)
+
+
+def _postgres_version_2(db: Any) -> None:
+    db.execute(_postgresql(HEAL_QUEUE))
+    db.execute(HEAL_QUEUE_INDEX)
+
+
+POSTGRES_MIGRATIONS: list[Callable[[Any], None]] = [_postgres_version_1, _postgres_version_2]
+
+
+def migrate_postgres(db: Any, where: str, *, attempts: int = 20) -> None:
+    """Bring a PostgreSQL catalog up to SCHEMA_VERSION: each step in one transaction (DDL is
+    transactional there). Gateways starting together race on CREATE; the loser's transaction
+    fails (duplicate object, serialization failure) and it tries again, finding the work done."""
+    import psycopg
+
+    for attempt in range(attempts):
+        try:
+            with db.transaction():
+                db.execute(VERSION_TABLE)
+                found = db.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+                _check_version(found, where)
+                start = found or 0
+                for version in range(start + 1, SCHEMA_VERSION + 1):
+                    POSTGRES_MIGRATIONS[version - 1](db)
+                if found != SCHEMA_VERSION:
+                    db.execute("DELETE FROM schema_version")
+                    db.execute("INSERT INTO schema_version (version) VALUES (%s)", (SCHEMA_VERSION,))
+            return
+        except (
+            psycopg.errors.UniqueViolation,
+            psycopg.errors.DuplicateObject,
+            psycopg.errors.DuplicateTable,
+            psycopg.errors.DuplicateFunction,
+            psycopg.errors.TransactionRollback,
+            psycopg.errors.SerializationFailure,
+            psycopg.errors.DeadlockDetected,
+        ):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))

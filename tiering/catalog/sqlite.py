@@ -1,0 +1,194 @@
+"""The embedded catalog database: SQLite (WAL) in one file, with group commit.
+
+Threading: SQLite calls block, so the async facade (`tiering.store`) runs them in threads. All
+writes go through one connection (SQLite has one writer anyway, and a single writer connection
+makes group commit possible); reads use one connection per reader thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tiering.catalog.database import Conn, Database
+from tiering.catalog.schema import migrate_sqlite
+
+_T = TypeVar("_T")
+
+
+class _Combined:
+    """One caller's work in a combined write transaction, and what became of it."""
+
+    __slots__ = ("fn", "result", "error", "sequence", "done")
+
+    def __init__(self, fn: Callable[[Conn], Any]) -> None:
+        self.fn = fn
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.sequence = 0
+        self.done = False
+
+
+class SQLiteDatabase(Database):
+    """The embedded catalog: one file, one writer connection, per-thread readers."""
+
+    dialect = "sqlite"
+    greatest = "MAX"
+    for_update = ""  # one writer: every write transaction is serializable anyway
+    key_share = ""
+
+    def __init__(self, path: Path, *, durable: bool = True) -> None:
+        self.path = path
+        self._file = path
+        self.url = f"sqlite:///{path}"
+        self.durable = durable
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._write_lock = threading.Lock()
+        self._writer = self._connect()
+        migrate_sqlite(self._writer, str(path))
+        # Group commit: transactions are written to the WAL without an fsync each; a committer
+        # then waits until the WAL is fsync'd past its commit, and one fsync serves every
+        # commit that arrived meanwhile. Durable on return, like synchronous=FULL, but concurrent
+        # small PUTs share the disk flush instead of queueing for one each.
+        self._sync = threading.Condition()
+        self._committed = 0  # commits written to the WAL by this process
+        self._synced = 0  # commits known to be on disk
+        self._syncing = False
+        self.fsyncs = 0
+        self._wal_fd = os.open(f"{path}-wal", os.O_RDONLY) if durable else -1
+        self._queue_lock = threading.Lock()
+        self._queued: list[_Combined] = []  # work waiting for `_write_combined`'s next batch
+
+    # --- connections ------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self._file, isolation_level=None, check_same_thread=False, timeout=30)
+        conn.execute("PRAGMA journal_mode=WAL")
+        # NORMAL: SQLite syncs the WAL only around checkpoints; `_make_durable` fsyncs it after
+        # each commit (grouped), so an acknowledged write still survives power loss.
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=30000")
+        return conn
+
+    def reader(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            conn.execute("PRAGMA query_only=1")
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def write(self, *, relaxed: bool = False, snapshot: bool = False) -> Iterator[Conn]:
+        with self._write_lock:
+            conn = self._writer
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            sequence = self._count_commit()
+        if self.durable:
+            self._make_durable(sequence)
+
+    def _count_commit(self) -> int:
+        with self._sync:
+            self._committed += 1
+            return self._committed
+
+    def write_combined(self, fn: Callable[[Conn], _T], *, snapshot: bool = False) -> _T:
+        """`fn(db)` in a write transaction, possibly shared with other threads' (flat combining).
+
+        With many small PUTs committing at once, taking turns on the write lock was the cost:
+        each holder needs the GIL back after every SQLite call, so sixteen commits queued behind
+        one another for many switch intervals each. Here a committer queues its work; whoever
+        holds the write lock runs everything queued in one transaction, each piece inside its
+        own savepoint (a piece that raises is rolled back alone and its caller gets the error).
+        The others find their work done when they get the lock. Durability is unchanged: each
+        caller still waits for the WAL fsync that covers the shared commit.
+        """
+        op = _Combined(fn)
+        with self._queue_lock:
+            self._queued.append(op)
+        with self._write_lock:
+            if not op.done:
+                with self._queue_lock:
+                    batch, self._queued = self._queued, []
+                self._run_combined(batch)
+        if op.error is not None:
+            raise op.error
+        if self.durable:
+            self._make_durable(op.sequence)
+        return op.result
+
+    def _run_combined(self, batch: list[_Combined]) -> None:
+        """Run queued work in one transaction (the write lock is held)."""
+        conn = self._writer
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for op in batch:
+                conn.execute("SAVEPOINT piece")
+                try:
+                    op.result = op.fn(conn)
+                except BaseException as exc:
+                    conn.execute("ROLLBACK TO piece")
+                    op.error = exc
+                conn.execute("RELEASE piece")
+            conn.execute("COMMIT")
+        except BaseException as exc:  # BEGIN or COMMIT failed (I/O error, disk full): nothing landed
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            for op in batch:
+                op.error = op.error or exc
+        sequence = self._count_commit()
+        for op in batch:
+            op.sequence = sequence
+            op.done = True
+
+    def _make_durable(self, sequence: int) -> None:
+        """Return once commit number `sequence` is on disk; one caller fsyncs for all waiting."""
+        with self._sync:
+            while self._synced < sequence:
+                if self._syncing:
+                    self._sync.wait()
+                    continue
+                self._syncing = True
+                target = self._committed
+                self._sync.release()
+                try:
+                    os.fsync(self._wal_fd)
+                finally:
+                    self._sync.acquire()
+                    self._syncing = False
+                    self._sync.notify_all()
+                self.fsyncs += 1
+                self._synced = max(self._synced, target)
+
+    def close(self) -> None:
+        with self._write_lock:
+            self._writer.close()
+            if self._wal_fd >= 0:
+                os.close(self._wal_fd)
+                self._wal_fd = -1
+
+    # --- the dialect ------------------------------------------------------------------------
+
+    def next_generation(self, db: Conn) -> int:
+        row = db.execute(
+            "UPDATE counters SET value = value + 1 WHERE name = 'generation' RETURNING value"
+        ).fetchone()
+        return int(row[0])
+
+    def upsert_object_sql(self, columns: str, placeholders: str) -> str:
+        # INSERT OR REPLACE, never ON CONFLICT DO UPDATE: see USAGE_SCHEMA (schema.py).
+        return f"INSERT OR REPLACE INTO objects ({columns}) VALUES ({placeholders})"
