@@ -82,30 +82,45 @@ def main() -> int:
     state = make_state(args.mib, torch)
     nbytes = tensor_bytes(state)
     mib = nbytes / MiB
-    print(f"state dict: {len(state)} entries, {mib:.0f} MiB of tensors; nproc {os.cpu_count()}, "
-          f"load {load0[0]:.1f}", flush=True)
+    print(
+        f"state dict: {len(state)} entries, {mib:.0f} MiB of tensors; nproc {os.cpu_count()}, "
+        f"load {load0[0]:.1f}",
+        flush=True,
+    )
     server = servers.Tierstore()
     tmp = Path(tempfile.mkdtemp(prefix="bench-ckpt-"))
     rows: list[dict[str, float]] = []
     loads: list[float] = [load0[0]]
     try:
         server.start()
-        for k, v in {"AWS_ACCESS_KEY_ID": server.access_key, "AWS_SECRET_ACCESS_KEY": server.secret_key,
-                     "AWS_REGION": REGION, "AWS_EC2_METADATA_DISABLED": "true"}.items():
+        for k, v in {
+            "AWS_ACCESS_KEY_ID": server.access_key,
+            "AWS_SECRET_ACCESS_KEY": server.secret_key,
+            "AWS_REGION": REGION,
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }.items():
             os.environ[k] = v
         import boto3
 
-        s3 = boto3.client("s3", endpoint_url=server.endpoint, aws_access_key_id=server.access_key,
-                          aws_secret_access_key=server.secret_key, region_name=REGION)
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=server.endpoint,
+            aws_access_key_id=server.access_key,
+            aws_secret_access_key=server.secret_key,
+            region_name=REGION,
+        )
         s3.create_bucket(Bucket="ckpt")
-        ck = S3Checkpoint(region=REGION, endpoint=server.endpoint,
-                          s3client_config=S3ClientConfig(force_path_style=True, max_attempts=1))
+        ck = S3Checkpoint(
+            region=REGION,
+            endpoint=server.endpoint,
+            s3client_config=S3ClientConfig(force_path_style=True, max_attempts=1),
+        )
         data_dir = server.data_dir
         local = tmp / "state.pt"
         for r in range(args.rounds):
             row: dict[str, float] = {}
             uri, key = f"s3://ckpt/r{r}/state.pt", f"r{r}/state.pt"
-            for side in (("s3", "local") if r % 2 == 0 else ("local", "s3")):
+            for side in ("s3", "local") if r % 2 == 0 else ("local", "s3"):
                 if side == "s3":
                     base_disk = disk_bytes(data_dir)  # the previous round's blobs may still await GC
                     t0 = time.perf_counter()
@@ -140,27 +155,38 @@ def main() -> int:
             row["load_avg"] = os.getloadavg()[0]
             loads.append(row["load_avg"])
             rows.append(row)
-            print(f"round {r}: " + "  ".join(f"{k[:-2]} {mib / row[k]:6.1f} MiB/s ({row[k]:.1f}s)"
-                                               for k in ("s3_save_s", "local_save_s", "s3_load_s", "local_load_s"))
-                  + f"  on disk: tierstore {row['s3_disk_bytes'] / MiB:.0f} MiB, local {row['local_disk_bytes'] / MiB:.0f} MiB"
-                  f"  load {row['load_avg']:.1f}", flush=True)
+            print(
+                f"round {r}: "
+                + "  ".join(
+                    f"{k[:-2]} {mib / row[k]:6.1f} MiB/s ({row[k]:.1f}s)"
+                    for k in ("s3_save_s", "local_save_s", "s3_load_s", "local_load_s")
+                )
+                + f"  on disk: tierstore {row['s3_disk_bytes'] / MiB:.0f} MiB, local {row['local_disk_bytes'] / MiB:.0f} MiB"
+                f"  load {row['load_avg']:.1f}",
+                flush=True,
+            )
     finally:
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     med = {k: statistics.median(r[k] for r in rows) for k in rows[0]} if rows else {}
     summary: dict[str, Any] = {
-        "mib": mib, "rounds": rows, "median": med,
+        "mib": mib,
+        "rounds": rows,
+        "median": med,
         "save_mib_s": {"tierstore": mib / med["s3_save_s"], "local": mib / med["local_save_s"]},
         "load_mib_s": {"tierstore": mib / med["s3_load_s"], "local": mib / med["local_load_s"]},
         "load_avg": {"min": min(loads), "max": max(loads), "end": os.getloadavg()[0]},
-        "nproc": os.cpu_count(), "command": " ".join([sys.executable, *sys.argv]),
+        "nproc": os.cpu_count(),
+        "command": " ".join([sys.executable, *sys.argv]),
     }
     print("\n| op | tierstore MiB/s | local file MiB/s | tierstore / local |\n| --- | ---: | ---: | ---: |")
     for op in ("save", "load"):
         t, loc = summary[f"{op}_mib_s"]["tierstore"], summary[f"{op}_mib_s"]["local"]
         print(f"| {op} ({mib:.0f} MiB) | {t:.1f} | {loc:.1f} | {t / loc:.2f} |")
-    print(f"on disk per copy: tierstore {med['s3_disk_bytes'] / MiB:.0f} MiB (object {med['s3_object_bytes'] / MiB:.0f} MiB), "
-          f"local {med['local_disk_bytes'] / MiB:.0f} MiB; load average {min(loads):.1f}-{max(loads):.1f}")
+    print(
+        f"on disk per copy: tierstore {med['s3_disk_bytes'] / MiB:.0f} MiB (object {med['s3_object_bytes'] / MiB:.0f} MiB), "
+        f"local {med['local_disk_bytes'] / MiB:.0f} MiB; load average {min(loads):.1f}-{max(loads):.1f}"
+    )
     if args.out:
         args.out.write_text(json.dumps(summary, indent=1))
     return 0

@@ -41,14 +41,26 @@ CONFIG = '[tiers.hot]\nk = 3\nm = 2\nnodes = 6\ndrives_per_node = 3\nspread_leve
 
 
 def _env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "PYTHONUNBUFFERED": "1", "TIERSTORE_CLUSTER_SECRET": SECRET, "TIERSTORE_ACCESS_KEY": ACCESS,
-            "TIERSTORE_SECRET_KEY": SECRET_KEY, **extra}
+    return {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "TIERSTORE_CLUSTER_SECRET": SECRET,
+        "TIERSTORE_ACCESS_KEY": ACCESS,
+        "TIERSTORE_SECRET_KEY": SECRET_KEY,
+        **extra,
+    }
 
 
 def _start(cmd: list[str], log: Path, ready: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
     with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "server.cli", *cmd], cwd=REPO, stdout=out,
-                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "server.cli", *cmd],
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + 60
     while ready not in log.read_text(errors="replace"):
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -57,13 +69,35 @@ def _start(cmd: list[str], log: Path, ready: str, env: dict[str, str]) -> subpro
     return proc
 
 
-def _s3bench(endpoints: dict[str, str], op: str, size: str, args: argparse.Namespace, *extra: str) -> dict[str, dict]:
+def _s3bench(
+    endpoints: dict[str, str], op: str, size: str, args: argparse.Namespace, *extra: str
+) -> dict[str, dict]:
     """Median ops/s, MiB/s and P99 ms per endpoint label over the rounds."""
     out = Path(tempfile.mktemp(suffix=".jsonl"))
-    cmd = [sys.executable, str(S3BENCH), *[a for n, e in endpoints.items() for a in ("--endpoint", f"{n}={e}")],
-           "--access-key", ACCESS, "--secret-key", SECRET_KEY, "--op", op, "--size", size, "-c", "4",
-           *(() if "--count" in extra else ("--duration", str(args.duration))), "--rounds", str(args.rounds), "--json-out", str(out), "--quiet",
-           "--bucket", "bench-cluster", *extra]
+    cmd = [
+        sys.executable,
+        str(S3BENCH),
+        *[a for n, e in endpoints.items() for a in ("--endpoint", f"{n}={e}")],
+        "--access-key",
+        ACCESS,
+        "--secret-key",
+        SECRET_KEY,
+        "--op",
+        op,
+        "--size",
+        size,
+        "-c",
+        "4",
+        *(() if "--count" in extra else ("--duration", str(args.duration))),
+        "--rounds",
+        str(args.rounds),
+        "--json-out",
+        str(out),
+        "--quiet",
+        "--bucket",
+        "bench-cluster",
+        *extra,
+    ]
     done = subprocess.run(cmd, timeout=600, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"s3bench failed: {done.stderr[-2000:]}")
@@ -79,17 +113,22 @@ def _s3bench(endpoints: dict[str, str], op: str, size: str, args: argparse.Names
             "ops_per_s": statistics.median(r["ops_per_s"] for r in mine),
             "mib_per_s": statistics.median(r["mib_per_s"] for r in mine),
             "p99_ms": statistics.median((r["lat_ms"] or {}).get("p99", 0.0) for r in mine),
-            "errors": sum(r["errors"] for r in mine), "rounds": len(mine),
+            "errors": sum(r["errors"] for r in mine),
+            "rounds": len(mine),
         }
     return result
 
 
-def _hung_p99(url: dict[str, str], node: subprocess.Popen[bytes], args: argparse.Namespace) -> dict[str, list[float]]:
+def _hung_p99(
+    url: dict[str, str], node: subprocess.Popen[bytes], args: argparse.Namespace
+) -> dict[str, list[float]]:
     """P99 of 48 GETs (1 MiB, c4) per gateway, each run started right after `node` is stopped
     (it is marked down 6 s after its last heartbeat, then read around by both); resumed (and
     beating) between runs."""
     prepare = argparse.Namespace(**{**vars(args), "duration": 1.0, "rounds": 1})
-    _s3bench({n: url[n] for n in ("nodes", "nodes-nohedge")}, "get", "1MiB", prepare, "--objects", "24", "--keep")
+    _s3bench(
+        {n: url[n] for n in ("nodes", "nodes-nohedge")}, "get", "1MiB", prepare, "--objects", "24", "--keep"
+    )
     p99: dict[str, list[float]] = {"nodes": [], "nodes-nohedge": []}
     window = argparse.Namespace(**{**vars(args), "rounds": 1})
     for _ in range(args.rounds):
@@ -97,8 +136,18 @@ def _hung_p99(url: dict[str, str], node: subprocess.Popen[bytes], args: argparse
             node.send_signal(signal.SIGSTOP)
             try:
                 # A fixed count, not a timed window: a GET stuck on the hung node counts when it ends.
-                got = _s3bench({name: url[name]}, "get", "1MiB", window, "--skip-prepare", "--keep",
-                               "--objects", "24", "--count", "48")
+                got = _s3bench(
+                    {name: url[name]},
+                    "get",
+                    "1MiB",
+                    window,
+                    "--skip-prepare",
+                    "--keep",
+                    "--objects",
+                    "24",
+                    "--count",
+                    "48",
+                )
             finally:
                 node.send_signal(signal.SIGCONT)
             p99[name].append(got[name]["p99_ms"])
@@ -126,8 +175,11 @@ def _rebuild(root: Path, url: str, nodes: list[subprocess.Popen[bytes]]) -> dict
     nodes[5].wait(10)
     deadline = time.monotonic() + 30
     while True:
-        rows = json.loads(subprocess.run([*admin, "nodes", "--json"], capture_output=True, text=True, env=_env(),
-                                         check=True).stdout)
+        rows = json.loads(
+            subprocess.run(
+                [*admin, "nodes", "--json"], capture_output=True, text=True, env=_env(), check=True
+            ).stdout
+        )
         if {r["name"]: r["state"] for r in rows}["n6"] == "down" or time.monotonic() > deadline:
             break
         time.sleep(0.5)
@@ -137,12 +189,17 @@ def _rebuild(root: Path, url: str, nodes: list[subprocess.Popen[bytes]]) -> dict
     subprocess.run([*admin, "heal", "--wait"], capture_output=True, env=_env(), check=True, timeout=900)
     secs = time.monotonic() - t0
     written = sum(size for p, size in _shard_files(root, survivors).items() if p not in before)  # new files
-    return {"healed_mib": round(written / 2**20, 1), "seconds": round(secs, 2),
-            "mib_per_s": round(written / 2**20 / secs, 1)}
+    return {
+        "healed_mib": round(written / 2**20, 1),
+        "seconds": round(secs, 2),
+        "mib_per_s": round(written / 2**20 / secs, 1),
+    }
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--duration", type=float, default=4.0)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--out", type=Path, default=None, help="append every s3bench JSON line here")
@@ -155,9 +212,28 @@ def main() -> int:
         catalog.parent.mkdir(parents=True)
         nodes = []
         for i in range(1, 7):
-            nodes.append(_start(["node", "--data-catalog", str(catalog), "--listen", f"127.0.0.1:{free_port()}",
-                                 "--data", str(root / f"n{i}"), "--name", f"n{i}", "--rack", f"rack{(i - 1) % 3 + 1}",
-                                 "--drives", "3"], root / f"n{i}.log", "listening on", _env()))
+            nodes.append(
+                _start(
+                    [
+                        "node",
+                        "--data-catalog",
+                        str(catalog),
+                        "--listen",
+                        f"127.0.0.1:{free_port()}",
+                        "--data",
+                        str(root / f"n{i}"),
+                        "--name",
+                        f"n{i}",
+                        "--rack",
+                        f"rack{(i - 1) % 3 + 1}",
+                        "--drives",
+                        "3",
+                    ],
+                    root / f"n{i}.log",
+                    "listening on",
+                    _env(),
+                )
+            )
         procs += nodes
         ports = {"nodes": free_port(), "nodes-nohedge": free_port(), "local": free_port()}
         for name, port in ports.items():
@@ -165,23 +241,48 @@ def main() -> int:
             env = _env(TIERSTORE_HEDGED_READS="0") if name == "nodes-nohedge" else _env()
             if name == "local":
                 env.pop("TIERSTORE_CLUSTER_SECRET")
-            procs.append(_start(["serve", "--data", str(data), "--config", str(root / "gw.toml"), "--listen",
-                                 f"127.0.0.1:{port}"], root / f"{name}.log", "listening on", env))
+            procs.append(
+                _start(
+                    [
+                        "serve",
+                        "--data",
+                        str(data),
+                        "--config",
+                        str(root / "gw.toml"),
+                        "--listen",
+                        f"127.0.0.1:{port}",
+                    ],
+                    root / f"{name}.log",
+                    "listening on",
+                    env,
+                )
+            )
         url = {n: f"http://127.0.0.1:{p}" for n, p in ports.items()}
         report: dict[str, object] = {"duration": args.duration, "rounds": args.rounds}
 
         for op in ("put", "get"):
             for size in ("4KiB", "1MiB"):
                 got = _s3bench({"nodes": url["nodes"], "local": url["local"]}, op, size, args)
-                got["ratio nodes/local ops_per_s"] = round(got["nodes"]["ops_per_s"] / got["local"]["ops_per_s"], 2)
+                got["ratio nodes/local ops_per_s"] = round(
+                    got["nodes"]["ops_per_s"] / got["local"]["ops_per_s"], 2
+                )
                 report[f"{op} {size}"] = got
                 print(op, size, json.dumps(got), flush=True)
         p99 = _hung_p99(url, nodes[1], args)
-        report["hung node P99 GET 1MiB ms"] = {n: {"rounds": v, "median": statistics.median(v)} for n, v in p99.items()}
+        report["hung node P99 GET 1MiB ms"] = {
+            n: {"rounds": v, "median": statistics.median(v)} for n, v in p99.items()
+        }
         print("hung", json.dumps(report["hung node P99 GET 1MiB ms"]), flush=True)
         # Data to rebuild: 64 x 1 MiB more on the nodes, then one node lost.
-        _s3bench({"nodes": url["nodes"]}, "put", "1MiB", argparse.Namespace(**{**vars(args), "rounds": 1}),
-                 "--keep", "--prefix", "rebuild/")
+        _s3bench(
+            {"nodes": url["nodes"]},
+            "put",
+            "1MiB",
+            argparse.Namespace(**{**vars(args), "rounds": 1}),
+            "--keep",
+            "--prefix",
+            "rebuild/",
+        )
         report["rebuild after a node loss"] = _rebuild(root, url["nodes"], nodes)
         print(json.dumps(report, indent=1))
     finally:

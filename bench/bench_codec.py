@@ -85,7 +85,9 @@ def main() -> None:
     print(f"k={k} m={m} block={bs} stripes={stripes} ({nbytes / 2**20:.0f} MiB), median of {args.repeat}")
     for label, ours, raw in (("encode", our_encode, raw_encode), ("degraded decode", our_decode, raw_decode)):
         ours_rate, raw_rate = timed(ours, args.repeat, nbytes), timed(raw, args.repeat, nbytes)
-        print(f"{label:16s} ours {ours_rate:8.0f} MB/s   raw zfec {raw_rate:8.0f} MB/s   ratio {ours_rate / raw_rate:5.2f}")
+        print(
+            f"{label:16s} ours {ours_rate:8.0f} MB/s   raw zfec {raw_rate:8.0f} MB/s   ratio {ours_rate / raw_rate:5.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -49,11 +49,30 @@ def start_server(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
     (tmp / "tierstore.toml").write_text(CONFIG)
     port = free_port()
     log = open(tmp / "server.log", "wb")  # noqa: SIM115 - lives as long as the server
-    env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS, "TIERSTORE_SECRET_KEY": SECRET, "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "TIERSTORE_ACCESS_KEY": ACCESS,
+        "TIERSTORE_SECRET_KEY": SECRET,
+        "PYTHONUNBUFFERED": "1",
+    }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "server.cli", "serve", "--config", str(tmp / "tierstore.toml"),
-         "--data", str(tmp / "data"), "--listen", f"127.0.0.1:{port}"],
-        cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "server.cli",
+            "serve",
+            "--config",
+            str(tmp / "tierstore.toml"),
+            "--data",
+            str(tmp / "data"),
+            "--listen",
+            f"127.0.0.1:{port}",
+        ],
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -78,10 +97,17 @@ def stop_server(proc: subprocess.Popen[bytes]) -> None:
 
 def client(endpoint: str) -> Any:
     return boto3.client(
-        "s3", endpoint_url=endpoint, aws_access_key_id=ACCESS, aws_secret_access_key=SECRET,
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=ACCESS,
+        aws_secret_access_key=SECRET,
         region_name="us-east-1",
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1},
-                      read_timeout=600, max_pool_connections=64),
+        config=Config(
+            s3={"addressing_style": "path"},
+            retries={"max_attempts": 1},
+            read_timeout=600,
+            max_pool_connections=64,
+        ),
     )
 
 
@@ -90,7 +116,9 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))]
 
 
-def run_phase(clients: list[Any], op: str, keys: list[str], storage_class: str, body: bytes) -> dict[str, float]:
+def run_phase(
+    clients: list[Any], op: str, keys: list[str], storage_class: str, body: bytes
+) -> dict[str, float]:
     """PUT or GET every key, spread over the clients; throughput and latency figures."""
     latencies: list[float] = []
 
@@ -110,12 +138,17 @@ def run_phase(clients: list[Any], op: str, keys: list[str], storage_class: str, 
     with ThreadPoolExecutor(len(clients)) as pool:
         list(pool.map(one, enumerate(keys)))
     wall = time.perf_counter() - t0
-    return {"mibs": len(keys) * len(body) / wall / (1 << 20), "p50": pct(latencies, 50) * 1e3,
-            "p99": pct(latencies, 99) * 1e3}
+    return {
+        "mibs": len(keys) * len(body) / wall / (1 << 20),
+        "p50": pct(latencies, 50) * 1e3,
+        "p99": pct(latencies, 99) * 1e3,
+    }
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default="1,64", help="object sizes in MiB (comma list)")
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
@@ -140,7 +173,8 @@ def main() -> int:
                     keys = [f"{tier}/{size}m/r{rnd}/{i}" for i in range(count)]
                     for op in ("put", "get"):
                         results.setdefault((size, tier, op), []).append(
-                            run_phase(clients, op, keys, storage_class, body))
+                            run_phase(clients, op, keys, storage_class, body)
+                        )
                     for key in keys:
                         clients[0].delete_object(Bucket="bench", Key=key)
     finally:
@@ -150,16 +184,22 @@ def main() -> int:
     def med(size: int, tier: str, op: str, field: str) -> float:
         return statistics.median(r[field] for r in results[(size, tier, op)])
 
-    print(f"machine: {platform.machine()} {os.cpu_count()} CPUs, {platform.platform()}, "
-          f"python {platform.python_version()}; {args.clients} clients, median of {args.rounds} rounds")
-    print("| size | op | EC 4+2 (hot) MiB/s | files (warm) MiB/s | EC/files | EC p50 / p99 ms | files p50 / p99 ms |")
+    print(
+        f"machine: {platform.machine()} {os.cpu_count()} CPUs, {platform.platform()}, "
+        f"python {platform.python_version()}; {args.clients} clients, median of {args.rounds} rounds"
+    )
+    print(
+        "| size | op | EC 4+2 (hot) MiB/s | files (warm) MiB/s | EC/files | EC p50 / p99 ms | files p50 / p99 ms |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|")
     for size in sizes:
         for op in ("put", "get"):
             ec, fl = med(size, "ec", op, "mibs"), med(size, "files", op, "mibs")
-            print(f"| {size} MiB | {op.upper()} | {ec:.1f} | {fl:.1f} | {ec / fl:.2f} "
-                  f"| {med(size, 'ec', op, 'p50'):.0f} / {med(size, 'ec', op, 'p99'):.0f} "
-                  f"| {med(size, 'files', op, 'p50'):.0f} / {med(size, 'files', op, 'p99'):.0f} |")
+            print(
+                f"| {size} MiB | {op.upper()} | {ec:.1f} | {fl:.1f} | {ec / fl:.2f} "
+                f"| {med(size, 'ec', op, 'p50'):.0f} / {med(size, 'ec', op, 'p99'):.0f} "
+                f"| {med(size, 'files', op, 'p50'):.0f} / {med(size, 'files', op, 'p99'):.0f} |"
+            )
     return 0
 
 

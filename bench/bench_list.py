@@ -42,13 +42,25 @@ def run(keys: int, reps: int, pass_seconds: float) -> dict[str, Any]:
         print(f"filled: {fill}", flush=True)
         pages = bp.list_pages(t, keys, reps)
         for name, r in pages.items():
-            print(f"{name} page: P50 {r['p50_ms']:.1f} ms  P99 {r['p99_ms']:.1f} ms  ({r['n']} requests; "
-                  f"client parse {r['client_parse_ms']:.2f} ms of it)", flush=True)
+            print(
+                f"{name} page: P50 {r['p50_ms']:.1f} ms  P99 {r['p99_ms']:.1f} ms  ({r['n']} requests; "
+                f"client parse {r['client_parse_ms']:.2f} ms of it)",
+                flush=True,
+            )
         passes = bp.list_full_pass(t, keys, pass_seconds)
-        print(f"full passes: {passes['keys_s']:,.0f} keys/s over {passes['passes']} pass(es), {passes['pages']} pages, "
-              f"page P50 {passes['page_p50_ms']:.1f} ms  P99 {passes['page_p99_ms']:.1f} ms", flush=True)
-        return {"keys": keys, "fill": fill, "pages": pages, "full_passes": passes, "load": os.getloadavg(),
-                "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+        print(
+            f"full passes: {passes['keys_s']:,.0f} keys/s over {passes['passes']} pass(es), {passes['pages']} pages, "
+            f"page P50 {passes['page_p50_ms']:.1f} ms  P99 {passes['page_p99_ms']:.1f} ms",
+            flush=True,
+        )
+        return {
+            "keys": keys,
+            "fill": fill,
+            "pages": pages,
+            "full_passes": passes,
+            "load": os.getloadavg(),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        }
 
 
 def main() -> int:

@@ -88,7 +88,9 @@ class Plan:
     ckpt_rounds: int
 
 
-def _shapes(b_large_get: float, b_large_put: float, b_small: float, n_large: int, n_small: int) -> tuple[Shape, ...]:
+def _shapes(
+    b_large_get: float, b_large_put: float, b_small: float, n_large: int, n_small: int
+) -> tuple[Shape, ...]:
     return (
         Shape("get-64MiB-c2", "get", 64 * MiB, 2, n_large, b_large_get),
         Shape("get-64MiB-c4", "get", 64 * MiB, 4, 2 * n_large, b_large_get),
@@ -103,20 +105,45 @@ def _shapes(b_large_get: float, b_large_put: float, b_small: float, n_large: int
     )
 
 
-FULL = Plan(_shapes(2.0, 4.0, 1.5, 6, 6000), rounds=3, pool_small=256, pool_large=4,
-            list_budget_s=90.0, list_budget_peer_s=20.0, list_max_keys=1_000_000, list_page_reps=20,
-            list_pass_budget_s=4.0, ckpt_mib=2048, ckpt_rounds=1)
-QUICK = Plan(_shapes(1.5, 2.5, 1.0, 4, 3000), rounds=2, pool_small=128, pool_large=2,
-             list_budget_s=15.0, list_budget_peer_s=6.0, list_max_keys=1_000_000, list_page_reps=10,
-             list_pass_budget_s=2.0, ckpt_mib=256, ckpt_rounds=1)
+FULL = Plan(
+    _shapes(2.0, 4.0, 1.5, 6, 6000),
+    rounds=3,
+    pool_small=256,
+    pool_large=4,
+    list_budget_s=90.0,
+    list_budget_peer_s=20.0,
+    list_max_keys=1_000_000,
+    list_page_reps=20,
+    list_pass_budget_s=4.0,
+    ckpt_mib=2048,
+    ckpt_rounds=1,
+)
+QUICK = Plan(
+    _shapes(1.5, 2.5, 1.0, 4, 3000),
+    rounds=2,
+    pool_small=128,
+    pool_large=2,
+    list_budget_s=15.0,
+    list_budget_peer_s=6.0,
+    list_max_keys=1_000_000,
+    list_page_reps=10,
+    list_pass_budget_s=2.0,
+    ckpt_mib=256,
+    ckpt_rounds=1,
+)
 
 
 # ---------------------------------------------------------------- targets
 
 
 def workers_supported() -> bool:
-    out = subprocess.run([sys.executable, "-m", "server.cli", "serve", "--help"], capture_output=True, text=True,
-                         cwd=Path(__file__).resolve().parents[1], timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "server.cli", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        timeout=60,
+    )
     return "--workers" in out.stdout
 
 
@@ -161,7 +188,9 @@ class Target:
         finally:
             c.close()
         if res.status not in expect:
-            raise CheckError(f"{self.name} {req.method} {req.target}: HTTP {res.status} {bytes(res.body[:300])!r}")
+            raise CheckError(
+                f"{self.name} {req.method} {req.target}: HTTP {res.status} {bytes(res.body[:300])!r}"
+            )
         return res
 
     def path(self, bucket: str, key: str = "") -> str:
@@ -252,7 +281,9 @@ def setup_target(t: Target, small: list[Payload], large: list[Payload], gpu: boo
         if etag(res) != p.md5:
             raise CheckError(f"{t.name} setup PUT {key}: ETag {etag(res)!r}, expected {p.md5!r}")
 
-    jobs: list[tuple[str, Payload, dict[str, str]]] = [(get_key(4 * KiB, j), p, {}) for j, p in enumerate(small)]
+    jobs: list[tuple[str, Payload, dict[str, str]]] = [
+        (get_key(4 * KiB, j), p, {}) for j, p in enumerate(small)
+    ]
     jobs += [(get_key(64 * MiB, j), p, {}) for j, p in enumerate(large)]
     if gpu:
         jobs += [(gpu_key(j), p, {"x-amz-storage-class": "EXPRESS_ONEZONE"}) for j, p in enumerate(small)]
@@ -299,31 +330,59 @@ def run_shape(t: Target, shape: Shape, rnd: int, small: list[Payload], large: li
             if res.body != p.data:
                 raise CheckError(f"GET {req.target}: body differs from what was PUT")
 
-        return rawhttp.run_load("127.0.0.1", t.server.port, t.conns, shape.concurrency, shape.max_ops,
-                                shape.budget_s, make, check, size=shape.size, expect_size=shape.size,
-                                warm=t.warm_request())
+        return rawhttp.run_load(
+            "127.0.0.1",
+            t.server.port,
+            t.conns,
+            shape.concurrency,
+            shape.max_ops,
+            shape.budget_s,
+            make,
+            check,
+            size=shape.size,
+            expect_size=shape.size,
+            warm=t.warm_request(),
+        )
     # PUT: every request signed before the clock starts (fresh keys per round)
     n = shape.max_ops
     reqs = []
     for i in range(n):
         p = pool[i % len(pool)]
-        reqs.append(sig.request("PUT", t.path(BUCKET, f"put/{shape.name}/r{rnd}/{i:06d}"), body=p.data, sha256=p.sha256))
+        reqs.append(
+            sig.request(
+                "PUT", t.path(BUCKET, f"put/{shape.name}/r{rnd}/{i:06d}"), body=p.data, sha256=p.sha256
+            )
+        )
 
     def check_put(i: int, req: Request, res: Response) -> None:
         if t.is_s3:
             if res.status != 200:
                 raise CheckError(f"PUT {req.target}: HTTP {res.status} {bytes(res.body[:200])!r}")
             if etag(res) != pool[i % len(pool)].md5:
-                raise CheckError(f"PUT {req.target}: ETag {etag(res)!r}, expected {pool[i % len(pool)].md5!r}")
+                raise CheckError(
+                    f"PUT {req.target}: ETag {etag(res)!r}, expected {pool[i % len(pool)].md5!r}"
+                )
         elif res.status not in (201, 204):
             raise CheckError(f"PUT {req.target}: HTTP {res.status}")
 
-    r = rawhttp.run_load("127.0.0.1", t.server.port, t.conns, shape.concurrency, n, shape.budget_s,
-                         lambda i: reqs[i], check_put, size=shape.size, warm=t.warm_request())
+    r = rawhttp.run_load(
+        "127.0.0.1",
+        t.server.port,
+        t.conns,
+        shape.concurrency,
+        n,
+        shape.budget_s,
+        lambda i: reqs[i],
+        check_put,
+        size=shape.size,
+        warm=t.warm_request(),
+    )
     if shape.size >= MiB:  # large PUTs are deleted afterwards (untimed): memory / disk stay bounded
+
         def delete(i: int) -> None:
             req = sig.request("DELETE", t.path(BUCKET, f"put/{shape.name}/r{rnd}/{i:06d}"))
             t.one(req, expect=(200, 204, 404))
+
         fan_out(list(range(min(n, r.ops + r.errors + shape.concurrency))), delete, 4)
     return r
 
@@ -335,8 +394,9 @@ def list_key(i: int) -> str:
     return f"list/{i:07d}"
 
 
-def fill_list_bucket(t: Target, budget_s: float, max_keys: int, threads: int = 32,
-                     mid: Any = None) -> dict[str, Any]:
+def fill_list_bucket(
+    t: Target, budget_s: float, max_keys: int, threads: int = 32, mid: Any = None
+) -> dict[str, Any]:
     """0-byte PUTs at `threads` concurrency until the budget or max_keys; keys are contiguous 0..n-1
     (each thread takes the next number). `mid(n)` runs once when half the budget is spent."""
     lock = threading.Lock()
@@ -430,9 +490,15 @@ def list_pages(t: Target, n_keys: int, reps: int) -> dict[str, Any]:
             for _ in range(reps):
                 dt_s, keys, _trunc, _tok, kc = list_page(t, conn, req)
                 want = min(PAGE, n_keys)
-                if len(keys) != want or (kc is not None and kc != want) or keys[0] != list_key(want0).encode():
-                    raise CheckError(f"{t.name} LIST {name} page: {len(keys)} keys from "
-                                     f"{keys[:1]!r}, expected {want} from {list_key(want0)}")
+                if (
+                    len(keys) != want
+                    or (kc is not None and kc != want)
+                    or keys[0] != list_key(want0).encode()
+                ):
+                    raise CheckError(
+                        f"{t.name} LIST {name} page: {len(keys)} keys from "
+                        f"{keys[:1]!r}, expected {want} from {list_key(want0)}"
+                    )
                 lat.append(dt_s)
             # what the client's parsing of that page costs (already inside the latencies above)
             res = conn.do(req)
@@ -441,8 +507,12 @@ def list_pages(t: Target, n_keys: int, reps: int) -> dict[str, Any]:
                 parse_list(bytes(res.body))
             parse.append((time.perf_counter() - p0) / 5)
             lat.sort()
-            out[name] = {"p50_ms": rawhttp.percentile(lat, 50) * 1e3, "p99_ms": rawhttp.percentile(lat, 99) * 1e3,
-                         "n": len(lat), "client_parse_ms": statistics.median(parse) * 1e3}
+            out[name] = {
+                "p50_ms": rawhttp.percentile(lat, 50) * 1e3,
+                "p99_ms": rawhttp.percentile(lat, 99) * 1e3,
+                "n": len(lat),
+                "client_parse_ms": statistics.median(parse) * 1e3,
+            }
     finally:
         conn.close()
     return out
@@ -488,8 +558,13 @@ def list_full_pass(t: Target, n_keys: int, budget_s: float) -> dict[str, Any]:
         conn.close()
     wall = time.perf_counter() - t0
     lat.sort()
-    return {"keys_s": total_keys / wall, "passes": passes, "pages": len(lat),
-            "page_p50_ms": rawhttp.percentile(lat, 50) * 1e3, "page_p99_ms": rawhttp.percentile(lat, 99) * 1e3}
+    return {
+        "keys_s": total_keys / wall,
+        "passes": passes,
+        "pages": len(lat),
+        "page_p50_ms": rawhttp.percentile(lat, 50) * 1e3,
+        "page_p99_ms": rawhttp.percentile(lat, 99) * 1e3,
+    }
 
 
 # ---------------------------------------------------------------- checkpoint
@@ -504,11 +579,15 @@ def checkpoint_bench(t: Target, mib: int, rounds: int, tmpdir: Path) -> dict[str
     try:
         import torch
         from s3torchconnector import S3Checkpoint, S3ClientConfig
+
         mode = "s3torchconnector"
     except Exception:  # noqa: BLE001
         mode = "boto3"
-    env = {"AWS_ACCESS_KEY_ID": t.server.access_key, "AWS_SECRET_ACCESS_KEY": t.server.secret_key,
-           "AWS_REGION": "us-east-1"}
+    env = {
+        "AWS_ACCESS_KEY_ID": t.server.access_key,
+        "AWS_SECRET_ACCESS_KEY": t.server.secret_key,
+        "AWS_REGION": "us-east-1",
+    }
     os.environ.update(env)
     t.one(t.signer.request("PUT", t.path("ckpt")), expect=(200, 409))
     nbytes = mib * MiB
@@ -518,10 +597,15 @@ def checkpoint_bench(t: Target, mib: int, rounds: int, tmpdir: Path) -> dict[str
     if mode == "s3torchconnector":
         g = torch.Generator().manual_seed(0)
         n_t = max(1, mib // 64)
-        state = {f"layer{i}.weight": torch.randn(16 * MiB, generator=g, dtype=torch.float32) for i in range(n_t)}
+        state = {
+            f"layer{i}.weight": torch.randn(16 * MiB, generator=g, dtype=torch.float32) for i in range(n_t)
+        }
         nbytes = sum(v.numel() * v.element_size() for v in state.values())
-        ck = S3Checkpoint(region="us-east-1", endpoint=t.server.endpoint,
-                          s3client_config=S3ClientConfig(force_path_style=True))
+        ck = S3Checkpoint(
+            region="us-east-1",
+            endpoint=t.server.endpoint,
+            s3client_config=S3ClientConfig(force_path_style=True),
+        )
         for r in range(rounds):
             uri = f"s3://ckpt/r{r}/state.pt"
             row: dict[str, float] = {}
@@ -548,19 +632,30 @@ def checkpoint_bench(t: Target, mib: int, rounds: int, tmpdir: Path) -> dict[str
                     with open(local, "rb") as f:
                         back = torch.load(f, weights_only=True)
                     row["local_load_s"] = time.perf_counter() - t0
-                if not all(torch.equal(back[k], state[k]) for k in ("layer0.weight", f"layer{n_t - 1}.weight")):
+                if not all(
+                    torch.equal(back[k], state[k]) for k in ("layer0.weight", f"layer{n_t - 1}.weight")
+                ):
                     raise CheckError(f"checkpoint {side}: tensors read back differ")
                 del back
             local.unlink(missing_ok=True)
             rows.append(row)
-            print(f"  ckpt r{r} " + "  ".join(f"{k} {nbytes / MiB / v:7.1f} MiB/s" for k, v in row.items()), flush=True)
+            print(
+                f"  ckpt r{r} " + "  ".join(f"{k} {nbytes / MiB / v:7.1f} MiB/s" for k, v in row.items()),
+                flush=True,
+            )
     else:
         import io
 
         import boto3
+
         data = os.urandom(nbytes)
-        s3 = boto3.client("s3", endpoint_url=t.server.endpoint, aws_access_key_id=t.server.access_key,
-                          aws_secret_access_key=t.server.secret_key, region_name="us-east-1")
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=t.server.endpoint,
+            aws_access_key_id=t.server.access_key,
+            aws_secret_access_key=t.server.secret_key,
+            region_name="us-east-1",
+        )
         for r in range(rounds):
             row = {}
             t0 = time.perf_counter()
@@ -601,7 +696,9 @@ def machine_info() -> dict[str, Any]:
 
     def git(*args: str) -> str:
         try:
-            return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=10).stdout.strip()
+            return subprocess.run(
+                ["git", *args], cwd=repo, capture_output=True, text=True, timeout=10
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return ""
 
@@ -610,9 +707,15 @@ def machine_info() -> dict[str, Any]:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemTotal"):
             mem = f"{int(line.split()[1]) / 2**20:.0f} GiB"
-    return {"nproc": os.cpu_count(), "cpu_model": model, "mem": mem, "python": platform.python_version(),
-            "kernel": platform.release(), "git_head": git("rev-parse", "--short", "HEAD"),
-            "git_dirty_server_files": len(dirty.splitlines()) if dirty else 0}
+    return {
+        "nproc": os.cpu_count(),
+        "cpu_model": model,
+        "mem": mem,
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "git_head": git("rev-parse", "--short", "HEAD"),
+        "git_dirty_server_files": len(dirty.splitlines()) if dirty else 0,
+    }
 
 
 class LoadSampler(threading.Thread):
@@ -644,33 +747,55 @@ def summarize(rows: list[Row]) -> dict[str, dict[str, dict[str, Any]]]:
     for shapes in out.values():
         for name, m in shapes.items():
             runs: list[LoadResult] = m.pop("runs")
-            m.update({
-                "rounds": len(runs), "ops": sum(x.ops for x in runs), "errors": sum(x.errors for x in runs),
-                "ops_s": statistics.median(x.ops_s for x in runs), "mib_s": statistics.median(x.mib_s for x in runs),
-                "p50_ms": statistics.median(x.p50_ms for x in runs), "p99_ms": statistics.median(x.p99_ms for x in runs),
-                "ops_s_rounds": [round(x.ops_s, 1) for x in runs],
-                "error_samples": [e for x in runs for e in x.error_samples][:3],
-            })
+            m.update(
+                {
+                    "rounds": len(runs),
+                    "ops": sum(x.ops for x in runs),
+                    "errors": sum(x.errors for x in runs),
+                    "ops_s": statistics.median(x.ops_s for x in runs),
+                    "mib_s": statistics.median(x.mib_s for x in runs),
+                    "p50_ms": statistics.median(x.p50_ms for x in runs),
+                    "p99_ms": statistics.median(x.p99_ms for x in runs),
+                    "ops_s_rounds": [round(x.ops_s, 1) for x in runs],
+                    "error_samples": [e for x in runs for e in x.error_samples][:3],
+                }
+            )
             del name
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="short budgets, 2 rounds, small LIST bucket, 256 MiB checkpoint")
-    ap.add_argument("--peers", default="moto,seaweedfs",
-                    help=f"comma list from {sorted(PEER_SPECS)} (ceph and swift take minutes); '' for none")
+    ap.add_argument(
+        "--quick", action="store_true", help="short budgets, 2 rounds, small LIST bucket, 256 MiB checkpoint"
+    )
+    ap.add_argument(
+        "--peers",
+        default="moto,seaweedfs",
+        help=f"comma list from {sorted(PEER_SPECS)} (ceph and swift take minutes); '' for none",
+    )
     ap.add_argument("--no-nginx", action="store_true")
-    ap.add_argument("--no-workers", action="store_true", help="skip the `tierstore serve --workers N` variant")
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="N for the variant (default nproc)")
+    ap.add_argument(
+        "--no-workers", action="store_true", help="skip the `tierstore serve --workers N` variant"
+    )
+    ap.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 2, help="N for the variant (default nproc)"
+    )
     ap.add_argument("--rounds", type=int)
-    ap.add_argument("--shapes", help="comma list of shape-name prefixes (e.g. get-4KiB,gpu); 'none' for no shapes")
+    ap.add_argument(
+        "--shapes", help="comma list of shape-name prefixes (e.g. get-4KiB,gpu); 'none' for no shapes"
+    )
     ap.add_argument("--no-list", action="store_true")
     ap.add_argument("--list-budget", type=float, help="seconds to fill tierstore's LIST bucket")
     ap.add_argument("--list-peer-budget", type=float, help="seconds to fill each peer's LIST bucket")
-    ap.add_argument("--list-targets", default="tierstore,moto,seaweedfs",
-                    help="which targets get a LIST bucket (default tierstore,moto,seaweedfs)")
-    ap.add_argument("--ckpt-mib", type=int, help="checkpoint state-dict size (default 2048; quick 256); 0: skip")
+    ap.add_argument(
+        "--list-targets",
+        default="tierstore,moto,seaweedfs",
+        help="which targets get a LIST bucket (default tierstore,moto,seaweedfs)",
+    )
+    ap.add_argument(
+        "--ckpt-mib", type=int, help="checkpoint state-dict size (default 2048; quick 256); 0: skip"
+    )
     ap.add_argument("--ckpt-rounds", type=int)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
@@ -698,14 +823,21 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     t_start = time.monotonic()
-    meta: dict[str, Any] = {"command": " ".join([".venv/bin/python", *sys.argv]),
-                            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                            "mode": "quick" if args.quick else "full", "rounds": rounds,
-                            "shapes": [asdict(s) for s in shapes], "machine": machine_info(),
-                            "loadavg_start": os.getloadavg()}
+    meta: dict[str, Any] = {
+        "command": " ".join([".venv/bin/python", *sys.argv]),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "mode": "quick" if args.quick else "full",
+        "rounds": rounds,
+        "shapes": [asdict(s) for s in shapes],
+        "machine": machine_info(),
+        "loadavg_start": os.getloadavg(),
+    }
     m = meta["machine"]
-    print(f"bench_peers: {meta['mode']}, {rounds} rounds, {len(shapes)} shapes; {m['nproc']} x {m['cpu_model']}, "
-          f"load {meta['loadavg_start'][0]:.1f}", flush=True)
+    print(
+        f"bench_peers: {meta['mode']}, {rounds} rounds, {len(shapes)} shapes; {m['nproc']} x {m['cpu_model']}, "
+        f"load {meta['loadavg_start'][0]:.1f}",
+        flush=True,
+    )
     sampler = LoadSampler()
     sampler.start()
     small = payloads(4 * KiB, plan.pool_small)
@@ -745,7 +877,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"bench_peers: {name} did not start: {str(exc)[:300]}", flush=True)
                 continue
             starts[name] = {"start_s": round(server.start_s, 1), **server.info}
-            print(f"bench_peers: {name} up at {server.endpoint} in {server.start_s:.1f}s {server.info}", flush=True)
+            print(
+                f"bench_peers: {name} up at {server.endpoint} in {server.start_s:.1f}s {server.info}",
+                flush=True,
+            )
             t = Target(server, kind)
             try:
                 setup_target(t, small, large, gpu=kind == "tierstore" and any(s.op == "gget" for s in shapes))
@@ -760,7 +895,7 @@ def main(argv: list[str] | None = None) -> int:
 
         # ---- interleaved shapes
         for rnd in range(rounds):
-            order = targets[rnd % len(targets):] + targets[:rnd % len(targets)]
+            order = targets[rnd % len(targets) :] + targets[: rnd % len(targets)]
             for shape in shapes:
                 for t in order:
                     if shape.op == "gget" and t.kind != "tierstore":
@@ -768,15 +903,22 @@ def main(argv: list[str] | None = None) -> int:
                     r = run_shape(t, shape, rnd, small, large)
                     rows.append(Row(t.name, shape.name, rnd, r))
                     flag = f"  ERRORS {r.errors}: {r.error_samples[:1]}" if r.errors else ""
-                    print(f"  r{rnd} {shape.name:<17} {t.name:<13} {r.ops:5d} ops {r.wall_s:5.2f}s {r.ops_s:9.1f} ops/s "
-                          f"{r.mib_s:8.1f} MiB/s  P50 {r.p50_ms:8.2f}  P99 {r.p99_ms:8.2f} ms{flag}", flush=True)
+                    print(
+                        f"  r{rnd} {shape.name:<17} {t.name:<13} {r.ops:5d} ops {r.wall_s:5.2f}s {r.ops_s:9.1f} ops/s "
+                        f"{r.mib_s:8.1f} MiB/s  P50 {r.p50_ms:8.2f}  P99 {r.p99_ms:8.2f} ms{flag}",
+                        flush=True,
+                    )
                     if rawhttp.STOP.is_set():
                         raise KeyboardInterrupt
 
         # ---- LIST
         if not args.no_list:
-            ltargets = [t for t in targets if t.is_s3 and (t.name in list_targets or
-                                                          (t.kind == "tierstore" and "tierstore" in list_targets))]
+            ltargets = [
+                t
+                for t in targets
+                if t.is_s3
+                and (t.name in list_targets or (t.kind == "tierstore" and "tierstore" in list_targets))
+            ]
             for t in ltargets:
                 budget = list_budget if t.kind == "tierstore" else list_peer_budget
                 if t.name != "tierstore" and t.kind == "tierstore":
@@ -791,21 +933,26 @@ def main(argv: list[str] | None = None) -> int:
                 lists[t.name] = {"fill": fill, "rounds": []}
                 print(f"bench_peers: {t.name} LIST bucket: {fill}", flush=True)
             for rnd in range(rounds):
-                order = ltargets[rnd % max(1, len(ltargets)):] + ltargets[:rnd % max(1, len(ltargets))]
+                order = ltargets[rnd % max(1, len(ltargets)) :] + ltargets[: rnd % max(1, len(ltargets))]
                 for t in order:
                     n = lists[t.name]["fill"]["keys"]
                     full = list_full_pass(t, n, plan.list_pass_budget_s)
                     pages = list_pages(t, n, plan.list_page_reps)
                     lists[t.name]["rounds"].append({"pass": full, "pages": pages})
-                    print(f"  r{rnd} list-{n}  {t.name:<13} {full['keys_s']:9,.0f} keys/s ({full['passes']} passes, page "
-                          f"P50 {full['page_p50_ms']:.2f} ms)  first page P50 {pages['first']['p50_ms']:.2f} ms  "
-                          f"last page P50 {pages['last']['p50_ms']:.2f} ms (client parse "
-                          f"{pages['first']['client_parse_ms']:.2f} ms)", flush=True)
+                    print(
+                        f"  r{rnd} list-{n}  {t.name:<13} {full['keys_s']:9,.0f} keys/s ({full['passes']} passes, page "
+                        f"P50 {full['page_p50_ms']:.2f} ms)  first page P50 {pages['first']['p50_ms']:.2f} ms  "
+                        f"last page P50 {pages['last']['p50_ms']:.2f} ms (client parse "
+                        f"{pages['first']['client_parse_ms']:.2f} ms)",
+                        flush=True,
+                    )
 
         # ---- checkpoint
         if ckpt_mib:
             t = next(t for t in targets if t.name == "tierstore")
-            print(f"bench_peers: checkpoint {ckpt_mib} MiB x {ckpt_rounds} rounds on {t.name} ...", flush=True)
+            print(
+                f"bench_peers: checkpoint {ckpt_mib} MiB x {ckpt_rounds} rounds on {t.name} ...", flush=True
+            )
             ckpt = checkpoint_bench(t, ckpt_mib, ckpt_rounds, tmpdir)
     except KeyboardInterrupt:
         rawhttp.STOP.set()
@@ -814,6 +961,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001
         rawhttp.STOP.set()
         import traceback
+
         traceback.print_exc()
         print(f"bench_peers: FAILED: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         for s in servers:
@@ -850,9 +998,16 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_peers: SOME SHAPES HAD ERRORS; their numbers are not valid.")
         exit_code = exit_code or 2
     if args.out:
-        doc = {"meta": meta, "starts": starts, "failures": failures, "summary": summary, "list": lists,
-               "checkpoint": ckpt, "targets_verdict": report["verdicts"],
-               "runs": [{"target": r.target, "shape": r.shape, "round": r.round, **asdict(r.res)} for r in rows]}
+        doc = {
+            "meta": meta,
+            "starts": starts,
+            "failures": failures,
+            "summary": summary,
+            "list": lists,
+            "checkpoint": ckpt,
+            "targets_verdict": report["verdicts"],
+            "runs": [{"target": r.target, "shape": r.shape, "round": r.round, **asdict(r.res)} for r in rows],
+        }
         args.out.write_text(json.dumps(doc, indent=2, default=str))
         print(f"bench_peers: results written to {args.out}")
     t0 = time.monotonic()
@@ -862,13 +1017,22 @@ def main(argv: list[str] | None = None) -> int:
     return exit_code
 
 
-def build_report(meta: dict[str, Any], summary: dict[str, Any], shapes: list[Shape], lists: dict[str, Any],
-                 ckpt: dict[str, Any], starts: dict[str, Any], failures: dict[str, str]) -> dict[str, Any]:
+def build_report(
+    meta: dict[str, Any],
+    summary: dict[str, Any],
+    shapes: list[Shape],
+    lists: dict[str, Any],
+    ckpt: dict[str, Any],
+    starts: dict[str, Any],
+    failures: dict[str, str],
+) -> dict[str, Any]:
     lines: list[str] = []
     names = list(summary)
     ld = meta["loadavg_during"]
-    lines.append(f"bench_peers: done in {meta['elapsed_s']:.0f}s; load average (1 min) during the run "
-                 f"min {ld['min']:.1f} / median {ld['median']:.1f} / max {ld['max']:.1f}")
+    lines.append(
+        f"bench_peers: done in {meta['elapsed_s']:.0f}s; load average (1 min) during the run "
+        f"min {ld['min']:.1f} / median {ld['median']:.1f} / max {ld['max']:.1f}"
+    )
     lines.append("")
     lines.append("| target | start s | version / note |")
     lines.append("| --- | ---: | --- |")
@@ -895,9 +1059,11 @@ def build_report(meta: dict[str, Any], summary: dict[str, Any], shapes: list[Sha
         lines.append(f"| {s.name} | " + " | ".join(cells) + " |")
     lines.append("")
     if lists:
-        lines.append("| LIST target | keys filled | fill PUT/s (c32, 0 B) | keys/s (full pass) | page P50 ms (pass) "
-                     "| first page P50 / P99 ms | last page P50 / P99 ms | mid-fill (keys: first / last P50 ms) "
-                     "| client parse ms/page |")
+        lines.append(
+            "| LIST target | keys filled | fill PUT/s (c32, 0 B) | keys/s (full pass) | page P50 ms (pass) "
+            "| first page P50 / P99 ms | last page P50 / P99 ms | mid-fill (keys: first / last P50 ms) "
+            "| client parse ms/page |"
+        )
         lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
         for n, li in lists.items():
             rs = li["rounds"]
@@ -911,23 +1077,35 @@ def build_report(meta: dict[str, Any], summary: dict[str, Any], shapes: list[Sha
             l50 = med(r["pages"]["last"]["p50_ms"] for r in rs)
             l99 = med(r["pages"]["last"]["p99_ms"] for r in rs)
             cp = med(r["pages"]["first"]["client_parse_ms"] for r in rs)
-            li["median"] = {"keys_s": ks, "first_p50_ms": f50, "last_p50_ms": l50, "first_p99_ms": f99,
-                            "last_p99_ms": l99, "pass_page_p50_ms": pp}
+            li["median"] = {
+                "keys_s": ks,
+                "first_p50_ms": f50,
+                "last_p50_ms": l50,
+                "first_p99_ms": f99,
+                "last_p99_ms": l99,
+                "pass_page_p50_ms": pp,
+            }
             mid = li["fill"].get("mid") or {}
             midtxt = "-"
             if mid.get("pages"):
-                midtxt = (f"{mid['keys']:,}: {mid['pages']['first']['p50_ms']:.2f} / "
-                          f"{mid['pages']['last']['p50_ms']:.2f}")
-            lines.append(f"| {n} | {li['fill']['keys']:,} | {fmt(li['fill']['fill_puts_s'])} | {fmt(ks, 0)} | "
-                         f"{fmt(pp, 2)} | {fmt(f50, 2)} / {fmt(f99, 2)} | {fmt(l50, 2)} / {fmt(l99, 2)} | {midtxt} "
-                         f"| {cp:.2f} |")
+                midtxt = (
+                    f"{mid['keys']:,}: {mid['pages']['first']['p50_ms']:.2f} / "
+                    f"{mid['pages']['last']['p50_ms']:.2f}"
+                )
+            lines.append(
+                f"| {n} | {li['fill']['keys']:,} | {fmt(li['fill']['fill_puts_s'])} | {fmt(ks, 0)} | "
+                f"{fmt(pp, 2)} | {fmt(f50, 2)} / {fmt(f99, 2)} | {fmt(l50, 2)} / {fmt(l99, 2)} | {midtxt} "
+                f"| {cp:.2f} |"
+            )
         lines.append("")
     if ckpt:
-        lines.append(f"Checkpoint ({ckpt['mode']}, {ckpt['bytes'] / MiB:,.0f} MiB state dict, "
-                     f"{len(ckpt['rounds'])} round(s)): save {ckpt['s3_save_mib_s']:.1f} MiB/s vs local file "
-                     f"{ckpt['local_save_mib_s']:.1f} MiB/s (ratio {ckpt['s3_save_mib_s'] / ckpt['local_save_mib_s']:.2f}); "
-                     f"load {ckpt['s3_load_mib_s']:.1f} vs {ckpt['local_load_mib_s']:.1f} MiB/s "
-                     f"(ratio {ckpt['s3_load_mib_s'] / ckpt['local_load_mib_s']:.2f})")
+        lines.append(
+            f"Checkpoint ({ckpt['mode']}, {ckpt['bytes'] / MiB:,.0f} MiB state dict, "
+            f"{len(ckpt['rounds'])} round(s)): save {ckpt['s3_save_mib_s']:.1f} MiB/s vs local file "
+            f"{ckpt['local_save_mib_s']:.1f} MiB/s (ratio {ckpt['s3_save_mib_s'] / ckpt['local_save_mib_s']:.2f}); "
+            f"load {ckpt['s3_load_mib_s']:.1f} vs {ckpt['local_load_mib_s']:.1f} MiB/s "
+            f"(ratio {ckpt['s3_load_mib_s'] / ckpt['local_load_mib_s']:.2f})"
+        )
         lines.append("")
 
     # ---- verdicts
@@ -942,13 +1120,19 @@ def build_report(meta: dict[str, Any], summary: dict[str, Any], shapes: list[Sha
     ts_names = [n for n in names if n.startswith("tierstore")]
     peers = [n for n in names if not n.startswith("tierstore") and n != "nginx"]
 
-    def verdict(target: str, what: str, ratio: float | None, need: str, met: bool | None, detail: str) -> None:
+    def verdict(
+        target: str, what: str, ratio: float | None, need: str, met: bool | None, detail: str
+    ) -> None:
         shape = what.split(" ")[0]
         if shape.endswith(tuple(f"-c{c}" for c in (2, 4, 16, 32))) and shape not in summary.get(target, {}):
             return  # shape not run
-        if what.startswith("gpu-direct") and f"gpu-get-4KiB-{what.split()[-1]}" not in summary.get(target, {}):
+        if what.startswith("gpu-direct") and f"gpu-get-4KiB-{what.split()[-1]}" not in summary.get(
+            target, {}
+        ):
             return
-        verdicts.append({"target": target, "what": what, "value": ratio, "need": need, "met": met, "detail": detail})
+        verdicts.append(
+            {"target": target, "what": what, "value": ratio, "need": need, "met": met, "detail": detail}
+        )
 
     for ts in ts_names:
         for c in (2, 4):
@@ -956,42 +1140,93 @@ def build_report(meta: dict[str, Any], summary: dict[str, Any], shapes: list[Sha
                 sh = f"{op}-64MiB-c{c}"
                 a, b = get(ts, sh, "mib_s"), get("nginx", sh, "mib_s")
                 r = a / b if a and b else None
-                verdict(ts, f"{sh} vs nginx", r, f">= {need}x", None if r is None else r >= need,
-                        f"{fmt(a)} vs {fmt(b)} MiB/s")
+                verdict(
+                    ts,
+                    f"{sh} vs nginx",
+                    r,
+                    f">= {need}x",
+                    None if r is None else r >= need,
+                    f"{fmt(a)} vs {fmt(b)} MiB/s",
+                )
         for c in (16, 32):
             for op, need in (("get", 20.0), ("put", 10.0)):
                 sh = f"{op}-4KiB-c{c}"
                 a, b = get(ts, sh, "ops_s"), get("moto", sh, "ops_s")
                 r = a / b if a and b else None
-                verdict(ts, f"{sh} vs moto", r, f">= {need:.0f}x", None if r is None else r >= need,
-                        f"{fmt(a, 0)} vs {fmt(b, 0)} ops/s")
+                verdict(
+                    ts,
+                    f"{sh} vs moto",
+                    r,
+                    f">= {need:.0f}x",
+                    None if r is None else r >= need,
+                    f"{fmt(a, 0)} vs {fmt(b, 0)} ops/s",
+                )
                 others = {p: get(p, sh, "ops_s") for p in peers}
                 best = max(((v, p) for p, v in others.items() if v), default=(None, None))
                 r2 = a / best[0] if a and best[0] else None
-                verdict(ts, f"{sh} vs best peer ({best[1]})", r2, "> 1x (ahead of every peer)",
-                        None if r2 is None else r2 > 1.0,
-                        ", ".join(f"{p} {fmt(v, 0)}" for p, v in others.items()))
+                verdict(
+                    ts,
+                    f"{sh} vs best peer ({best[1]})",
+                    r2,
+                    "> 1x (ahead of every peer)",
+                    None if r2 is None else r2 > 1.0,
+                    ", ".join(f"{p} {fmt(v, 0)}" for p, v in others.items()),
+                )
         for c in (1, 16):
             p99 = get(ts, f"gpu-get-4KiB-c{c}", "p99_ms")
-            verdict(ts, f"gpu-direct GET 4 KiB P99 at c{c}", p99, "< 2 ms" if c == 16 else "(info) < 2 ms",
-                    None if p99 is None else p99 < 2.0, f"P99 {fmt(p99, 2)} ms")
+            verdict(
+                ts,
+                f"gpu-direct GET 4 KiB P99 at c{c}",
+                p99,
+                "< 2 ms" if c == 16 else "(info) < 2 ms",
+                None if p99 is None else p99 < 2.0,
+                f"P99 {fmt(p99, 2)} ms",
+            )
         li = lists.get(ts, {}).get("median")
         if li:
             n = lists[ts]["fill"]["keys"]
-            verdict(ts, f"LIST keys/s ({n:,} keys)", li["keys_s"], ">= 200,000", li["keys_s"] >= 200_000,
-                    f"{fmt(li['keys_s'], 0)} keys/s")
+            verdict(
+                ts,
+                f"LIST keys/s ({n:,} keys)",
+                li["keys_s"],
+                ">= 200,000",
+                li["keys_s"] >= 200_000,
+                f"{fmt(li['keys_s'], 0)} keys/s",
+            )
             for side in ("first", "last"):
                 v = li[f"{side}_p50_ms"]
-                verdict(ts, f"LIST {side} page P50 ({n:,} keys, not 1M)", v, "< 20 ms", v < 20.0, f"{fmt(v, 2)} ms")
+                verdict(
+                    ts,
+                    f"LIST {side} page P50 ({n:,} keys, not 1M)",
+                    v,
+                    "< 20 ms",
+                    v < 20.0,
+                    f"{fmt(v, 2)} ms",
+                )
     if ckpt:
-        verdict("tierstore", "checkpoint save vs local file", ckpt["s3_save_mib_s"] / ckpt["local_save_mib_s"],
-                "(ratio reported)", None, f"{ckpt['s3_save_mib_s']:.1f} vs {ckpt['local_save_mib_s']:.1f} MiB/s")
-        verdict("tierstore", "checkpoint load vs local file", ckpt["s3_load_mib_s"] / ckpt["local_load_mib_s"],
-                "(ratio reported)", None, f"{ckpt['s3_load_mib_s']:.1f} vs {ckpt['local_load_mib_s']:.1f} MiB/s")
+        verdict(
+            "tierstore",
+            "checkpoint save vs local file",
+            ckpt["s3_save_mib_s"] / ckpt["local_save_mib_s"],
+            "(ratio reported)",
+            None,
+            f"{ckpt['s3_save_mib_s']:.1f} vs {ckpt['local_save_mib_s']:.1f} MiB/s",
+        )
+        verdict(
+            "tierstore",
+            "checkpoint load vs local file",
+            ckpt["s3_load_mib_s"] / ckpt["local_load_mib_s"],
+            "(ratio reported)",
+            None,
+            f"{ckpt['s3_load_mib_s']:.1f} vs {ckpt['local_load_mib_s']:.1f} MiB/s",
+        )
     ng = summary.get("nginx", {})
     if ng:
-        ceil = ", ".join(f"{s} {fmt(ng[s]['ops_s'], 0)} ops/s" for s in ("get-4KiB-c16", "get-4KiB-c32",
-                                                                          "put-4KiB-c16", "put-4KiB-c32") if s in ng)
+        ceil = ", ".join(
+            f"{s} {fmt(ng[s]['ops_s'], 0)} ops/s"
+            for s in ("get-4KiB-c16", "get-4KiB-c32", "put-4KiB-c16", "put-4KiB-c32")
+            if s in ng
+        )
         lines.append(f"Load generator ceiling (what it gets from nginx): {ceil}")
         lines.append("")
     lines.append("| target | measure | value | needed | met |")

@@ -53,8 +53,14 @@ class Server(Tierstore):
 
 def admin(server: Server, *args: str) -> Any:
     env = {**os.environ, "TIERSTORE_ACCESS_KEY": server.access_key, "TIERSTORE_SECRET_KEY": server.secret_key}
-    done = subprocess.run([sys.executable, "-m", "server.cli", "admin", *args, "--endpoint", server.endpoint, "--json"],
-                          env=env, capture_output=True, text=True, timeout=3600, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "server.cli", "admin", *args, "--endpoint", server.endpoint, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
+    )
     if done.returncode:
         raise RuntimeError(f"admin {' '.join(args)}: {done.stderr}")
     return json.loads(done.stdout)
@@ -95,18 +101,26 @@ class Readers:
 
 
 def client(server: Server) -> Any:
-    return boto3.client("s3", endpoint_url=server.endpoint, aws_access_key_id=server.access_key,
-                        aws_secret_access_key=server.secret_key, region_name="us-east-1",
-                        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1},
-                                      max_pool_connections=32))
+    return boto3.client(
+        "s3",
+        endpoint_url=server.endpoint,
+        aws_access_key_id=server.access_key,
+        aws_secret_access_key=server.secret_key,
+        region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, max_pool_connections=32),
+    )
 
 
 def summary(latencies: list[float], seconds: float) -> dict[str, float]:
     if not latencies:
         return {"requests": 0, "req_per_s": 0.0, "p50_ms": 0.0, "p99_ms": 0.0}
     ordered = sorted(latencies)
-    return {"requests": len(ordered), "req_per_s": len(ordered) / seconds,
-            "p50_ms": statistics.median(ordered) * 1000, "p99_ms": ordered[int(0.99 * (len(ordered) - 1))] * 1000}
+    return {
+        "requests": len(ordered),
+        "req_per_s": len(ordered) / seconds,
+        "p50_ms": statistics.median(ordered) * 1000,
+        "p99_ms": ordered[int(0.99 * (len(ordered) - 1))] * 1000,
+    }
 
 
 def main() -> int:
@@ -127,8 +141,12 @@ def main() -> int:
         large = {f"l/{i:04d}": rng.randbytes(4 * MIB) for i in range(args.large)}
         t0 = time.monotonic()
         with ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda kv: s3.put_object(Bucket=BUCKET, Key=kv[0], Body=kv[1]),
-                          list(small.items()) + list(large.items())))
+            list(
+                pool.map(
+                    lambda kv: s3.put_object(Bucket=BUCKET, Key=kv[0], Body=kv[1]),
+                    list(small.items()) + list(large.items()),
+                )
+            )
         put_s = time.monotonic() - t0
         print(f"loaded {len(small) + len(large)} objects in {put_s:.1f}s", file=sys.stderr)
         logical = sum(map(len, small.values())) + sum(map(len, large.values()))
@@ -144,10 +162,25 @@ def main() -> int:
             time.sleep(1.0)
             print("adding two nodes; rebalancing", file=sys.stderr)
             with ThreadPoolExecutor(4) as pool:  # settles into one run (settle_seconds=3)
-                added = list(pool.map(lambda nd: admin(
-                    server, "domain", "add", "--tier", "hot", "--path", str(root / nd[0] / nd[1]),
-                    "--node", nd[0], "--rack", "rack1", "--wait"),
-                    [("n9", "d1"), ("n9", "d2"), ("n10", "d1"), ("n10", "d2")]))
+                added = list(
+                    pool.map(
+                        lambda nd: admin(
+                            server,
+                            "domain",
+                            "add",
+                            "--tier",
+                            "hot",
+                            "--path",
+                            str(root / nd[0] / nd[1]),
+                            "--node",
+                            nd[0],
+                            "--rack",
+                            "rack1",
+                            "--wait",
+                        ),
+                        [("n9", "d1"), ("n9", "d2"), ("n10", "d1"), ("n10", "d2")],
+                    )
+                )
             after = admin(server, "rebalance", "--wait")
         status = max((a["rebalance"] for a in added), key=lambda r: r["shards_moved"])
         started, finished = status["started"], status["finished"]
@@ -161,33 +194,50 @@ def main() -> int:
             got = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
             assert hashlib.md5(got).digest() == hashlib.md5(body).digest(), key
         result = {
-            "objects": len(small) + len(large), "logical_mib": logical / MIB, "put_seconds": put_s,
-            "shards_moved": status["shards_moved"], "shards_scanned": status["shards_scanned"],
+            "objects": len(small) + len(large),
+            "logical_mib": logical / MIB,
+            "put_seconds": put_s,
+            "shards_moved": status["shards_moved"],
+            "shards_scanned": status["shards_scanned"],
             "moved_fraction": status["shards_moved"] / max(status["shards_scanned"], 1),
-            "mib_moved": moved_mib, "rebalance_seconds": status["elapsed_seconds"],
-            "rebalance_mib_per_s": throughput, "conflicts": status["conflicts"], "failures": status["failures"],
+            "mib_moved": moved_mib,
+            "rebalance_seconds": status["elapsed_seconds"],
+            "rebalance_mib_per_s": throughput,
+            "conflicts": status["conflicts"],
+            "failures": status["failures"],
             "get_errors": base.errors + during.errors,
-            "baseline": baseline, "during_rebalance": rebalancing,
+            "baseline": baseline,
+            "during_rebalance": rebalancing,
             "concurrency": os.environ.get("TIERSTORE_REBALANCE_CONCURRENCY", "4 (default)"),
             "bytes_per_second": os.environ.get("TIERSTORE_REBALANCE_BYTES_PER_SECOND", "unlimited"),
         }
     finally:
         server.stop()
 
-    print(f"\n{result['objects']} objects ({result['logical_mib']:.0f} MiB) on hot 4+2, 8 → 10 nodes; "
-          f"rebalance concurrency {result['concurrency']}, rate {result['bytes_per_second']}\n")
+    print(
+        f"\n{result['objects']} objects ({result['logical_mib']:.0f} MiB) on hot 4+2, 8 → 10 nodes; "
+        f"rebalance concurrency {result['concurrency']}, rate {result['bytes_per_second']}\n"
+    )
     print("| measure | value |\n|---|---:|")
-    print(f"| shards moved / scanned | {result['shards_moved']} / {result['shards_scanned']} "
-          f"({result['moved_fraction']:.3f}; ideal 0.200) |")
+    print(
+        f"| shards moved / scanned | {result['shards_moved']} / {result['shards_scanned']} "
+        f"({result['moved_fraction']:.3f}; ideal 0.200) |"
+    )
     print(f"| MiB moved | {result['mib_moved']:.1f} |")
     print(f"| rebalance time | {result['rebalance_seconds']:.1f} s |")
     print(f"| rebalance throughput | {result['rebalance_mib_per_s']:.1f} MiB/s |")
-    print(f"| GET 16 KiB without rebalance: P50 / P99 / req/s | {baseline['p50_ms']:.1f} / "
-          f"{baseline['p99_ms']:.1f} ms / {baseline['req_per_s']:.0f} |")
-    print(f"| GET 16 KiB during rebalance: P50 / P99 / req/s | {rebalancing['p50_ms']:.1f} / "
-          f"{rebalancing['p99_ms']:.1f} ms / {rebalancing['req_per_s']:.0f} |")
-    print(f"| GET errors, move failures, conflicts | {result['get_errors']}, {result['failures']}, "
-          f"{result['conflicts']} |")
+    print(
+        f"| GET 16 KiB without rebalance: P50 / P99 / req/s | {baseline['p50_ms']:.1f} / "
+        f"{baseline['p99_ms']:.1f} ms / {baseline['req_per_s']:.0f} |"
+    )
+    print(
+        f"| GET 16 KiB during rebalance: P50 / P99 / req/s | {rebalancing['p50_ms']:.1f} / "
+        f"{rebalancing['p99_ms']:.1f} ms / {rebalancing['req_per_s']:.0f} |"
+    )
+    print(
+        f"| GET errors, move failures, conflicts | {result['get_errors']}, {result['failures']}, "
+        f"{result['conflicts']} |"
+    )
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))
     return 0 if not result["get_errors"] and not result["failures"] else 1

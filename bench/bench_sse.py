@@ -30,14 +30,31 @@ KiB, MiB = 1024, 1024 * 1024
 SSE = {"x-amz-server-side-encryption": "AES256"}
 
 
-def shape(server: Tierstore, signer: Signer, bucket: str, sse: bool, op: str, size: int, concurrency: int,
-          count: int, budget: float, payloads: list[bytes]) -> LoadResult:
+def shape(
+    server: Tierstore,
+    signer: Signer,
+    bucket: str,
+    sse: bool,
+    op: str,
+    size: int,
+    concurrency: int,
+    count: int,
+    budget: float,
+    payloads: list[bytes],
+) -> LoadResult:
     extra = SSE if sse else {}
     host, port = "127.0.0.1", server.port
     if op == "PUT":
-        reqs = [signer.request("PUT", f"/{bucket}/put-{size}-{i}", body=payloads[i % len(payloads)],
-                               sha256=hashlib.sha256(payloads[i % len(payloads)]).hexdigest(), headers=extra)
-                for i in range(count)]
+        reqs = [
+            signer.request(
+                "PUT",
+                f"/{bucket}/put-{size}-{i}",
+                body=payloads[i % len(payloads)],
+                sha256=hashlib.sha256(payloads[i % len(payloads)]).hexdigest(),
+                headers=extra,
+            )
+            for i in range(count)
+        ]
 
         def check_put(i: int, req: Request, res: Response) -> None:
             if res.status != 200:
@@ -66,8 +83,18 @@ def shape(server: Tierstore, signer: Signer, bucket: str, sse: bool, op: str, si
         if res.body[len(want) - 4 * KiB : len(want)] != want[-4 * KiB :]:
             raise CheckError("GET: the last bytes are not what was PUT")
 
-    return run_load(host, port, [], concurrency, count, budget, lambda i: gets[i % len(gets)], check_get,
-                    size=size, expect_size=size)
+    return run_load(
+        host,
+        port,
+        [],
+        concurrency,
+        count,
+        budget,
+        lambda i: gets[i % len(gets)],
+        check_get,
+        size=size,
+        expect_size=size,
+    )
 
 
 def main() -> int:
@@ -99,22 +126,38 @@ def main() -> int:
             results: dict[str, list[LoadResult]] = {"plain": [], "sse": []}
             for _ in range(rounds):
                 for mode in ("plain", "sse"):
-                    results[mode].append(shape(server, signer, mode, mode == "sse", op, size, concurrency, count,
-                                               budget, payloads))
+                    results[mode].append(
+                        shape(
+                            server,
+                            signer,
+                            mode,
+                            mode == "sse",
+                            op,
+                            size,
+                            concurrency,
+                            count,
+                            budget,
+                            payloads,
+                        )
+                    )
             name = f"{op} {size // MiB} MiB" if size >= MiB else f"{op} {size // KiB} KiB"
             medians = {}
             for mode, runs in results.items():
                 runs.sort(key=lambda r: r.ops_s)
                 best = runs[len(runs) // 2]
                 medians[mode] = best
-                print(f"{name:<14}{mode:<7}{best.ops_s:>9.1f}{best.mib_s:>9.1f}{best.p50_ms:>9.2f}{best.p99_ms:>9.2f}"
-                      f"{sum(r.errors for r in runs):>8}")
+                print(
+                    f"{name:<14}{mode:<7}{best.ops_s:>9.1f}{best.mib_s:>9.1f}{best.p50_ms:>9.2f}{best.p99_ms:>9.2f}"
+                    f"{sum(r.errors for r in runs):>8}"
+                )
                 for sample in best.error_samples:
                     print(f"    {sample}", file=sys.stderr)
             ratio = medians["sse"].ops_s / medians["plain"].ops_s if medians["plain"].ops_s else float("nan")
-            print(f"{name:<14}{'ratio':<7}{ratio:>9.2f}  (SSE / plain throughput; per-round "
-                  f"{statistics.median([r.ops_s for r in results['sse']]):.1f} vs "
-                  f"{statistics.median([r.ops_s for r in results['plain']]):.1f} ops/s)")
+            print(
+                f"{name:<14}{'ratio':<7}{ratio:>9.2f}  (SSE / plain throughput; per-round "
+                f"{statistics.median([r.ops_s for r in results['sse']]):.1f} vs "
+                f"{statistics.median([r.ops_s for r in results['plain']]):.1f} ops/s)"
+            )
     finally:
         server.stop()
     return 0

@@ -45,8 +45,12 @@ from server.cli import main as tierstore_main  # noqa: E402
 
 ACCESS, SECRET = "bench-access", "bench-secret-key-0123"
 KiB, MiB = 1024, 1024 * 1024
-PLACEMENTS = [("gpu-direct", "EXPRESS_ONEZONE"), ("hot", "STANDARD"), ("warm", "STANDARD_IA"),
-              ("cold (restored copy)", "GLACIER")]
+PLACEMENTS = [
+    ("gpu-direct", "EXPRESS_ONEZONE"),
+    ("hot", "STANDARD"),
+    ("warm", "STANDARD_IA"),
+    ("cold (restored copy)", "GLACIER"),
+]
 
 
 def free_port() -> int:
@@ -56,10 +60,14 @@ def free_port() -> int:
 
 
 def client(endpoint: str) -> Any:
-    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ACCESS, aws_secret_access_key=SECRET,
-                        region_name="us-east-1",
-                        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1},
-                                      max_pool_connections=16))
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=ACCESS,
+        aws_secret_access_key=SECRET,
+        region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, max_pool_connections=16),
+    )
 
 
 def admin(endpoint: str, *args: str) -> Any:
@@ -75,11 +83,31 @@ def admin(endpoint: str, *args: str) -> Any:
 def start_server(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     log = open(tmp / "server.log", "wb")  # noqa: SIM115 - lives as long as the server
-    env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS, "TIERSTORE_SECRET_KEY": SECRET,
-           "TIERSTORE_LIFECYCLE_INTERVAL_SECONDS": "3600", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "--data", str(tmp / "data"),
-                             "--listen", f"127.0.0.1:{port}", "--test-clock"], cwd=ROOT, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    env = {
+        **os.environ,
+        "TIERSTORE_ACCESS_KEY": ACCESS,
+        "TIERSTORE_SECRET_KEY": SECRET,
+        "TIERSTORE_LIFECYCLE_INTERVAL_SECONDS": "3600",
+        "PYTHONUNBUFFERED": "1",
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "server.cli",
+            "serve",
+            "--data",
+            str(tmp / "data"),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--test-clock",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
     while b"tierstore: listening on" not in (tmp / "server.log").read_bytes():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -103,8 +131,9 @@ def get_latency(endpoint: str, bucket: str, keys: list[str], ops: int) -> dict[s
     return {"p50_ms": percentile(times, 0.5) * 1e3, "p99_ms": percentile(times, 0.99) * 1e3}
 
 
-def get_throughput(endpoint: str, bucket: str, keys: list[str], size: int, budget: float,
-                   concurrency: int = 8) -> dict[str, float]:
+def get_throughput(
+    endpoint: str, bucket: str, keys: list[str], size: int, budget: float, concurrency: int = 8
+) -> dict[str, float]:
     stop = time.monotonic() + budget
     counts = [0] * concurrency
 
@@ -146,7 +175,9 @@ def bench_tiers(endpoint: str, quick: bool) -> list[dict[str, Any]]:
         for size_label, size, count in sizes:
             keys = [f"{storage_class}/{size_label}/{i}" for i in range(count)]
             put_many(endpoint, "tiers", keys, size, storage_class)
-            rows.append({"tier": label, "class": storage_class, "size": size_label, "bytes": size, "keys": keys})
+            rows.append(
+                {"tier": label, "class": storage_class, "size": size_label, "bytes": size, "keys": keys}
+            )
     for row in rows:
         if row["class"] == "GLACIER":
             for key in row["keys"]:
@@ -157,14 +188,19 @@ def bench_tiers(endpoint: str, quick: bool) -> list[dict[str, Any]]:
         row["placed_on"] = head["ResponseMetadata"]["HTTPHeaders"]["x-tierstore-tier"]
         if row["class"] == "GLACIER":
             assert 'ongoing-request="false"' in head["Restore"], head
-            row["placed_on"] += "+restore@" + admin(endpoint, "object", "tiers", row["keys"][0])["restore"]["tier"]
+            row["placed_on"] += (
+                "+restore@" + admin(endpoint, "object", "tiers", row["keys"][0])["restore"]["tier"]
+            )
         big = row["bytes"] >= MiB
         ops = (40 if big else 150) if quick else (100 if big else 400)
         get_latency(endpoint, "tiers", row["keys"], 10)  # warm up connections and caches
         row.update(get_latency(endpoint, "tiers", row["keys"], ops))
         row.update(get_throughput(endpoint, "tiers", row["keys"], row["bytes"], 3.0 if quick else 6.0))
-        print(f"  {row['tier']:22} {row['size']:6} p50 {row['p50_ms']:7.2f} ms  p99 {row['p99_ms']:7.2f} ms  "
-              f"{row['ops_s']:8.1f} ops/s  {row['mib_s']:7.1f} MiB/s", flush=True)
+        print(
+            f"  {row['tier']:22} {row['size']:6} p50 {row['p50_ms']:7.2f} ms  p99 {row['p99_ms']:7.2f} ms  "
+            f"{row['ops_s']:8.1f} ops/s  {row['mib_s']:7.1f} MiB/s",
+            flush=True,
+        )
         del row["keys"]
     return rows
 
@@ -209,37 +245,56 @@ def bench_mover(endpoint: str, quick: bool) -> dict[str, Any]:
     moved = [m for m in report["mover"]["moves"] if m["from"] == "hot" and m["to"] == "warm"]
     moved_bytes = sum(m["bytes"] for m in moved)
     assert moved_bytes >= count * MiB, report["mover"]
-    tiers = {s3.head_object(Bucket="mover", Key=k)["ResponseMetadata"]["HTTPHeaders"]["x-tierstore-tier"]
-             for k in keys}
+    tiers = {
+        s3.head_object(Bucket="mover", Key=k)["ResponseMetadata"]["HTTPHeaders"]["x-tierstore-tier"]
+        for k in keys
+    }
     assert tiers == {"warm"}, tiers
     result = {
-        "objects": count, "mib": moved_bytes / MiB, "seconds": elapsed, "mib_s": moved_bytes / MiB / elapsed,
-        "reader_ops_s": len(during) / elapsed, "reader_p50_ms": percentile(during, 0.5) * 1e3,
-        "reader_p99_ms": percentile(during, 0.99) * 1e3, "reader_errors": errors[0],
+        "objects": count,
+        "mib": moved_bytes / MiB,
+        "seconds": elapsed,
+        "mib_s": moved_bytes / MiB / elapsed,
+        "reader_ops_s": len(during) / elapsed,
+        "reader_p50_ms": percentile(during, 0.5) * 1e3,
+        "reader_p99_ms": percentile(during, 0.99) * 1e3,
+        "reader_errors": errors[0],
     }
-    print(f"  mover: {result['mib']:.0f} MiB hot→warm in {elapsed:.1f} s = {result['mib_s']:.1f} MiB/s; "
-          f"readers {result['reader_ops_s']:.0f} ops/s, p50 {result['reader_p50_ms']:.1f} ms, "
-          f"p99 {result['reader_p99_ms']:.1f} ms, errors {errors[0]}", flush=True)
+    print(
+        f"  mover: {result['mib']:.0f} MiB hot→warm in {elapsed:.1f} s = {result['mib_s']:.1f} MiB/s; "
+        f"readers {result['reader_ops_s']:.0f} ops/s, p50 {result['reader_p50_ms']:.1f} ms, "
+        f"p99 {result['reader_p99_ms']:.1f} ms, errors {errors[0]}",
+        flush=True,
+    )
     return result
 
 
 def markdown(rows: list[dict[str, Any]], mover: dict[str, Any]) -> str:
-    lines = ["| tier (placed by) | served from | size | GET p50 (c1) | GET p99 (c1) | ops/s (c8) | MiB/s (c8) |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| tier (placed by) | served from | size | GET p50 (c1) | GET p99 (c1) | ops/s (c8) | MiB/s (c8) |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
-        lines.append(f"| {r['tier']} ({r['class']}) | {r['placed_on']} | {r['size']} | {r['p50_ms']:.2f} ms | "
-                     f"{r['p99_ms']:.2f} ms | {r['ops_s']:.0f} | {r['mib_s']:.1f} |")
-    lines += ["", "| mover: hot → warm | MiB moved | seconds | MiB/s | reader GET 4 KiB ops/s (c4) | "
-              "reader p50 | reader p99 | reader errors |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-              f"| {mover['objects']} × 1 MiB, one pass | {mover['mib']:.0f} | {mover['seconds']:.1f} | "
-              f"{mover['mib_s']:.1f} | {mover['reader_ops_s']:.0f} | {mover['reader_p50_ms']:.1f} ms | "
-              f"{mover['reader_p99_ms']:.1f} ms | {mover['reader_errors']} |"]
+        lines.append(
+            f"| {r['tier']} ({r['class']}) | {r['placed_on']} | {r['size']} | {r['p50_ms']:.2f} ms | "
+            f"{r['p99_ms']:.2f} ms | {r['ops_s']:.0f} | {r['mib_s']:.1f} |"
+        )
+    lines += [
+        "",
+        "| mover: hot → warm | MiB moved | seconds | MiB/s | reader GET 4 KiB ops/s (c4) | "
+        "reader p50 | reader p99 | reader errors |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| {mover['objects']} × 1 MiB, one pass | {mover['mib']:.0f} | {mover['seconds']:.1f} | "
+        f"{mover['mib_s']:.1f} | {mover['reader_ops_s']:.0f} | {mover['reader_p50_ms']:.1f} ms | "
+        f"{mover['reader_p99_ms']:.1f} ms | {mover['reader_errors']} |",
+    ]
     return "\n".join(lines)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()

@@ -39,7 +39,9 @@ def switches(pid: int) -> tuple[int, int]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shape", required=True, help="a bench_peers shape name (put-4KiB-c16, get-64MiB-c2, ...)")
+    ap.add_argument(
+        "--shape", required=True, help="a bench_peers shape name (put-4KiB-c16, get-64MiB-c2, ...)"
+    )
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     shape = next((s for s in bp.FULL.shapes if s.name == args.shape), None)
@@ -57,8 +59,11 @@ def main() -> int:
             r = bp.run_shape(t, shape, 100 + n, small, large)
             (v1, i1), c1 = switches(pid), cpu_seconds(pid)
             ops = max(1, r.ops + r.errors)
-            print(f"{shape.name} {r.ops_s:,.1f} ops/s  voluntary switches/op {(v1 - v0) / ops:.1f}  "
-                  f"involuntary/op {(i1 - i0) / ops:.1f}  server CPU {1000 * (c1 - c0) / ops:.2f} ms/op", flush=True)
+            print(
+                f"{shape.name} {r.ops_s:,.1f} ops/s  voluntary switches/op {(v1 - v0) / ops:.1f}  "
+                f"involuntary/op {(i1 - i0) / ops:.1f}  server CPU {1000 * (c1 - c0) / ops:.2f} ms/op",
+                flush=True,
+            )
     return 0
 
 

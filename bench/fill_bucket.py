@@ -29,7 +29,9 @@ from tiering.catalog import Catalog  # noqa: E402
 from tiering.records import ObjectMeta  # noqa: E402
 from tiering.tiers import tier_for_storage_class  # noqa: E402
 
-BATCH = 50_000  # keys per transaction: big enough that commits are noise, small enough to hold the lock briefly
+BATCH = (
+    50_000  # keys per transaction: big enough that commits are noise, small enough to hold the lock briefly
+)
 
 
 def list_key(i: int) -> str:
@@ -41,8 +43,15 @@ def catalog_path(data_dir: Path) -> Path:
     return data_dir / "catalog" / "catalog.db"
 
 
-def fill(catalog: Path | str, bucket: str, keys: int, *, start: int = 0, key: Callable[[int], str] = list_key,
-         storage_class: str = "STANDARD") -> dict[str, Any]:
+def fill(
+    catalog: Path | str,
+    bucket: str,
+    keys: int,
+    *,
+    start: int = 0,
+    key: Callable[[int], str] = list_key,
+    storage_class: str = "STANDARD",
+) -> dict[str, Any]:
     """Create zero-byte objects key(start) .. key(start + keys - 1) in `bucket`; returns what it did."""
     store = Catalog(catalog)
     meta = ObjectMeta(storage_class=storage_class)
@@ -52,19 +61,29 @@ def fill(catalog: Path | str, bucket: str, keys: int, *, start: int = 0, key: Ca
     try:
         for lo in range(start, start + keys, BATCH):
             hi = min(lo + BATCH, start + keys)
-            created += store.create_empty_objects(bucket, map(key, range(lo, hi)), tier=tier, meta=meta,
-                                                  now=time.time())
+            created += store.create_empty_objects(
+                bucket, map(key, range(lo, hi)), tier=tier, meta=meta, now=time.time()
+            )
     finally:
         store.close()
     seconds = time.perf_counter() - t0
-    return {"keys": keys, "created": created, "fill_s": round(seconds, 1), "keys_per_s": round(keys / seconds)}
+    return {
+        "keys": keys,
+        "created": created,
+        "fill_s": round(seconds, 1),
+        "keys_per_s": round(keys / seconds),
+    }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, help="the server's --data directory (its SQLite catalog)")
-    ap.add_argument("--catalog", metavar="URL", default=os.environ.get("TIERSTORE_CATALOG_URL"),
-                    help="the server's catalog URL instead (postgresql://...; default $TIERSTORE_CATALOG_URL)")
+    ap.add_argument(
+        "--catalog",
+        metavar="URL",
+        default=os.environ.get("TIERSTORE_CATALOG_URL"),
+        help="the server's catalog URL instead (postgresql://...; default $TIERSTORE_CATALOG_URL)",
+    )
     ap.add_argument("--bucket", required=True)
     ap.add_argument("--keys", type=int, required=True)
     ap.add_argument("--start", type=int, default=0, help="number of the first key")

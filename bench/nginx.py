@@ -90,7 +90,17 @@ class Nginx(Server):
             (prefix / d).mkdir(parents=True, exist_ok=True)
         conf = prefix / "nginx.conf"
         conf.write_text(CONF.format(workers=self.workers, prefix=prefix, port=self.port))
-        return [NGINX, "-p", str(prefix), "-c", str(conf), "-e", str(prefix / "error.log"), "-g", "daemon off;"]
+        return [
+            NGINX,
+            "-p",
+            str(prefix),
+            "-c",
+            str(conf),
+            "-e",
+            str(prefix / "error.log"),
+            "-g",
+            "daemon off;",
+        ]
 
     def ready(self) -> bool:
         (self.root / ".ready").write_bytes(b"ok")
@@ -102,8 +112,10 @@ class Nginx(Server):
         except OSError:
             return False
         self.info["version"] = nginx_version()
-        self.info["config"] = (f"{self.workers} workers, sendfile on, static root for GET, "
-                               "dav_methods PUT (body temp file + rename, no fsync)")
+        self.info["config"] = (
+            f"{self.workers} workers, sendfile on, static root for GET, "
+            "dav_methods PUT (body temp file + rename, no fsync)"
+        )
         return True
 
     def make_bucket(self, bucket: str) -> None:

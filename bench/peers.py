@@ -35,12 +35,24 @@ class PeerSpec:
 
 
 PEER_SPECS: dict[str, PeerSpec] = {
-    "moto": PeerSpec("moto", 1, (("PYTHON", sys.executable),), "in memory, no signature/checksum checks, no fsync"),
-    "seaweedfs": PeerSpec("seaweedfs", 8, (), "weed server (master+volume+filer+s3), 1 volume server, no replication"),
-    "ceph": PeerSpec("ceph", 20, (("CEPH_OSDS", "3"), ("CEPH_EC", "2+1")),
-                     "radosgw/beast, 3 bluestore OSDs, data pool erasure-coded 2+1"),
-    "swift": PeerSpec("swift", 5, (("SWIFT_DEFAULT_POLICY", "ec"),),
-                      "s3api, default policy EC isa_l_rs_cauchy 4+2 over 6 dirs"),
+    "moto": PeerSpec(
+        "moto", 1, (("PYTHON", sys.executable),), "in memory, no signature/checksum checks, no fsync"
+    ),
+    "seaweedfs": PeerSpec(
+        "seaweedfs", 8, (), "weed server (master+volume+filer+s3), 1 volume server, no replication"
+    ),
+    "ceph": PeerSpec(
+        "ceph",
+        20,
+        (("CEPH_OSDS", "3"), ("CEPH_EC", "2+1")),
+        "radosgw/beast, 3 bluestore OSDs, data pool erasure-coded 2+1",
+    ),
+    "swift": PeerSpec(
+        "swift",
+        5,
+        (("SWIFT_DEFAULT_POLICY", "ec"),),
+        "s3api, default policy EC isa_l_rs_cauchy 4+2 over 6 dirs",
+    ),
     "s3rver": PeerSpec("s3rver", 1, (), "node s3rver, files, no signature checks"),
 }
 
@@ -74,9 +86,15 @@ class Peer(Server):
         env = {**os.environ, **dict(self.spec.env)}
         t0 = time.monotonic()
         try:
-            proc = subprocess.run([str(script), str(self.port), str(self.data)], env=env, cwd=REPO,
-                                  capture_output=True, text=True, timeout=PEER_START_TIMEOUT,
-                                  stdin=subprocess.DEVNULL)
+            proc = subprocess.run(
+                [str(script), str(self.port), str(self.data)],
+                env=env,
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=PEER_START_TIMEOUT,
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired as exc:
             raise RuntimeError(f"{self.name}: start.sh did not finish in {PEER_START_TIMEOUT:.0f}s") from exc
         self.start_s = time.monotonic() - t0
@@ -103,8 +121,13 @@ class Peer(Server):
         if self.data is not None and self.data.exists():
             script = PEERS_DIR / self.spec.script / "stop.sh"
             try:
-                subprocess.run([str(script), str(self.data)], capture_output=True, text=True, timeout=120,
-                               stdin=subprocess.DEVNULL)
+                subprocess.run(
+                    [str(script), str(self.data)],
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    stdin=subprocess.DEVNULL,
+                )
             except subprocess.TimeoutExpired:
                 pass
         t1 = time.monotonic()

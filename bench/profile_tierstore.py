@@ -33,7 +33,9 @@ def find_py_spy(given: str | None) -> str:
     for c in (given, "/tmp/pyspy-venv/bin/py-spy", shutil.which("py-spy")):
         if c and Path(c).exists():
             return c
-    raise SystemExit("py-spy not found: python3 -m venv /tmp/pyspy-venv && /tmp/pyspy-venv/bin/pip install py-spy")
+    raise SystemExit(
+        "py-spy not found: python3 -m venv /tmp/pyspy-venv && /tmp/pyspy-venv/bin/pip install py-spy"
+    )
 
 
 def top(stacks: Path, n: int = 25) -> str:
@@ -59,12 +61,16 @@ def top(stacks: Path, n: int = 25) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shape", required=True, help="list, or a bench_peers shape name (get-4KiB-c16, put-64MiB-c2, ...)")
+    ap.add_argument(
+        "--shape", required=True, help="list, or a bench_peers shape name (get-4KiB-c16, put-64MiB-c2, ...)"
+    )
     ap.add_argument("--keys", type=int, default=3000, help="LIST bucket size (filled with 0-byte PUTs)")
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
     ap.add_argument("--py-spy")
-    ap.add_argument("--gil", action="store_true", help="only samples holding the GIL (CPU spent in Python, not waits)")
+    ap.add_argument(
+        "--gil", action="store_true", help="only samples holding the GIL (CPU spent in Python, not waits)"
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     py_spy = find_py_spy(args.py_spy)
@@ -89,15 +95,23 @@ def main() -> int:
             while not stop.is_set():
                 if args.shape == "list":
                     passes = bp.list_full_pass(t, args.keys, 2.0)
-                    print(f"  list {passes['keys_s']:,.0f} keys/s page P50 {passes['page_p50_ms']:.1f} ms", flush=True)
+                    print(
+                        f"  list {passes['keys_s']:,.0f} keys/s page P50 {passes['page_p50_ms']:.1f} ms",
+                        flush=True,
+                    )
                 else:
                     assert shape is not None
                     cpu0 = cpu_seconds(server.proc.pid) if server.proc else 0.0
                     r = bp.run_shape(t, shape, 100 + rnd, small, large)
                     cpu = (cpu_seconds(server.proc.pid) if server.proc else 0.0) - cpu0
-                    per_op = 1000 * cpu / max(1, r.ops + r.errors)  # includes the untimed warm-up: an upper bound
-                    print(f"  {shape.name} {r.ops_s:.1f} ops/s {r.mib_s:.1f} MiB/s P50 {r.p50_ms:.1f} ms"
-                          f"  server CPU {per_op:.3f} ms/op", flush=True)
+                    per_op = (
+                        1000 * cpu / max(1, r.ops + r.errors)
+                    )  # includes the untimed warm-up: an upper bound
+                    print(
+                        f"  {shape.name} {r.ops_s:.1f} ops/s {r.mib_s:.1f} MiB/s P50 {r.p50_ms:.1f} ms"
+                        f"  server CPU {per_op:.3f} ms/op",
+                        flush=True,
+                    )
                 rnd += 1
                 rounds[0] = rnd
 
@@ -105,8 +119,22 @@ def main() -> int:
         th.start()
         time.sleep(1.0)
         stacks = out / "profile.txt"
-        cmd = [py_spy, "record", "--pid", str(server.proc.pid if server.proc else 0), "--duration", str(args.seconds),
-               "--rate", str(args.rate), "--format", "raw", "--output", str(stacks), "--subprocesses", "--nonblocking"]
+        cmd = [
+            py_spy,
+            "record",
+            "--pid",
+            str(server.proc.pid if server.proc else 0),
+            "--duration",
+            str(args.seconds),
+            "--rate",
+            str(args.rate),
+            "--format",
+            "raw",
+            "--output",
+            str(stacks),
+            "--subprocesses",
+            "--nonblocking",
+        ]
         if args.gil:
             cmd.append("--gil")
         print("+", " ".join(cmd), flush=True)

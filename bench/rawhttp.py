@@ -57,12 +57,21 @@ class _PresetPayloadAuth(S3SigV4Auth):
 class Signer:
     """SigV4 (botocore) for one endpoint. `sign=False` (nginx): same headers, no Authorization check."""
 
-    def __init__(self, host: str, port: int, access_key: str, secret_key: str, region: str = "us-east-1") -> None:
+    def __init__(
+        self, host: str, port: int, access_key: str, secret_key: str, region: str = "us-east-1"
+    ) -> None:
         self.host = f"{host}:{port}"
         self.auth = _PresetPayloadAuth(Credentials(access_key or "x", secret_key or "x"), "s3", region)
 
-    def request(self, method: str, path: str, query: str = "", body: bytes | None = None,
-                sha256: str | None = None, headers: dict[str, str] | None = None) -> Request:
+    def request(
+        self,
+        method: str,
+        path: str,
+        query: str = "",
+        body: bytes | None = None,
+        sha256: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Request:
         target = quote(path, safe="/-_.~") + (f"?{query}" if query else "")
         h = {"Host": self.host, **(headers or {})}
         if body is not None:
@@ -165,9 +174,19 @@ def percentile(sorted_values: Sequence[float], p: float) -> float:
     return sorted_values[k - 1]
 
 
-def run_load(host: str, port: int, conns: list[Conn], concurrency: int, max_ops: int, budget_s: float,
-             make: Callable[[int], Request], check: Callable[[int, Request, Response], None],
-             size: int = 0, expect_size: int = -1, warm: Request | None = None) -> LoadResult:
+def run_load(
+    host: str,
+    port: int,
+    conns: list[Conn],
+    concurrency: int,
+    max_ops: int,
+    budget_s: float,
+    make: Callable[[int], Request],
+    check: Callable[[int, Request, Response], None],
+    size: int = 0,
+    expect_size: int = -1,
+    warm: Request | None = None,
+) -> LoadResult:
     """`concurrency` threads, each on its own connection, take op numbers 0..max_ops-1 until the budget
     is spent (no new op starts after it). `make(i)` must be cheap (a list lookup): sign beforehand."""
     while len(conns) < concurrency:
@@ -228,9 +247,15 @@ def run_load(host: str, port: int, conns: list[Conn], concurrency: int, max_ops:
     wall = time.perf_counter() - start
     lat.sort()
     return LoadResult(
-        ops=len(lat), errors=len(errors), wall_s=wall, ops_s=len(lat) / wall if wall > 0 else 0.0,
-        mib_s=moved[0] / 2**20 / wall if wall > 0 else 0.0, p50_ms=percentile(lat, 50) * 1e3,
-        p99_ms=percentile(lat, 99) * 1e3, p999_ms=percentile(lat, 99.9) * 1e3, error_samples=errors[:3],
+        ops=len(lat),
+        errors=len(errors),
+        wall_s=wall,
+        ops_s=len(lat) / wall if wall > 0 else 0.0,
+        mib_s=moved[0] / 2**20 / wall if wall > 0 else 0.0,
+        p50_ms=percentile(lat, 50) * 1e3,
+        p99_ms=percentile(lat, 99) * 1e3,
+        p999_ms=percentile(lat, 99.9) * 1e3,
+        error_samples=errors[:3],
     )
 
 
@@ -249,5 +274,9 @@ def parse_list(body: bytes) -> tuple[list[bytes], bool, str | None, int | None]:
     t = TRUNC_RE.search(body)
     tok = TOKEN_RE.search(body)
     kc = KEYCOUNT_RE.search(body)
-    return (keys, bool(t and t.group(1) == b"true"), tok.group(1).decode() if tok else None,
-            int(kc.group(1)) if kc else None)
+    return (
+        keys,
+        bool(t and t.group(1) == b"true"),
+        tok.group(1).decode() if tok else None,
+        int(kc.group(1)) if kc else None,
+    )

@@ -69,8 +69,9 @@ class Plan:
     pool: dict[int, int] = field(default_factory=dict)
 
 
-def _shapes(budget_small: float, budget_large: float, n_large: int, list_passes: int, list_keys: int,
-            scale: float) -> tuple[Shape, ...]:
+def _shapes(
+    budget_small: float, budget_large: float, n_large: int, list_passes: int, list_keys: int, scale: float
+) -> tuple[Shape, ...]:
     def n(x: int) -> int:
         return max(1, int(x * scale))
 
@@ -90,10 +91,18 @@ def _shapes(budget_small: float, budget_large: float, n_large: int, list_passes:
     )
 
 
-FULL = Plan(_shapes(budget_small=5.0, budget_large=45.0, n_large=6, list_passes=4, list_keys=5000, scale=1.0),
-            list_keys=5000, rounds=3, pool={4 * KiB: 64, MiB: 16, 64 * MiB: 2})
-QUICK = Plan(_shapes(budget_small=1.0, budget_large=15.0, n_large=2, list_passes=2, list_keys=2000, scale=0.25),
-             list_keys=2000, rounds=3, pool={4 * KiB: 32, MiB: 8, 64 * MiB: 2})
+FULL = Plan(
+    _shapes(budget_small=5.0, budget_large=45.0, n_large=6, list_passes=4, list_keys=5000, scale=1.0),
+    list_keys=5000,
+    rounds=3,
+    pool={4 * KiB: 64, MiB: 16, 64 * MiB: 2},
+)
+QUICK = Plan(
+    _shapes(budget_small=1.0, budget_large=15.0, n_large=2, list_passes=2, list_keys=2000, scale=0.25),
+    list_keys=2000,
+    rounds=3,
+    pool={4 * KiB: 32, MiB: 8, 64 * MiB: 2},
+)
 
 
 # ---------------------------------------------------------------- payloads and clients
@@ -123,8 +132,12 @@ def make_client(server: Server):
         read_timeout=300,
     )
     return boto3.session.Session().client(
-        "s3", endpoint_url=server.endpoint, aws_access_key_id=server.access_key,
-        aws_secret_access_key=server.secret_key, region_name="us-east-1", config=cfg,
+        "s3",
+        endpoint_url=server.endpoint,
+        aws_access_key_id=server.access_key,
+        aws_secret_access_key=server.secret_key,
+        region_name="us-east-1",
+        config=cfg,
     )
 
 
@@ -195,8 +208,10 @@ class ShapeRunner:
         got = resp["Body"].read()
         dt_s = time.perf_counter() - t0
         if len(got) != shape.size or resp.get("ContentLength") != shape.size:
-            raise BenchError(f"GET {key}: {len(got)} bytes (Content-Length {resp.get('ContentLength')}), "
-                             f"expected {shape.size}")
+            raise BenchError(
+                f"GET {key}: {len(got)} bytes (Content-Length {resp.get('ContentLength')}), "
+                f"expected {shape.size}"
+            )
         if etag_of(resp) != md5:
             raise BenchError(f"GET {key}: ETag {etag_of(resp)!r}, expected {md5!r}")
         if got != body:
@@ -300,10 +315,18 @@ class ShapeRunner:
         lat = sorted(latencies)
         ops = len(lat)
         return RunResult(
-            target=self.server.name, shape=shape.name, round=rnd, ops=ops, errors=len(errors), wall_s=wall,
-            ops_s=ops / wall if wall > 0 else 0.0, mib_s=moved[0] / MiB / wall if wall > 0 else 0.0,
-            p50_ms=percentile(lat, 50) * 1000, p99_ms=percentile(lat, 99) * 1000,
-            keys_s=moved[1] / wall if wall > 0 else 0.0, error_samples=errors[:3],
+            target=self.server.name,
+            shape=shape.name,
+            round=rnd,
+            ops=ops,
+            errors=len(errors),
+            wall_s=wall,
+            ops_s=ops / wall if wall > 0 else 0.0,
+            mib_s=moved[0] / MiB / wall if wall > 0 else 0.0,
+            p50_ms=percentile(lat, 50) * 1000,
+            p99_ms=percentile(lat, 99) * 1000,
+            keys_s=moved[1] / wall if wall > 0 else 0.0,
+            error_samples=errors[:3],
         )
 
     def cleanup_puts(self, shape: Shape, rnd: int) -> None:
@@ -380,21 +403,29 @@ def machine_info() -> dict[str, Any]:
 
     def git(*args: str) -> str:
         try:
-            return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=10).stdout.strip()
+            return subprocess.run(
+                ["git", *args], cwd=repo, capture_output=True, text=True, timeout=10
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return ""
 
     dirty = git("status", "--porcelain", "--", "server", "tiering", "erasure", "lifecycle")
     return {
-        "nproc": os.cpu_count(), "cpu_model": model, "python": platform.python_version(),
-        "platform": platform.platform(), "boto3": boto3.__version__, "botocore": botocore.__version__,
+        "nproc": os.cpu_count(),
+        "cpu_model": model,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "boto3": boto3.__version__,
+        "botocore": botocore.__version__,
         "git_head": git("rev-parse", "--short", "HEAD"),
         "git_dirty_server_files": len(dirty.splitlines()) if dirty else 0,
         "loadavg_start": os.getloadavg(),
     }
 
 
-def summarize(results: list[RunResult], targets: list[str], shapes: tuple[Shape, ...]) -> dict[str, dict[str, Any]]:
+def summarize(
+    results: list[RunResult], targets: list[str], shapes: tuple[Shape, ...]
+) -> dict[str, dict[str, Any]]:
     """Per target and shape: the median over rounds of each metric."""
     out: dict[str, dict[str, Any]] = {}
     for t in targets:
@@ -404,9 +435,13 @@ def summarize(results: list[RunResult], targets: list[str], shapes: tuple[Shape,
             if not rs:
                 continue
             out[t][s.name] = {
-                "rounds": len(rs), "ops_total": sum(r.ops for r in rs), "errors": sum(r.errors for r in rs),
-                "ops_s": statistics.median(r.ops_s for r in rs), "mib_s": statistics.median(r.mib_s for r in rs),
-                "p50_ms": statistics.median(r.p50_ms for r in rs), "p99_ms": statistics.median(r.p99_ms for r in rs),
+                "rounds": len(rs),
+                "ops_total": sum(r.ops for r in rs),
+                "errors": sum(r.errors for r in rs),
+                "ops_s": statistics.median(r.ops_s for r in rs),
+                "mib_s": statistics.median(r.mib_s for r in rs),
+                "p50_ms": statistics.median(r.p50_ms for r in rs),
+                "p99_ms": statistics.median(r.p99_ms for r in rs),
                 "keys_s": statistics.median(r.keys_s for r in rs),
                 "ops_s_rounds": [round(r.ops_s, 1) for r in rs],
                 "error_samples": [e for r in rs for e in r.error_samples][:3],
@@ -421,23 +456,32 @@ def fmt(x: float, digits: int = 1) -> str:
 
 
 def target_table(name: str, summary: dict[str, Any], shapes: tuple[Shape, ...]) -> str:
-    rows = [f"### {name}", "",
-            "| shape | ops/s | MiB/s | P50 ms | P99 ms | ops (all rounds) | errors |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    rows = [
+        f"### {name}",
+        "",
+        "| shape | ops/s | MiB/s | P50 ms | P99 ms | ops (all rounds) | errors |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for s in shapes:
         m = summary.get(s.name)
         if not m:
             continue
         mib = f"{fmt(m['keys_s'], 0)} keys/s" if s.op == "list" else fmt(m["mib_s"])
-        rows.append(f"| {s.name} | {fmt(m['ops_s'])} | {mib} | {fmt(m['p50_ms'], 2)} | {fmt(m['p99_ms'], 2)} "
-                    f"| {m['ops_total']} | {m['errors'] or ''} |")
+        rows.append(
+            f"| {s.name} | {fmt(m['ops_s'])} | {mib} | {fmt(m['p50_ms'], 2)} | {fmt(m['p99_ms'], 2)} "
+            f"| {m['ops_total']} | {m['errors'] or ''} |"
+        )
     return "\n".join(rows)
 
 
-def comparison(summaries: dict[str, dict[str, Any]], a: str, b: str, shapes: tuple[Shape, ...]) -> tuple[str, list]:
-    rows = [f"| shape | {a} ops/s | {b} ops/s | ops/s {a}/{b} | {a} P50 ms | {b} P50 ms | P50 {a}/{b} "
-            f"| {a} P99 ms | {b} P99 ms |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+def comparison(
+    summaries: dict[str, dict[str, Any]], a: str, b: str, shapes: tuple[Shape, ...]
+) -> tuple[str, list]:
+    rows = [
+        f"| shape | {a} ops/s | {b} ops/s | ops/s {a}/{b} | {a} P50 ms | {b} P50 ms | P50 {a}/{b} "
+        f"| {a} P99 ms | {b} P99 ms |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     data = []
     for s in shapes:
         ma, mb = summaries[a].get(s.name), summaries[b].get(s.name)
@@ -449,8 +493,10 @@ def comparison(summaries: dict[str, dict[str, Any]], a: str, b: str, shapes: tup
         data.append({"shape": s.name, "ops_s_ratio": r_ops, "p50_ratio": r_p50, "invalid": bool(bad)})
         ro = "ERR" if bad else f"**{r_ops:.2f}**"
         rp = "ERR" if bad else f"{r_p50:.2f}"
-        rows.append(f"| {s.name} | {fmt(ma['ops_s'])} | {fmt(mb['ops_s'])} | {ro} | {fmt(ma['p50_ms'], 2)} "
-                    f"| {fmt(mb['p50_ms'], 2)} | {rp} | {fmt(ma['p99_ms'], 2)} | {fmt(mb['p99_ms'], 2)} |")
+        rows.append(
+            f"| {s.name} | {fmt(ma['ops_s'])} | {fmt(mb['ops_s'])} | {ro} | {fmt(ma['p50_ms'], 2)} "
+            f"| {fmt(mb['p50_ms'], 2)} | {rp} | {fmt(ma['p99_ms'], 2)} | {fmt(mb['p99_ms'], 2)} |"
+        )
     return "\n".join(rows), data
 
 
@@ -464,10 +510,15 @@ def _on_signal(signum: int, frame: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="short budgets and small counts (~2 min)")
-    parser.add_argument("--targets", default="tierstore,moto",
-                        help=f"comma list from {sorted(TARGETS)}; ratios are first/second (default tierstore,moto)")
+    parser.add_argument(
+        "--targets",
+        default="tierstore,moto",
+        help=f"comma list from {sorted(TARGETS)}; ratios are first/second (default tierstore,moto)",
+    )
     parser.add_argument("--rounds", type=int, help="rounds per shape (default 3); the summary is the median")
     parser.add_argument("--shapes", help="comma list of shape-name prefixes to run (e.g. get-4KiB,list)")
     parser.add_argument("--out", type=Path, help="write all results as JSON here")
@@ -492,13 +543,21 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
     t_start = time.monotonic()
-    meta: dict[str, Any] = {"command": " ".join([Path(sys.executable).name, *sys.argv]),
-            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "mode": "quick" if args.quick else "full",
-            "rounds": rounds, "list_keys": plan.list_keys, "shapes": [asdict(s) for s in shapes],
-            "get_working_set": {str(k): v for k, v in pool.items()}, "machine": machine_info()}
+    meta: dict[str, Any] = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "mode": "quick" if args.quick else "full",
+        "rounds": rounds,
+        "list_keys": plan.list_keys,
+        "shapes": [asdict(s) for s in shapes],
+        "get_working_set": {str(k): v for k, v in pool.items()},
+        "machine": machine_info(),
+    }
     print(f"s3bench: {meta['mode']} run, targets {names}, {rounds} rounds, {len(shapes)} shapes", flush=True)
-    print("s3bench: machine: {nproc} x {cpu_model}, python {python}, boto3 {boto3}".format(**meta["machine"]),
-          flush=True)
+    print(
+        "s3bench: machine: {nproc} x {cpu_model}, python {python}, boto3 {boto3}".format(**meta["machine"]),
+        flush=True,
+    )
     t0 = time.perf_counter()
     payloads = Payloads(pool)
     print(f"s3bench: payloads generated in {time.perf_counter() - t0:.1f}s", flush=True)
@@ -516,12 +575,18 @@ def main(argv: list[str] | None = None) -> int:
             server.start()
             clients = [make_client(server) for _ in range(max(max_conc, 4))]
             runners[name] = ShapeRunner(server, clients, payloads, plan)
-            print(f"s3bench: {name} up at {server.endpoint} in {server.start_s:.1f}s {server.info}", flush=True)
+            print(
+                f"s3bench: {name} up at {server.endpoint} in {server.start_s:.1f}s {server.info}", flush=True
+            )
             list_keys = plan.list_keys if any(s.op == "list" for s in shapes) else 0
             setup = setup_target(clients, payloads, list_keys)
             print(f"s3bench: {name} setup {setup}", flush=True)
-            target_meta[name] = {"endpoint": server.endpoint, "start_s": round(server.start_s, 2),
-                                 "info": server.info, "setup": setup}
+            target_meta[name] = {
+                "endpoint": server.endpoint,
+                "start_s": round(server.start_s, 2),
+                "info": server.info,
+                "setup": setup,
+            }
 
         for rnd in range(rounds):
             order = names if rnd % 2 == 0 else list(reversed(names))
@@ -533,9 +598,11 @@ def main(argv: list[str] | None = None) -> int:
                     results.append(r)
                     flag = f"  ERRORS {r.errors}: {r.error_samples[:1]}" if r.errors else ""
                     extra = f" {r.keys_s:,.0f} keys/s" if shape.op == "list" else f" {r.mib_s:8.1f} MiB/s"
-                    print(f"  r{rnd} {shape.name:<16} {name:<10} {r.ops:5d} ops {r.wall_s:6.2f}s "
-                          f"{r.ops_s:9.1f} ops/s{extra}  P50 {r.p50_ms:8.2f} ms  P99 {r.p99_ms:8.2f} ms{flag}",
-                          flush=True)
+                    print(
+                        f"  r{rnd} {shape.name:<16} {name:<10} {r.ops:5d} ops {r.wall_s:6.2f}s "
+                        f"{r.ops_s:9.1f} ops/s{extra}  P50 {r.p50_ms:8.2f} ms  P99 {r.p99_ms:8.2f} ms{flag}",
+                        flush=True,
+                    )
                     if shape.op == "put":
                         runners[name].cleanup_puts(shape, rnd)
     except KeyboardInterrupt:
@@ -558,8 +625,11 @@ def main(argv: list[str] | None = None) -> int:
                 c.close()  # drop keep-alive connections, so a graceful server stop need not wait on them
         for s in reversed(servers):
             s.stop()
-            print(f"s3bench: {s.name} stopped in {s.info['stop_s']}s, temp dir removed in {s.info['rmtree_s']}s",
-                  file=sys.stderr, flush=True)
+            print(
+                f"s3bench: {s.name} stopped in {s.info['stop_s']}s, temp dir removed in {s.info['rmtree_s']}s",
+                file=sys.stderr,
+                flush=True,
+            )
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
@@ -580,8 +650,13 @@ def main(argv: list[str] | None = None) -> int:
         print("s3bench: SOME SHAPES HAD ERRORS (marked ERR / errors column); their numbers are not valid.")
         exit_code = exit_code or 2
     if args.out:
-        doc = {"meta": meta, "targets": target_meta, "summary": summaries, "comparison": comp_data,
-               "runs": [asdict(r) for r in results]}
+        doc = {
+            "meta": meta,
+            "targets": target_meta,
+            "summary": summaries,
+            "comparison": comp_data,
+            "runs": [asdict(r) for r in results],
+        }
         args.out.write_text(json.dumps(doc, indent=2, default=str))
         print(f"s3bench: results written to {args.out}")
     return exit_code

@@ -103,14 +103,20 @@ class Server:
         t0 = time.monotonic()
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                self.command(), cwd=self.cwd or REPO, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                self.command(),
+                cwd=self.cwd or REPO,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", **self.environment()},
                 start_new_session=True,
             )
         deadline = t0 + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited early (rc {self.proc.returncode}):\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"{self.name} exited early (rc {self.proc.returncode}):\n{self.log_tail()}"
+                )
             if self.ready():
                 self.start_s = time.monotonic() - t0
                 return self
@@ -163,8 +169,11 @@ class Tierstore(Server):
     """`python -m server.cli serve` from this checkout, default configuration, a fresh data dir."""
 
     def __init__(self, workers: int = 1) -> None:
-        super().__init__("tierstore" if workers == 1 else f"tierstore-w{workers}",
-                         "bench-access-key", "bench-secret-key-0123456789")
+        super().__init__(
+            "tierstore" if workers == 1 else f"tierstore-w{workers}",
+            "bench-access-key",
+            "bench-secret-key-0123456789",
+        )
         self.workers = workers
 
     @property
@@ -174,8 +183,17 @@ class Tierstore(Server):
 
     def command(self) -> list[str]:
         extra = ["--workers", str(self.workers)] if self.workers != 1 else []
-        return [sys.executable, "-m", "server.cli", "serve", "--data", str(self.data_dir),
-                "--listen", f"127.0.0.1:{self.port}", *extra]
+        return [
+            sys.executable,
+            "-m",
+            "server.cli",
+            "serve",
+            "--data",
+            str(self.data_dir),
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            *extra,
+        ]
 
     def environment(self) -> dict[str, str]:
         return {"TIERSTORE_ACCESS_KEY": self.access_key, "TIERSTORE_SECRET_KEY": self.secret_key}

@@ -107,4 +107,3 @@ class Drive(Protocol):
 
 
 DriveFactory = Callable[[Domain], Drive]
-

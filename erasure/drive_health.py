@@ -47,8 +47,9 @@ class DriveHealthSettings:
 
     def __post_init__(self) -> None:
         if self.reserve_bytes < 0 or self.failing_after_errors < 1 or self.reprobe_seconds <= 0:
-            raise ValueError("drives: need reserve_bytes >= 0, failing_after_errors >= 1, reprobe_seconds > 0")
-
+            raise ValueError(
+                "drives: need reserve_bytes >= 0, failing_after_errors >= 1, reprobe_seconds > 0"
+            )
 
 
 class DriveCondition(StrEnum):
@@ -81,7 +82,9 @@ class DriveHealth:
     """The write health of one pool's drives. Thread-safe: writers report from worker threads."""
 
     def __init__(
-        self, pool_name: str, settings: DriveHealthSettings | None = None,
+        self,
+        pool_name: str,
+        settings: DriveHealthSettings | None = None,
         drive_of: Callable[[Domain], Drive] = local_drive,
     ) -> None:
         self.pool_name = pool_name
@@ -118,8 +121,11 @@ class DriveHealth:
             drive.errors_in_a_row += 1
             reached = drive.errors_in_a_row >= self.settings.failing_after_errors
         if reached:
-            self._mark(domain.id, DriveCondition.FAILING,
-                       f"{describe_error(error)}, {self.settings.failing_after_errors} writes in a row failed")
+            self._mark(
+                domain.id,
+                DriveCondition.FAILING,
+                f"{describe_error(error)}, {self.settings.failing_after_errors} writes in a row failed",
+            )
 
     def write_succeeded(self, domain_id: str) -> None:
         with self._lock:
@@ -153,8 +159,12 @@ class DriveHealth:
         reserve = self.settings.reserve_bytes
         if self.condition(domain.id) is not DriveCondition.FULL:
             if free < reserve:
-                self._mark(domain.id, DriveCondition.FULL, f"{free} bytes free, below the reserve of {reserve}",
-                           free=free)
+                self._mark(
+                    domain.id,
+                    DriveCondition.FULL,
+                    f"{free} bytes free, below the reserve of {reserve}",
+                    free=free,
+                )
             return
         with self._lock:
             drive = self._drives[domain.id]
@@ -198,5 +208,10 @@ class DriveHealth:
         if condition is DriveCondition.NORMAL:
             log.warning("drive %s (%s) is back to normal: %s", domain_id, self.pool_name, detail)
         else:
-            log.error("drive %s (%s) is %s: %s; placement skips it until a re-probe passes",
-                      domain_id, self.pool_name, condition.value, detail)
+            log.error(
+                "drive %s (%s) is %s: %s; placement skips it until a re-probe passes",
+                domain_id,
+                self.pool_name,
+                condition.value,
+                detail,
+            )

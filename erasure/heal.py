@@ -60,7 +60,9 @@ def _verify_shard(f: ShardReader, stripes: int) -> set[int]:
     return bad
 
 
-async def heal(pool: ErasurePool, data_id: str, raw: dict[str, Any], size: int, repair: bool = True) -> HealResult:
+async def heal(
+    pool: ErasurePool, data_id: str, raw: dict[str, Any], size: int, repair: bool = True
+) -> HealResult:
     loc = Location.from_dict(raw)
     geo = StripeLayout(size, loc.k, loc.block_size)
     files, problems = await open_shards(pool, data_id, loc, size)
@@ -131,12 +133,19 @@ def _choose_targets(pool: ErasurePool, data_id: str, loc: Location, damaged: set
 
 
 async def _rebuild(
-    pool: ErasurePool, data_id: str, loc: Location, geo: StripeLayout,
-    files: dict[int, ShardReader], bad: dict[int, set[int]], targets: dict[int, Domain],
+    pool: ErasurePool,
+    data_id: str,
+    loc: Location,
+    geo: StripeLayout,
+    files: dict[int, ShardReader],
+    bad: dict[int, set[int]],
+    targets: dict[int, Domain],
 ) -> dict[int, Domain]:
     """Write the target shards stripe by stripe; returns the ones committed."""
     codec = codec_for(loc.k, loc.m)
-    headers = {i: ShardHeader(data_id, loc.layout, loc.k, loc.m, i, loc.block_size, geo.size) for i in targets}
+    headers = {
+        i: ShardHeader(data_id, loc.layout, loc.k, loc.m, i, loc.block_size, geo.size) for i in targets
+    }
     created = await asyncio.gather(
         *(asyncio.to_thread(pool.store_of(d).create, headers[i]) for i, d in targets.items()),
         return_exceptions=True,
@@ -166,7 +175,9 @@ async def _rebuild(
         raise
     for i, outcome in zip(writers, committed, strict=True):
         _report(pool, targets[i], outcome)
-    done = {i for i, outcome in zip(writers, committed, strict=True) if not isinstance(outcome, BaseException)}
+    done = {
+        i for i, outcome in zip(writers, committed, strict=True) if not isinstance(outcome, BaseException)
+    }
     await asyncio.gather(*(asyncio.to_thread(w.discard) for i, w in writers.items() if i not in done))
     return {i: targets[i] for i in done}
 

@@ -47,8 +47,14 @@ class Location:
     def from_dict(cls, raw: dict[str, Any]) -> Location:
         if raw.get("v") != FORMAT_VERSION or raw.get("layout") not in ("ec", "replica"):
             raise ValueError(f"unsupported erasure location: {raw!r}")
-        loc = cls(raw["layout"], int(raw["k"]), int(raw["m"]), int(raw["block_size"]),
-                  list(raw["shards"]), {int(i) for i in raw.get("missing", ())})
+        loc = cls(
+            raw["layout"],
+            int(raw["k"]),
+            int(raw["m"]),
+            int(raw["block_size"]),
+            list(raw["shards"]),
+            {int(i) for i in raw.get("missing", ())},
+        )
         if len(loc.shards) != loc.width:
             raise ValueError("erasure location: shard list does not match k+m")
         return loc

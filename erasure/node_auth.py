@@ -31,15 +31,22 @@ def signature(secret: bytes, method: str, target: str, date: str, body_sha256: s
     return hmac.new(secret, text, hashlib.sha256).hexdigest()
 
 
-def sign(secret: bytes, method: str, target: str, body: bytes | None = None, *, streaming: bool = False) -> dict[str, str]:
+def sign(
+    secret: bytes, method: str, target: str, body: bytes | None = None, *, streaming: bool = False
+) -> dict[str, str]:
     """The headers that authenticate a request."""
     date = f"{time.time():.3f}"
     body_sha = STREAMING if streaming else hashlib.sha256(body or b"").hexdigest()
-    return {DATE_HEADER: date, BODY_HEADER: body_sha,
-            SIGNATURE_HEADER: signature(secret, method, target, date, body_sha)}
+    return {
+        DATE_HEADER: date,
+        BODY_HEADER: body_sha,
+        SIGNATURE_HEADER: signature(secret, method, target, date, body_sha),
+    }
 
 
-def check(secret: bytes, method: str, target: str, headers: dict[str, str], now: float | None = None) -> str | None:
+def check(
+    secret: bytes, method: str, target: str, headers: dict[str, str], now: float | None = None
+) -> str | None:
     """Why a request's headers do not authenticate it (None: they do). Compared in constant time."""
     date, body_sha, sig = headers.get(DATE_HEADER), headers.get(BODY_HEADER), headers.get(SIGNATURE_HEADER)
     if not date or not body_sha or not sig:

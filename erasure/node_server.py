@@ -65,8 +65,9 @@ class NodeDrives:
             if store is None:
                 path = self.data_dir / drive / tier
                 path.mkdir(parents=True, exist_ok=True)
-                store = self._stores[(drive, tier)] = LocalDrive(Domain(id=f"{drive}/{tier}", path=path, weight=1.0),
-                                                                 self.pack_threshold)
+                store = self._stores[(drive, tier)] = LocalDrive(
+                    Domain(id=f"{drive}/{tier}", path=path, weight=1.0), self.pack_threshold
+                )
                 with contextlib.suppress(OSError):
                     store.scan()
             return store
@@ -132,8 +133,12 @@ class _Handler(BaseHTTPRequestHandler):
         except (ValueError, ErasureError) as exc:
             self._error(400, "bad-request", str(exc))
         except OSError as exc:
-            self._error(507 if exc.errno in (errno.ENOSPC, errno.EDQUOT) else 500, "os-error", str(exc),
-                        errno_=exc.errno)
+            self._error(
+                507 if exc.errno in (errno.ENOSPC, errno.EDQUOT) else 500,
+                "os-error",
+                str(exc),
+                errno_=exc.errno,
+            )
 
     def _authenticate(self) -> None:
         headers = {k.lower(): v for k, v in self.headers.items()}
@@ -173,7 +178,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._json([[s.data_id, s.index, s.mtime, s.size] for s in store.list_shards()])
         elif what == "stat" and method == "GET":
             free, total = self.server.drives.usage(drive)
-            self._json({"shards": store.shard_count, "bytes": store.shard_bytes, "free": free, "total": total})
+            self._json(
+                {"shards": store.shard_count, "bytes": store.shard_bytes, "free": free, "total": total}
+            )
         elif what == "sweep" and method == "POST":
             self._json({"removed": store.sweep_tmp(float(query.get("max_age", "3600")))})
         elif what == "probe" and method == "POST":
@@ -273,8 +280,9 @@ class _Handler(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):
             self._send(status, body, "application/json", head=self.command == "HEAD")
 
-    def _send(self, status: int, body: bytes, content_type: str = "application/octet-stream",
-              head: bool = False) -> None:
+    def _send(
+        self, status: int, body: bytes, content_type: str = "application/octet-stream", head: bool = False
+    ) -> None:
         self.send_response(status)
         self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(body)))

@@ -60,8 +60,11 @@ def place(
     for group_id in rank(data_id, weights):
         if group_id in exclude_groups:
             continue
-        members = {d.id: d for d in groups[group_id] if (d.online or not online_only) and not d.draining
-                   and (usable is None or usable(d))}
+        members = {
+            d.id: d
+            for d in groups[group_id]
+            if (d.online or not online_only) and not d.draining and (usable is None or usable(d))
+        }
         if not members:
             continue
         best = rank(f"{data_id}\0{group_id}", [(d.id, d.weight) for d in members.values()])

@@ -84,12 +84,16 @@ class ErasurePool:
             raise ValueError(f"pool {name}: unknown spread level {spread_level!r}")
         groups = len(topology.groups(spread_level))
         if groups < k + m:
-            raise ValueError(f"pool {name}: {k}+{m} needs {k + m} distinct {spread_level}s, topology has {groups}")
+            raise ValueError(
+                f"pool {name}: {k}+{m} needs {k + m} distinct {spread_level}s, topology has {groups}"
+            )
         quorum = k + min(m, 1) if write_quorum is None else write_quorum
         if not k <= quorum <= k + m:
             raise ValueError(f"pool {name}: write quorum must be between k={k} and k+m={k + m}")
         if not 0 <= small_object_threshold <= k * block_size:
-            raise ValueError(f"pool {name}: small_object_threshold must be within one stripe ({k * block_size})")
+            raise ValueError(
+                f"pool {name}: small_object_threshold must be within one stripe ({k * block_size})"
+            )
         self.name, self.topology, self.k, self.m = name, topology, k, m
         self.spread_level, self.block_size = spread_level, block_size
         self.write_quorum = quorum
@@ -135,8 +139,11 @@ class ErasurePool:
 
     def unwritable(self) -> list[str]:
         """Online drives placement skips now, as "<drive> <full|failing>" (for error messages)."""
-        return [f"{d.id} {self.health.condition(d.id).value}" for d in self.topology
-                if d.online and not self.health.writable(d.id)]
+        return [
+            f"{d.id} {self.health.condition(d.id).value}"
+            for d in self.topology
+            if d.online and not self.health.writable(d.id)
+        ]
 
     def write_quorum_for(self, layout: str) -> int:
         """Shards that must be durable; the replica layout keeps the same number of spare failures."""
@@ -166,7 +173,9 @@ class ErasurePool:
 
     async def start(self, tmp_max_age: float = 3600.0) -> None:
         """Sweep abandoned temporary files, count shards on every online domain, check drive health."""
-        await asyncio.gather(*(asyncio.to_thread(self._start_domain, d.id, tmp_max_age) for d in self.topology))
+        await asyncio.gather(
+            *(asyncio.to_thread(self._start_domain, d.id, tmp_max_age) for d in self.topology)
+        )
         if self._reprobe is None:
             self._reprobe = asyncio.create_task(self._reprobe_drives(), name=f"drive-health-{self.name}")
         if self._compactor is None and self.pack_compact_seconds > 0 and self._packs():
@@ -188,7 +197,9 @@ class ErasurePool:
             try:
                 reclaimed += await asyncio.to_thread(packs.compact, bytes_per_second=self.pack_compact_rate)
             except OSError:
-                logging.getLogger("tierstore.erasure.packs").exception("compacting packs in %s failed", packs.dir)
+                logging.getLogger("tierstore.erasure.packs").exception(
+                    "compacting packs in %s failed", packs.dir
+                )
         return reclaimed
 
     async def _compact_forever(self) -> None:
@@ -211,7 +222,9 @@ class ErasurePool:
             try:
                 await asyncio.to_thread(self.health.check, list(self.topology))
             except Exception:  # keep probing: one odd drive must not end it
-                logging.getLogger("tierstore.erasure.drives").exception("re-probing the drives of %s failed", self.name)
+                logging.getLogger("tierstore.erasure.drives").exception(
+                    "re-probing the drives of %s failed", self.name
+                )
 
     async def sweep(self, max_age: float = 3600.0) -> int:
         """Remove temporary files older than `max_age` seconds; returns how many."""
@@ -295,8 +308,13 @@ class ErasurePool:
             width = header.k + header.m
             shards = [blob["shards"].get(i) for i in range(width)]
             locations[data_id] = {
-                "v": 1, "layout": header.layout, "k": header.k, "m": header.m, "block_size": header.block_size,
-                "shards": shards, "missing": [i for i, d in enumerate(shards) if d is None],
+                "v": 1,
+                "layout": header.layout,
+                "k": header.k,
+                "m": header.m,
+                "block_size": header.block_size,
+                "shards": shards,
+                "missing": [i for i, d in enumerate(shards) if d is None],
                 "size": header.size,
             }
         return locations
@@ -359,11 +377,18 @@ class ErasurePool:
 
     def desired_domains(self, data_id: str, location: dict[str, Any]) -> dict[int, str]:
         """Shard index → drive for the shards that should move now (empty: the blob is placed well)."""
-        plan = plan_moves(data_id, Location.from_dict(location), self.topology, self.spread_level, self.writable)
+        plan = plan_moves(
+            data_id, Location.from_dict(location), self.topology, self.spread_level, self.writable
+        )
         return {i: d.id for i, d in plan.moves.items()}
 
     async def move_shard(
-        self, data_id: str, location: dict[str, Any], index: int, target_domain: str, size: int,
+        self,
+        data_id: str,
+        location: dict[str, Any],
+        index: int,
+        target_domain: str,
+        size: int,
         throttle: Throttle | None = None,
     ) -> dict[str, Any]:
         """Copy shard `index` to `target_domain`, verify it; returns the new location (old file kept)."""
@@ -381,11 +406,20 @@ class ErasurePool:
             store = self.store(domain.id)
             assert store is not None
             entry: dict[str, Any] = {
-                "id": domain.id, "path": str(domain.path), "state": domain.state.value, "draining": domain.draining,
-                "node": domain.node, "rack": domain.rack, "zone": domain.zone, "weight": domain.weight,
-                "shards": store.shard_count, "used_bytes": store.shard_bytes,
-                "free_bytes": None, "total_bytes": None,
-                "health": self.health.condition(domain.id).value, "health_detail": self.health.detail(domain.id),
+                "id": domain.id,
+                "path": str(domain.path),
+                "state": domain.state.value,
+                "draining": domain.draining,
+                "node": domain.node,
+                "rack": domain.rack,
+                "zone": domain.zone,
+                "weight": domain.weight,
+                "shards": store.shard_count,
+                "used_bytes": store.shard_bytes,
+                "free_bytes": None,
+                "total_bytes": None,
+                "health": self.health.condition(domain.id).value,
+                "health_detail": self.health.detail(domain.id),
             }
             if domain.address is not None:
                 entry["address"] = domain.address
@@ -396,10 +430,15 @@ class ErasurePool:
                         entry["free_bytes"], entry["total_bytes"] = usage
             domains.append(entry)
         return {
-            "name": self.name, "k": self.k, "m": self.m, "spread_level": self.spread_level,
-            "block_size": self.block_size, "write_quorum": self.write_quorum,
+            "name": self.name,
+            "k": self.k,
+            "m": self.m,
+            "spread_level": self.spread_level,
+            "block_size": self.block_size,
+            "write_quorum": self.write_quorum,
             "small_object_threshold": self.small_object_threshold,
-            "online": sum(1 for d in self.topology if d.online), "domains": domains,
+            "online": sum(1 for d in self.topology if d.online),
+            "domains": domains,
             "heal_queue": self.heal_requests.qsize(),
         }
 

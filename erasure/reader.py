@@ -67,8 +67,11 @@ async def open_shards(
         return out
 
     if any(store.domain.address is not None for _, store in tries):  # on nodes: in parallel
-        results: list[ShardReader | BaseException] = list(await asyncio.gather(
-            *(asyncio.to_thread(store.open, data_id, i) for i, store in tries), return_exceptions=True))
+        results: list[ShardReader | BaseException] = list(
+            await asyncio.gather(
+                *(asyncio.to_thread(store.open, data_id, i) for i, store in tries), return_exceptions=True
+            )
+        )
     else:
         results = await asyncio.to_thread(open_all) if tries else []
     files: dict[int, ShardReader] = {}
@@ -78,8 +81,12 @@ async def open_shards(
 
 
 def _sort_opened(
-    i: int, result: ShardReader | BaseException, loc: Location, size: int,
-    files: dict[int, ShardReader], problems: dict[int, str],
+    i: int,
+    result: ShardReader | BaseException,
+    loc: Location,
+    size: int,
+    files: dict[int, ShardReader],
+    problems: dict[int, str],
 ) -> None:
     """File an opening's outcome: into `files` when usable, else its reason into `problems`."""
     if not isinstance(result, BaseException):
@@ -101,11 +108,16 @@ def _sort_opened(
 
 def _on_nodes(pool: ErasurePool, loc: Location) -> bool:
     """Does any shard of this blob live on a storage node (a remote drive)?"""
-    return any(d is not None and d.address is not None for d in map(pool.topology.get, filter(None, loc.shards)))
+    return any(
+        d is not None and d.address is not None for d in map(pool.topology.get, filter(None, loc.shards))
+    )
 
 
 async def open_hedged(
-    pool: ErasurePool, data_id: str, loc: Location, size: int,
+    pool: ErasurePool,
+    data_id: str,
+    loc: Location,
+    size: int,
 ) -> tuple[dict[int, ShardReader], dict[int, str], set[int]]:
     """Open k+1 reachable shards at once (data shards first) and return once k are open or all
     have answered: (files, problems, indexes still opening). Those late openings run on; what they
@@ -194,8 +206,13 @@ class PoolReader:
     """An opened blob. `stream(start, end)` yields its bytes; `close()` releases the files."""
 
     def __init__(
-        self, pool: ErasurePool, data_id: str, loc: Location, size: int,
-        files: dict[int, ShardReader], problems: dict[int, str],
+        self,
+        pool: ErasurePool,
+        data_id: str,
+        loc: Location,
+        size: int,
+        files: dict[int, ShardReader],
+        problems: dict[int, str],
     ) -> None:
         self._pool, self.data_id, self._loc, self.size = pool, data_id, loc, size
         self._files = files
@@ -214,7 +231,9 @@ class PoolReader:
         if _on_nodes(pool, loc):
             files, problems, opening = await open_hedged(pool, data_id, loc, size)
             if len(files) < loc.k:  # the hedge was not enough: try every other shard
-                rest = [i for i in range(loc.width) if i not in files and i not in problems and i not in opening]
+                rest = [
+                    i for i in range(loc.width) if i not in files and i not in problems and i not in opening
+                ]
                 more, more_problems = await open_shards(pool, data_id, loc, size, rest)
                 files.update(more)
                 problems.update(more_problems)
@@ -284,7 +303,9 @@ class PoolReader:
         while len(good) < self._loc.k:
             batch = [i for i in spare if i in self._files][: self._loc.k - len(good)]
             if not batch:
-                raise DataLost(self.data_id, f"only {len(good)} good blocks, need {self._loc.k}", piece.stripe)
+                raise DataLost(
+                    self.data_id, f"only {len(good)} good blocks, need {self._loc.k}", piece.stripe
+                )
             spare = [i for i in spare if i not in batch]
             await self._read_into(good, batch, piece.stripe)
         return await asyncio.to_thread(rebuild_blocks, self._codec, good, needed)
@@ -319,8 +340,11 @@ class PoolReader:
             return out
 
         if self._parallel and len(opened) > 1:  # blocks on nodes: one round trip each, at once
-            results: list[memoryview | BaseException] = list(await asyncio.gather(
-                *(asyncio.to_thread(f.read_block_view, stripe) for _, f in opened), return_exceptions=True))
+            results: list[memoryview | BaseException] = list(
+                await asyncio.gather(
+                    *(asyncio.to_thread(f.read_block_view, stripe) for _, f in opened), return_exceptions=True
+                )
+            )
         else:
             results = await asyncio.to_thread(read_all) if opened else []
         for (i, f), result in zip(opened, results, strict=True):

@@ -64,7 +64,10 @@ def desired_groups(data_id: str, topology: Topology, level: str, count: int) -> 
 
 
 def pick_drive(
-    data_id: str, group_id: str, members: list[Domain], writable: Callable[[Domain], bool] | None = None,
+    data_id: str,
+    group_id: str,
+    members: list[Domain],
+    writable: Callable[[Domain], bool] | None = None,
 ) -> Domain | None:
     """The drive of a group that placement would write to: online, active and `writable` (not full
     or failing), best HRW score."""
@@ -89,7 +92,11 @@ class MovePlan:
 
 
 def plan_moves(
-    data_id: str, loc: Location, topology: Topology, level: str, writable: Callable[[Domain], bool] | None = None,
+    data_id: str,
+    loc: Location,
+    topology: Topology,
+    level: str,
+    writable: Callable[[Domain], bool] | None = None,
 ) -> MovePlan:
     """The minimal matching of a blob's shards onto its desired groups (see the module doc).
 
@@ -134,7 +141,11 @@ def plan_moves(
 
 
 def _assign(
-    plan: MovePlan, data_id: str, index: int, group: str, members: dict[str, list[Domain]],
+    plan: MovePlan,
+    data_id: str,
+    index: int,
+    group: str,
+    members: dict[str, list[Domain]],
     writable: Callable[[Domain], bool] | None,
 ) -> None:
     plan.misplaced += 1

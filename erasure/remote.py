@@ -69,12 +69,16 @@ class NodeClient:
         for attempt in (1, 2):  # a kept-alive connection the node closed meanwhile: one fresh retry
             conn = self.connection()
             try:
-                conn.request(method, target, body=body, headers=node_auth.sign(self.secret, method, target, body))
+                conn.request(
+                    method, target, body=body, headers=node_auth.sign(self.secret, method, target, body)
+                )
                 response = conn.getresponse()
                 data = response.read()
             except (OSError, http.client.HTTPException) as exc:
                 conn.close()
-                if attempt == 1 and isinstance(exc, http.client.RemoteDisconnected | ConnectionResetError | BrokenPipeError):
+                if attempt == 1 and isinstance(
+                    exc, http.client.RemoteDisconnected | ConnectionResetError | BrokenPipeError
+                ):
                     continue
                 raise DomainOffline(f"node {self.address}: {exc or type(exc).__name__}") from exc
             if response.will_close:
@@ -142,7 +146,9 @@ class RemoteDrive:
         raw = self.client.call("GET", self.target("header", data_id, index))
         header = ShardHeader.unpack(raw)
         if header.data_id != data_id or header.index != index:
-            raise CorruptShard(f"{self.domain.id}: shard {data_id}.{index} holds {header.data_id}.{header.index}")
+            raise CorruptShard(
+                f"{self.domain.id}: shard {data_id}.{index} holds {header.data_id}.{header.index}"
+            )
         return RemoteShardReader(self, header)
 
     def has(self, data_id: str, index: int) -> bool:
@@ -163,7 +169,9 @@ class RemoteDrive:
 
     def sweep_tmp(self, max_age: float = 3600.0) -> int:
         self.check_online()
-        return int(json.loads(self.client.call("POST", self.target("sweep", max_age=int(max_age))))["removed"])
+        return int(
+            json.loads(self.client.call("POST", self.target("sweep", max_age=int(max_age))))["removed"]
+        )
 
     def scan(self) -> None:
         self.check_online()
@@ -210,8 +218,11 @@ class RemoteShardWriter:
         self._signature = headers[node_auth.SIGNATURE_HEADER]
         try:
             self._conn.putrequest("PUT", self._target, skip_accept_encoding=True)
-            for name, value in {**headers, HEADER_B64: base64.b64encode(header.pack()).decode(),
-                                "transfer-encoding": "chunked"}.items():
+            for name, value in {
+                **headers,
+                HEADER_B64: base64.b64encode(header.pack()).decode(),
+                "transfer-encoding": "chunked",
+            }.items():
                 self._conn.putheader(name, value)
             self._conn.endheaders()
         except OSError as exc:
@@ -243,7 +254,9 @@ class RemoteShardWriter:
         with self._lock:
             self.store.check_online()
             if stripe != self._next_stripe:
-                raise ValueError(f"shard frames must be appended in order: got {stripe}, want {self._next_stripe}")
+                raise ValueError(
+                    f"shard frames must be appended in order: got {stripe}, want {self._next_stripe}"
+                )
             self._send([FRAME.pack(b"F", stripe, checksum, len(block)), block])
             self._next_stripe += 1
 
@@ -303,14 +316,19 @@ class RemoteShardReader:
 
     def read_block_view(self, stripe: int) -> memoryview:
         self.store.check_online()
-        raw = self.store.client.call("GET", self.store.target("frame", self.header.data_id, self.header.index,
-                                                              stripe=stripe))
+        raw = self.store.client.call(
+            "GET", self.store.target("frame", self.header.data_id, self.header.index, stripe=stripe)
+        )
         length = self.header.geometry.block_len(stripe)
         if len(raw) != CHECKSUM_SIZE + length:
-            raise CorruptShard(f"shard {self.header.index} on {self.store.domain.id} truncated at stripe {stripe}")
+            raise CorruptShard(
+                f"shard {self.header.index} on {self.store.domain.id} truncated at stripe {stripe}"
+            )
         block = memoryview(raw)[CHECKSUM_SIZE:]
         if int.from_bytes(raw[:CHECKSUM_SIZE], "little") != block_checksum(block, stripe, self.header.index):
-            raise CorruptShard(f"shard {self.header.index} block {stripe} on {self.store.domain.id}: checksum mismatch")
+            raise CorruptShard(
+                f"shard {self.header.index} block {stripe} on {self.store.domain.id}: checksum mismatch"
+            )
         return block
 
     def close(self) -> None:

@@ -46,8 +46,16 @@ class ShardHeader:
         if len(ident) > _MAX_ID:
             raise ValueError(f"data id longer than {_MAX_ID} bytes")
         fixed = _FIXED.pack(
-            MAGIC, VERSION, LAYOUT_CODES[self.layout], self.k, self.m, self.index,
-            self.block_size, self.size, self.geometry.stripe_count, len(ident),
+            MAGIC,
+            VERSION,
+            LAYOUT_CODES[self.layout],
+            self.k,
+            self.m,
+            self.index,
+            self.block_size,
+            self.size,
+            self.geometry.stripe_count,
+            len(ident),
         )
         body = (fixed + ident).ljust(HEADER_SIZE - CHECKSUM_SIZE, b"\0")
         return body + xxhash.xxh3_64_digest(body)

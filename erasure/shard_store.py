@@ -296,7 +296,9 @@ class ShardFileWriter:
         with self._lock:
             self.store.check_online()
             if stripe != self._next_stripe:
-                raise ValueError(f"shard frames must be appended in order: got {stripe}, want {self._next_stripe}")
+                raise ValueError(
+                    f"shard frames must be appended in order: got {stripe}, want {self._next_stripe}"
+                )
             self._write_all([checksum.to_bytes(CHECKSUM_SIZE, "little"), block])
             self._next_stripe += 1
             if self._unflushed >= WRITEBACK_BYTES:
@@ -342,8 +344,11 @@ class ShardFileWriter:
                         raise ShardUnreadable(f"{self._tmp}: {exc}") from exc
                     if len(frame) <= CHECKSUM_SIZE:
                         raise ShardUnreadable(f"{self._tmp}: short read at {pos}")
-                    moved.append(stripe, int.from_bytes(frame[:CHECKSUM_SIZE], "little"),
-                                 memoryview(frame)[CHECKSUM_SIZE:])
+                    moved.append(
+                        stripe,
+                        int.from_bytes(frame[:CHECKSUM_SIZE], "little"),
+                        memoryview(frame)[CHECKSUM_SIZE:],
+                    )
             except BaseException:
                 moved.discard()
                 raise
@@ -545,7 +550,9 @@ class PackingWriter:
             return
         self.store.check_online()
         if stripe != len(self._frames):
-            raise ValueError(f"shard frames must be appended in order: got {stripe}, want {len(self._frames)}")
+            raise ValueError(
+                f"shard frames must be appended in order: got {stripe}, want {len(self._frames)}"
+            )
         self._frames.append(checksum.to_bytes(CHECKSUM_SIZE, "little") + bytes(block))
         self._size += CHECKSUM_SIZE + len(block)
         if self._size > self.packs.threshold:
@@ -618,11 +625,15 @@ class PackingWriter:
 class PackedShardReader:
     """A packed shard: its whole record read with one pread, then served like a shard file."""
 
-    def __init__(self, store: LocalDrive, packs: PackSet, rec: PackedRecord, data_id: str, index: int) -> None:
+    def __init__(
+        self, store: LocalDrive, packs: PackSet, rec: PackedRecord, data_id: str, index: int
+    ) -> None:
         self.store = store
         self._raw = packs.read(rec)
         if not rec.intact(self._raw):
-            raise CorruptShard(f"packed shard {data_id}.{index} in {rec.pack} at {rec.offset}: checksum mismatch")
+            raise CorruptShard(
+                f"packed shard {data_id}.{index} in {rec.pack} at {rec.offset}: checksum mismatch"
+            )
         self.header = ShardHeader.unpack(self._raw[:HEADER_SIZE])
         if self.header.data_id != data_id or self.header.index != index:
             raise CorruptShard(f"{rec.pack} at {rec.offset} holds {self.header.data_id}.{self.header.index}")

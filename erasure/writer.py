@@ -182,7 +182,9 @@ class PoolWriter:
         for i, domain in domains.items():
             store = self._pool.store(domain.id)
             assert store is not None  # placement only returns domains of the pool's topology
-            targets.append((i, store, ShardHeader(self.data_id, loc.layout, loc.k, loc.m, i, loc.block_size, size)))
+            targets.append(
+                (i, store, ShardHeader(self.data_id, loc.layout, loc.k, loc.m, i, loc.block_size, size))
+            )
         return targets
 
     async def _begin(self) -> None:
@@ -230,7 +232,9 @@ class PoolWriter:
                     continue
                 loc.shards[i] = target.id
                 retry.extend(self._targets_at({i: target}, self.size))
-            lost_again, unflushed = _write_blob(retry, codec, data, geo, self._writers, self._committed, self._rescue)
+            lost_again, unflushed = _write_blob(
+                retry, codec, data, geo, self._writers, self._committed, self._rescue
+            )
             lost.update(lost_again)
         self._written()
         self._drop(lost)
@@ -243,10 +247,18 @@ class PoolWriter:
         tail = self._take(self._pending_bytes)
         block_len = geo.block_len(self._stripe) if self._stripe < geo.stripe_count else 0
         headers = {
-            i: ShardHeader(self.data_id, loc.layout, loc.k, loc.m, i, loc.block_size, self.size) for i in self._writers
+            i: ShardHeader(self.data_id, loc.layout, loc.k, loc.m, i, loc.block_size, self.size)
+            for i in self._writers
         }
         lost, unflushed = await _blocking(
-            _finish, codec_for(loc.k, loc.m), tail, self._stripe, block_len, self._writers, headers, self._committed,
+            _finish,
+            codec_for(loc.k, loc.m),
+            tail,
+            self._stripe,
+            block_len,
+            self._writers,
+            headers,
+            self._committed,
             self._rescue,
         )
         # A shard that failed at its final flush cannot be moved: its bytes are no longer at hand.
@@ -346,8 +358,9 @@ class PoolWriter:
                 loc.shards[index] = target.id
                 store = self._pool.store(target.id)
                 assert store is not None
-                header = ShardHeader(self.data_id, loc.layout, loc.k, loc.m, index, loc.block_size,
-                                     self._header_size)
+                header = ShardHeader(
+                    self.data_id, loc.layout, loc.k, loc.m, index, loc.block_size, self._header_size
+                )
                 try:
                     return old.relocate(store) if old is not None else store.create(header)
                 except ShardUnreadable:
@@ -370,8 +383,10 @@ class PoolWriter:
         loc = self._loc
         width = loc.width if loc is not None else self._quorum
         if self._failed:
-            detail = (f"{width - alive} of {width} shards failed: {', '.join(self._failed)}; "
-                      f"write quorum is {self._quorum}")
+            detail = (
+                f"{width - alive} of {width} shards failed: {', '.join(self._failed)}; "
+                f"write quorum is {self._quorum}"
+            )
         else:
             detail = f"only {alive} of {width} shards could be placed, write quorum is {self._quorum}"
         skipped = self._pool.unwritable()
@@ -404,7 +419,9 @@ async def _blocking(fn: Callable[..., T], *args: Any) -> T:
 
 
 def _create(
-    targets: list[tuple[int, Drive, ShardHeader]], writers: dict[int, ShardWriter], rescue: Rescue,
+    targets: list[tuple[int, Drive, ShardHeader]],
+    writers: dict[int, ShardWriter],
+    rescue: Rescue,
 ) -> Failures:
     """Open every shard file; one that fails is opened elsewhere by `rescue`. Returns the shards lost."""
     lost: Failures = {}
@@ -421,7 +438,11 @@ def _create(
 
 
 def _append(
-    codec: Codec, blocks: Sequence[Buffer], stripe: int, writers: dict[int, ShardWriter], rescue: Rescue,
+    codec: Codec,
+    blocks: Sequence[Buffer],
+    stripe: int,
+    writers: dict[int, ShardWriter],
+    rescue: Rescue,
 ) -> Failures:
     """Encode one stripe (its k data blocks) and append its frames. A shard that fails moves to
     another drive (`rescue`) and the frame is appended there; one with nowhere to go is discarded
@@ -446,8 +467,10 @@ def _append(
 
 
 def _commit(
-    writers: dict[int, ShardWriter], headers: dict[int, ShardHeader] | None,
-    committed: list[ShardWriter], failures: Failures,
+    writers: dict[int, ShardWriter],
+    headers: dict[int, ShardHeader] | None,
+    committed: list[ShardWriter],
+    failures: Failures,
 ) -> None:
     """Commit every open shard (moving it from `writers` to `committed` once durable)."""
     order = list(writers.items())
@@ -461,8 +484,13 @@ def _commit(
 
 
 def _write_blob(
-    targets: list[tuple[int, Drive, ShardHeader]], codec: Codec, data: Buffer, geo: StripeLayout,
-    writers: dict[int, ShardWriter], committed: list[ShardWriter], rescue: Rescue,
+    targets: list[tuple[int, Drive, ShardHeader]],
+    codec: Codec,
+    data: Buffer,
+    geo: StripeLayout,
+    writers: dict[int, ShardWriter],
+    committed: list[ShardWriter],
+    rescue: Rescue,
 ) -> tuple[Failures, Failures]:
     """Create every shard with its final header, append all stripes, commit.
 
@@ -480,13 +508,21 @@ def _write_blob(
 
 
 def _finish(
-    codec: Codec, tail: Buffer, stripe: int, block_len: int, writers: dict[int, ShardWriter],
-    headers: dict[int, ShardHeader], committed: list[ShardWriter], rescue: Rescue,
+    codec: Codec,
+    tail: Buffer,
+    stripe: int,
+    block_len: int,
+    writers: dict[int, ShardWriter],
+    headers: dict[int, ShardHeader],
+    committed: list[ShardWriter],
+    rescue: Rescue,
 ) -> tuple[Failures, Failures]:
     """Append the last stripe (if the size left one) and commit every shard with its final header.
 
     Returns (shards lost, already reported; shards whose flush failed, not yet reported)."""
-    lost = _append(codec, split_stripe(tail, codec.k, block_len), stripe, writers, rescue) if block_len else {}
+    lost = (
+        _append(codec, split_stripe(tail, codec.k, block_len), stripe, writers, rescue) if block_len else {}
+    )
     unflushed: Failures = {}
     _commit(writers, headers, committed, unflushed)
     return lost, unflushed

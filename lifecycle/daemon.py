@@ -175,8 +175,9 @@ class LifecycleDaemon:
                 return True
             held = catalog.lease(LEASE, now)
             if held is not None and holder_is_dead(held[0]):
-                log.warning("the lifecycle lease was held by %s, which is no longer running: taking it over",
-                            held[0])
+                log.warning(
+                    "the lifecycle lease was held by %s, which is no longer running: taking it over", held[0]
+                )
                 if catalog.acquire_lease(LEASE, self.holder, ttl, now, replacing=held[0]):
                     self.lease_blocked_by = None
                     return True
@@ -258,7 +259,9 @@ class LifecycleDaemon:
         """("move", tier, storage class, reason) as a tuple, "expire", or None to leave it."""
         facts = self.facts(record)
         if policy.lifecycle is not None:
-            action = object_action(policy.lifecycle, facts, now, min_transition_size=self.settings.min_transition_size)
+            action = object_action(
+                policy.lifecycle, facts, now, min_transition_size=self.settings.min_transition_size
+            )
             if action is not None and action.kind is ActionKind.EXPIRE:
                 return "expire"
             if action is not None and action.storage_class:
@@ -291,9 +294,11 @@ class LifecycleDaemon:
         if not await self._take_lease():
             holder, expires = self.lease_blocked_by or ("", 0.0)
             report.lease_holder, report.lease_expires = holder, expires
-            report.skipped = (f"the lifecycle lease is held by {describe(holder)} ({holder}) until "
-                              f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(expires))} "
-                              f"({max(expires - time.time(), 0):.0f}s from now)")
+            report.skipped = (
+                f"the lifecycle lease is held by {describe(holder)} ({holder}) until "
+                f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(expires))} "
+                f"({max(expires - time.time(), 0):.0f}s from now)"
+            )
             log.info("another lifecycle daemon holds the lease; skipping this pass: %s", report.skipped)
             report.finished = time.time()
             return report
@@ -323,10 +328,21 @@ class LifecycleDaemon:
                     continue
                 if isinstance(decision, tuple):
                     _, tier, storage_class, reason = decision
-                    if tier == GPU_DIRECT and not self._fits(GPU_DIRECT, record.size, usage, incoming, outgoing):
+                    if tier == GPU_DIRECT and not self._fits(
+                        GPU_DIRECT, record.size, usage, incoming, outgoing
+                    ):
                         continue
-                    orders.append(MoveOrder(record.bucket, record.key, tier, reason or "", record.generation,
-                                            record.size, storage_class))
+                    orders.append(
+                        MoveOrder(
+                            record.bucket,
+                            record.key,
+                            tier,
+                            reason or "",
+                            record.generation,
+                            record.size,
+                            storage_class,
+                        )
+                    )
                     incoming[tier] += record.size
                     outgoing[record.tier] += record.size
                 elif self._managed(record, policy) and record.tier in ONE_STEP_DOWN:
@@ -363,7 +379,12 @@ class LifecycleDaemon:
         return config.capacity_bytes
 
     def _fits(
-        self, tier: str, size: int, usage: dict[str, tuple[int, int]], incoming: dict[str, int], outgoing: dict[str, int]
+        self,
+        tier: str,
+        size: int,
+        usage: dict[str, tuple[int, int]],
+        incoming: dict[str, int],
+        outgoing: dict[str, int],
     ) -> bool:
         capacity = self._capacity(tier)
         if not capacity:
@@ -393,14 +414,19 @@ class LifecycleDaemon:
             need = bytes_to_free(used, capacity, self.settings.watermarks)
             by_key = {(r.bucket, r.key): r for r in candidates.get(tier, [])}
             facts = {id(f): (r, f) for r in by_key.values() for f in [self.facts(r)]}
-            ordered = coldest_first([f for _, f in facts.values()], now, self.settings.temperature.half_life_s)
+            ordered = coldest_first(
+                [f for _, f in facts.values()], now, self.settings.temperature.half_life_s
+            )
             lookup = {id(f): r for r, f in facts.values()}
             for fact in ordered:
                 if need <= 0:
                     break
                 record = lookup[id(fact)]
-                orders.append(MoveOrder(record.bucket, record.key, lower, "watermark", record.generation,
-                                        record.size, None))
+                orders.append(
+                    MoveOrder(
+                        record.bucket, record.key, lower, "watermark", record.generation, record.size, None
+                    )
+                )
                 need -= record.size
                 outgoing[tier] += record.size
                 incoming[lower] += record.size
@@ -431,15 +457,22 @@ class LifecycleDaemon:
             "last_pass": self.last_pass.to_json() if self.last_pass else None,
             "running": self._running is not None and not self._running.done(),
             "lease": {"holder": self.lease_blocked_by[0], "expires": self.lease_blocked_by[1], "ours": False}
-            if self.lease_blocked_by else None,
+            if self.lease_blocked_by
+            else None,
             "mover": {
                 "queued": stats.queued,
                 "active": stats.active,
                 "skipped": stats.skipped,
                 "failed": stats.failed,
                 "restores": stats.restores,
-                "moves": [{"from": f, "to": t, "count": n, "bytes": stats.bytes[(f, t)]}
-                          for (f, t), n in sorted(stats.moves.items())],
+                "moves": [
+                    {"from": f, "to": t, "count": n, "bytes": stats.bytes[(f, t)]}
+                    for (f, t), n in sorted(stats.moves.items())
+                ],
             },
-            "clock": {"now": self.clock(), "offset_seconds": self.clock.offset, "adjustable": self.clock.adjustable},
+            "clock": {
+                "now": self.clock(),
+                "offset_seconds": self.clock.offset,
+                "adjustable": self.clock.adjustable,
+            },
         }

@@ -41,8 +41,16 @@ INTELLIGENT_TIERING = "INTELLIGENT_TIERING"
 _FREQUENT_TIERS = ("gpu-direct", "hot")
 
 __all__ = [
-    "ARCHIVE_ACCESS", "DEEP_ARCHIVE_ACCESS", "ITPolicy", "IntelligentTieringConfig", "RuleError", "Tiering",
-    "it_action", "parse_intelligent_tiering", "render_intelligent_tiering", "render_intelligent_tiering_list",
+    "ARCHIVE_ACCESS",
+    "DEEP_ARCHIVE_ACCESS",
+    "ITPolicy",
+    "IntelligentTieringConfig",
+    "RuleError",
+    "Tiering",
+    "it_action",
+    "parse_intelligent_tiering",
+    "render_intelligent_tiering",
+    "render_intelligent_tiering_list",
     "validate_intelligent_tiering",
 ]
 
@@ -105,7 +113,9 @@ def validate_intelligent_tiering(config: IntelligentTieringConfig) -> None:
     if not config.id:
         raise invalid("The Id of an Intelligent-Tiering configuration must not be empty")
     if len(config.id) > MAX_ID_LENGTH:
-        raise invalid(f"The Id of an Intelligent-Tiering configuration must not exceed {MAX_ID_LENGTH} characters")
+        raise invalid(
+            f"The Id of an Intelligent-Tiering configuration must not exceed {MAX_ID_LENGTH} characters"
+        )
     if config.filter.has_size:
         raise malformed("Intelligent-Tiering filters take no object size")
     if not config.tierings:
@@ -159,7 +169,9 @@ def render_intelligent_tiering_list(configs: Iterable[IntelligentTieringConfig])
 # --- evaluation ------------------------------------------------------------------------------
 
 
-def _archive_action(configs: Sequence[IntelligentTieringConfig], obj: ObjectFacts, idle: float) -> Action | None:
+def _archive_action(
+    configs: Sequence[IntelligentTieringConfig], obj: ObjectFacts, idle: float
+) -> Action | None:
     """The deepest archive tier any matching, enabled configuration has made due."""
     best: tuple[int, Action] | None = None
     for config in configs:

@@ -87,8 +87,13 @@ class Mover:
             try:
                 source = await self.store.head_object(order.bucket, order.key)
                 moved = await self.store.move_object(
-                    order.bucket, order.key, order.tier, reason=order.reason, storage_class=order.storage_class,
-                    expected_generation=order.generation, on_chunk=self.throttle.take,
+                    order.bucket,
+                    order.key,
+                    order.tier,
+                    reason=order.reason,
+                    storage_class=order.storage_class,
+                    expected_generation=order.generation,
+                    on_chunk=self.throttle.take,
                 )
                 if moved is None:
                     self.stats.skipped += 1

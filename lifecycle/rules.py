@@ -42,26 +42,38 @@ MALFORMED_MESSAGE = (
 
 # Position along AWS's transition waterfall (higher = colder). Classes on one rung are
 # equivalent: an object never transitions between them.
-CLASS_RANK: Mapping[str, int] = MappingProxyType({
-    "GPU_DIRECT": 0,
-    "EXPRESS_ONEZONE": 0,
-    "STANDARD": 1,
-    "REDUCED_REDUNDANCY": 1,
-    "HOT": 1,
-    "STANDARD_IA": 2,
-    "WARM": 2,
-    "INTELLIGENT_TIERING": 3,
-    "ONEZONE_IA": 4,
-    "GLACIER_IR": 5,
-    "GLACIER": 6,
-    "COLD": 6,
-    "DEEP_ARCHIVE": 7,
-})
+CLASS_RANK: Mapping[str, int] = MappingProxyType(
+    {
+        "GPU_DIRECT": 0,
+        "EXPRESS_ONEZONE": 0,
+        "STANDARD": 1,
+        "REDUCED_REDUNDANCY": 1,
+        "HOT": 1,
+        "STANDARD_IA": 2,
+        "WARM": 2,
+        "INTELLIGENT_TIERING": 3,
+        "ONEZONE_IA": 4,
+        "GLACIER_IR": 5,
+        "GLACIER": 6,
+        "COLD": 6,
+        "DEEP_ARCHIVE": 7,
+    }
+)
 # What a <Transition> may name: AWS's six targets and tierstore's four tiers.
-TRANSITION_CLASSES = frozenset({
-    "STANDARD_IA", "ONEZONE_IA", "INTELLIGENT_TIERING", "GLACIER_IR", "GLACIER", "DEEP_ARCHIVE",
-    "GPU_DIRECT", "HOT", "WARM", "COLD",
-})
+TRANSITION_CLASSES = frozenset(
+    {
+        "STANDARD_IA",
+        "ONEZONE_IA",
+        "INTELLIGENT_TIERING",
+        "GLACIER_IR",
+        "GLACIER",
+        "DEEP_ARCHIVE",
+        "GPU_DIRECT",
+        "HOT",
+        "WARM",
+        "COLD",
+    }
+)
 # The one step down the rank order that AWS does not allow.
 _UNSUPPORTED_TRANSITIONS = frozenset({("ONEZONE_IA", "GLACIER_IR")})
 # AWS bills these for 30 days at least, and refuses transitions to them any earlier.
@@ -316,7 +328,11 @@ def _transition(element: Element) -> Transition:
 
 def _expiration(element: Element) -> tuple[int | None, float | None, bool]:
     groups = children(element, ("Days", "Date", "ExpiredObjectDeleteMarker"))
-    days_el, date_el, marker_el = one(groups, "Days"), one(groups, "Date"), one(groups, "ExpiredObjectDeleteMarker")
+    days_el, date_el, marker_el = (
+        one(groups, "Days"),
+        one(groups, "Date"),
+        one(groups, "ExpiredObjectDeleteMarker"),
+    )
     given = [e for e in (days_el, date_el, marker_el) if e is not None]
     if len(given) != 1:
         raise malformed("<Expiration> needs exactly one of <Days>, <Date> and <ExpiredObjectDeleteMarker>")
@@ -341,8 +357,15 @@ def _abort_days(element: Element) -> int:
 
 
 _RULE_ELEMENTS = (
-    "ID", "Prefix", "Filter", "Status", "Transition", "Expiration", "AbortIncompleteMultipartUpload",
-    "NoncurrentVersionTransition", "NoncurrentVersionExpiration",
+    "ID",
+    "Prefix",
+    "Filter",
+    "Status",
+    "Transition",
+    "Expiration",
+    "AbortIncompleteMultipartUpload",
+    "NoncurrentVersionTransition",
+    "NoncurrentVersionExpiration",
 )
 
 
@@ -427,7 +450,9 @@ def validate_rule(rule: Rule) -> None:
     if rule.filter.tags and rule.expired_object_delete_marker:
         raise invalid("ExpiredObjectDeleteMarker cannot be specified with Tags")
     if rule.abort_incomplete_days is not None and rule.abort_incomplete_days < 1:
-        raise invalid("'DaysAfterInitiation' for AbortIncompleteMultipartUpload action must be a positive integer")
+        raise invalid(
+            "'DaysAfterInitiation' for AbortIncompleteMultipartUpload action must be a positive integer"
+        )
     if rule.expiration_days is not None and rule.expiration_date is not None:
         raise malformed("<Expiration> with both <Days> and <Date>")
     if rule.expiration_days is not None and rule.expiration_days < 1:
@@ -462,7 +487,9 @@ def _validate_transitions(rule: Rule) -> None:
     if rule.expiration_days is not None or rule.expiration_date is not None:
         by_days.add(rule.expiration_days is not None)
     if len(by_days) > 1:
-        raise invalid("Found mixed 'Date' and 'Days' based Expiration and Transition actions in lifecycle rule")
+        raise invalid(
+            "Found mixed 'Date' and 'Days' based Expiration and Transition actions in lifecycle rule"
+        )
     ranks = [CLASS_RANK[t.storage_class] for t in rule.transitions]
     if len(set(ranks)) != len(ranks):
         raise invalid("'StorageClass' must be different for 'Transition' actions in same 'Rule'")
@@ -524,7 +551,9 @@ def render_filter(rule_filter: Filter) -> str:
     <And>, an empty <Filter></Filter> when it named nothing. Nothing the client did not send."""
     given = rule_filter.prefix or rule_filter.prefix_given
     parts = [xml_text("Prefix", rule_filter.prefix)] if given else []
-    parts += [xml_element("Tag", xml_text("Key", k), xml_text("Value", v)) for k, v in rule_filter.tags.items()]
+    parts += [
+        xml_element("Tag", xml_text("Key", k), xml_text("Value", v)) for k, v in rule_filter.tags.items()
+    ]
     if rule_filter.size_greater_than is not None:
         parts.append(xml_text("ObjectSizeGreaterThan", rule_filter.size_greater_than))
     if rule_filter.size_less_than is not None:
@@ -552,15 +581,19 @@ def _render_rule(rule: Rule) -> str:
         xml_text("Status", "Enabled" if rule.enabled else "Disabled"),
     ]
     for t in rule.transitions:
-        parts.append(xml_element("Transition", _render_when(t.days, t.date), xml_text("StorageClass", t.storage_class)))
+        parts.append(
+            xml_element("Transition", _render_when(t.days, t.date), xml_text("StorageClass", t.storage_class))
+        )
     if rule.expiration_days is not None or rule.expiration_date is not None:
         parts.append(xml_element("Expiration", _render_when(rule.expiration_days, rule.expiration_date)))
     elif rule.expired_object_delete_marker:
         parts.append(xml_element("Expiration", xml_text("ExpiredObjectDeleteMarker", "true")))
     if rule.abort_incomplete_days is not None:
-        parts.append(xml_element(
-            "AbortIncompleteMultipartUpload", xml_text("DaysAfterInitiation", rule.abort_incomplete_days)
-        ))
+        parts.append(
+            xml_element(
+                "AbortIncompleteMultipartUpload", xml_text("DaysAfterInitiation", rule.abort_incomplete_days)
+            )
+        )
     return xml_element("Rule", *parts)
 
 

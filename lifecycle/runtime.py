@@ -9,7 +9,9 @@ from tiering.store import ObjectStore
 
 
 class Lifecycle:
-    def __init__(self, store: ObjectStore, settings: LifecycleSettings, clock: Clock, *, run_daemon: bool) -> None:
+    def __init__(
+        self, store: ObjectStore, settings: LifecycleSettings, clock: Clock, *, run_daemon: bool
+    ) -> None:
         self.store = store
         self.settings = settings
         self.clock = clock

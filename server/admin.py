@@ -36,7 +36,9 @@ ADMIN_PREFIX = "/_tierstore/admin/"
 
 
 def json_response(value: Any, status: int = 200) -> Response:
-    return Response(json.dumps(value, indent=2, default=str), status_code=status, media_type="application/json")
+    return Response(
+        json.dumps(value, indent=2, default=str), status_code=status, media_type="application/json"
+    )
 
 
 def _flag(value: str | None) -> bool:
@@ -94,7 +96,9 @@ class AdminApi:
                 return self._advance_clock(request)
             case "GET", ["clock"]:
                 clock = self.gateway.lifecycle.clock
-                return json_response({"now": clock(), "offset_seconds": clock.offset, "adjustable": clock.adjustable})
+                return json_response(
+                    {"now": clock(), "offset_seconds": clock.offset, "adjustable": clock.adjustable}
+                )
             case "POST", ["lifecycle", "run"]:
                 lifecycle_pass = self.gateway.lifecycle.daemon.run_pass()
                 if request.query_params.get("wait", "").lower() in ("1", "true", "yes"):
@@ -118,8 +122,14 @@ class AdminApi:
                     return json_response({"error": "NoSuchUser", "message": f"no user {access_key!r}"}, 404)
                 await asyncio.to_thread(self.gateway.credentials.reload)
                 return json_response({"removed": access_key})
-            case ("POST", ["domains", "add"] | ["domains", _, "drain" | "remove"] | ["tiers", _, "recode"]
-                  | ["rebalance"] | ["nodes", _, "drain" | "remove"]) | ("GET", ["rebalance"] | ["domains", _, "drain"]):
+            case (
+                "POST",
+                ["domains", "add"]
+                | ["domains", _, "drain" | "remove"]
+                | ["tiers", _, "recode"]
+                | ["rebalance"]
+                | ["nodes", _, "drain" | "remove"],
+            ) | ("GET", ["rebalance"] | ["domains", _, "drain"]):
                 return await admin_topology.handle(store, request, parts)
             case "DELETE", ["domains", target]:
                 return await admin_topology.handle(store, request, ["domains", target, "remove"])
@@ -132,7 +142,9 @@ class AdminApi:
                 return json_response(await store.rewrap_keys(rotate=True))
             case "GET", ["encryption"]:
                 return json_response({"current_key_id": store.keys.current_key_id})
-        return json_response({"error": "NotFound", "message": f"no admin endpoint {method} {'/'.join(parts)}"}, 404)
+        return json_response(
+            {"error": "NotFound", "message": f"no admin endpoint {method} {'/'.join(parts)}"}, 404
+        )
 
     def _advance_clock(self, request: Request) -> Response:
         clock = self.gateway.lifecycle.clock
@@ -151,7 +163,9 @@ class AdminApi:
         if orphan_age < 0:
             raise ValueError("orphan_age must not be negative")
         report = await fsck(
-            self.gateway.store, verify=_flag(params.get("verify")), repair=_flag(params.get("repair")),
+            self.gateway.store,
+            verify=_flag(params.get("verify")),
+            repair=_flag(params.get("repair")),
             orphan_age=orphan_age,
         )
         return report.to_json()
@@ -180,20 +194,24 @@ class AdminApi:
             return json_response({"error": type(exc).__name__, "message": str(exc)}, 404)
         half_life = self.gateway.lifecycle.settings.temperature.half_life_s
         now = store.clock()
-        return json_response({
-            "bucket": bucket,
-            "key": key,
-            "size": record.size,
-            "etag": record.etag,
-            "storage_class": record.meta.storage_class,
-            "tier": record.tier,
-            "tier_since": record.tier_since,
-            "heat": decayed(record.heat, record.heat_at, now, half_life),
-            "last_access": record.last_access,
-            "last_modified": record.last_modified,
-            "restore": record.restore.to_json() | {"segments": len(record.restore.segments)} if record.restore else None,
-            "moves": [m.__dict__ for m in history],
-        })
+        return json_response(
+            {
+                "bucket": bucket,
+                "key": key,
+                "size": record.size,
+                "etag": record.etag,
+                "storage_class": record.meta.storage_class,
+                "tier": record.tier,
+                "tier_since": record.tier_since,
+                "heat": decayed(record.heat, record.heat_at, now, half_life),
+                "last_access": record.last_access,
+                "last_modified": record.last_modified,
+                "restore": record.restore.to_json() | {"segments": len(record.restore.segments)}
+                if record.restore
+                else None,
+                "moves": [m.__dict__ for m in history],
+            }
+        )
 
     async def _add_user(self, request: Request) -> Response:
         params = request.query_params
@@ -204,30 +222,37 @@ class AdminApi:
         secret_key = params.get("secret_key") or secrets.token_urlsafe(30)
         is_admin = params.get("admin", "").lower() in ("1", "true", "yes")
         try:
-            await asyncio.to_thread(self.gateway.store.catalog.add_user, access_key, secret_key, name, is_admin)
+            await asyncio.to_thread(
+                self.gateway.store.catalog.add_user, access_key, secret_key, name, is_admin
+            )
         except ValueError as exc:
             return json_response({"error": "UserAlreadyExists", "message": str(exc)}, 409)
         await asyncio.to_thread(self.gateway.credentials.reload)
-        return json_response({"name": name, "access_key": access_key, "secret_key": secret_key, "admin": is_admin})
+        return json_response(
+            {"name": name, "access_key": access_key, "secret_key": secret_key, "admin": is_admin}
+        )
 
     async def _user_policy(self, request: Request, verb: str, name: str) -> Response:
         """A user's policy (IAM policy language, no Principal): what it may do besides its own buckets."""
         catalog = self.gateway.store.catalog
         users = await asyncio.to_thread(catalog.list_users)
         if not any(user["name"] == name for user in users):
-            return json_response({"error": "NoSuchEntity", "message": f"The user with name {name} cannot be found."},
-                                 404)
+            return json_response(
+                {"error": "NoSuchEntity", "message": f"The user with name {name} cannot be found."}, 404
+            )
         authorizer = self.gateway.authorizer
         if verb == "GET":
             text = (await asyncio.to_thread(catalog.user_policies)).get(name)
             if text is None:
-                return json_response({"error": "NoSuchEntity",
-                                      "message": f"The user policy of {name} cannot be found."}, 404)
+                return json_response(
+                    {"error": "NoSuchEntity", "message": f"The user policy of {name} cannot be found."}, 404
+                )
             return json_response({"name": name, "policy": json.loads(text)})
         if verb == "DELETE":
             if not await asyncio.to_thread(catalog.put_user_policy, name, None):
-                return json_response({"error": "NoSuchEntity",
-                                      "message": f"The user policy of {name} cannot be found."}, 404)
+                return json_response(
+                    {"error": "NoSuchEntity", "message": f"The user policy of {name} cannot be found."}, 404
+                )
             await authorizer.reload_user_policies()
             return json_response({"name": name, "deleted": True})
         body = await self._signed_body(request)

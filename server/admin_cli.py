@@ -26,59 +26,96 @@ from server.progress import progress_bar
 def add_admin_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     # The common options work before or after the verb (`admin --json status`, `admin status --json`).
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--endpoint", default=argparse.SUPPRESS,
-                        help="server URL (default $TIERSTORE_ENDPOINT or http://127.0.0.1:9000)")
-    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts")
-    common.add_argument("--insecure", action="store_true", default=argparse.SUPPRESS,
-                        help="do not verify the server's TLS certificate")
+    common.add_argument(
+        "--endpoint",
+        default=argparse.SUPPRESS,
+        help="server URL (default $TIERSTORE_ENDPOINT or http://127.0.0.1:9000)",
+    )
+    common.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts"
+    )
+    common.add_argument(
+        "--insecure",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="do not verify the server's TLS certificate",
+    )
     admin = commands.add_parser("admin", help="inspect and operate a running server", parents=[common])
     verbs = admin.add_subparsers(dest="verb", required=True)
     verbs.add_parser("status", parents=[common], help="tiers, domains, degraded/lost objects, heal progress")
     verbs.add_parser("domains", parents=[common], help="every failure domain with state and usage")
     verbs.add_parser("nodes", parents=[common], help="storage nodes: address, rack, zone, drives, up/down")
-    domain = verbs.add_parser("domain", parents=[common],
-                              help="take a domain (drive, node, rack, zone) offline or online; add, drain, remove")
+    domain = verbs.add_parser(
+        "domain",
+        parents=[common],
+        help="take a domain (drive, node, rack, zone) offline or online; add, drain, remove",
+    )
     domain.add_argument("action", choices=["offline", "online", "add", "drain", "remove"])
     domain.add_argument("target", nargs="?", help="a drive id (hot-n1-d2) or tier-node/rack/zone (hot-n1)")
     topology_cli.add_domain_options(domain)
     topology_cli.add_parsers(verbs, common)
-    heal = verbs.add_parser("heal", parents=[common],
-                            help="verify every shard now and rebuild what is missing or corrupt")
+    heal = verbs.add_parser(
+        "heal", parents=[common], help="verify every shard now and rebuild what is missing or corrupt"
+    )
     heal.add_argument("--wait", action="store_true", help="return only when the pass is complete")
-    check = verbs.add_parser("fsck", parents=[common],
-                             help="cross-check catalog and shards: dangling references, lost objects, orphans "
-                                  "(exit 1 when not clean)")
+    check = verbs.add_parser(
+        "fsck",
+        parents=[common],
+        help="cross-check catalog and shards: dangling references, lost objects, orphans "
+        "(exit 1 when not clean)",
+    )
     check.add_argument("--verify", action="store_true", help="also read every block and check its checksum")
-    check.add_argument("--repair", action="store_true",
-                       help="hand the orphans to the garbage collector (never touches referenced data)")
-    check.add_argument("--orphan-age", type=float, default=None, metavar="SECONDS",
-                       help="only unreferenced shards older than this are orphans (default 3600: younger "
-                            "ones may belong to a write in flight)")
-    clock = verbs.add_parser("clock", parents=[common], help="the test clock (server started with --test-clock)")
+    check.add_argument(
+        "--repair",
+        action="store_true",
+        help="hand the orphans to the garbage collector (never touches referenced data)",
+    )
+    check.add_argument(
+        "--orphan-age",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="only unreferenced shards older than this are orphans (default 3600: younger "
+        "ones may belong to a write in flight)",
+    )
+    clock = verbs.add_parser(
+        "clock", parents=[common], help="the test clock (server started with --test-clock)"
+    )
     clock.add_argument("action", choices=["advance", "show"])
     clock.add_argument("days", nargs="?", type=float, default=0.0)
     lifecycle = verbs.add_parser("lifecycle", parents=[common], help="the lifecycle daemon")
     lifecycle.add_argument("action", choices=["run", "status"])
     lifecycle.add_argument("--wait", action="store_true", help="return when the pass and its moves are done")
-    restore = verbs.add_parser("restore", parents=[common],
-                               help="restore every archived object under a prefix (bulk RestoreObject)")
+    restore = verbs.add_parser(
+        "restore", parents=[common], help="restore every archived object under a prefix (bulk RestoreObject)"
+    )
     restore.add_argument("bucket")
     restore.add_argument("--prefix", default="")
     restore.add_argument("--days", type=int, default=1, help="how long the restored copies stay")
     restore.add_argument("--wait", action="store_true", help="return when every copy is readable")
     user = verbs.add_parser("user", parents=[common], help="S3 users: add, list, remove; their policies")
     user.add_argument("action", choices=["add", "list", "remove", "policy"])
-    user.add_argument("name", nargs="?", help="add: the user's name; remove: the access key; "
-                                              "policy: set | get | delete")
-    user.add_argument("policy_args", nargs="*", metavar="ARG",
-                      help="policy set NAME FILE.json | policy get NAME | policy delete NAME "
-                           "(an IAM policy document: what the user may do besides its own buckets)")
+    user.add_argument(
+        "name", nargs="?", help="add: the user's name; remove: the access key; policy: set | get | delete"
+    )
+    user.add_argument(
+        "policy_args",
+        nargs="*",
+        metavar="ARG",
+        help="policy set NAME FILE.json | policy get NAME | policy delete NAME "
+        "(an IAM policy document: what the user may do besides its own buckets)",
+    )
     user.add_argument("--access-key", help="add: choose the access key (default: generated)")
     user.add_argument("--secret-key", help="add: choose the secret key (default: generated)")
     user.add_argument("--admin", action="store_true", help="add: may use the admin API and every bucket")
-    verbs.add_parser("tiers", parents=[common], help="per tier: objects, bytes, capacity, heat, pending moves")
-    encryption = verbs.add_parser("encryption", parents=[common],
-                                  help="encryption at rest: rotate the master key (re-wraps data keys), show it")
+    verbs.add_parser(
+        "tiers", parents=[common], help="per tier: objects, bytes, capacity, heat, pending moves"
+    )
+    encryption = verbs.add_parser(
+        "encryption",
+        parents=[common],
+        help="encryption at rest: rotate the master key (re-wraps data keys), show it",
+    )
     encryption.add_argument("action", choices=["rotate", "show"])
     obj = verbs.add_parser("object", parents=[common], help="one object's tier, heat, last access and moves")
     obj.add_argument("bucket")
@@ -93,14 +130,18 @@ def _call(args: argparse.Namespace, method: str, path: str, query: str = "", bod
     )
     signed = AWSRequest(method=method, url=url, data=body)
     S3SigV4Auth(credentials, "s3", os.environ.get("AWS_DEFAULT_REGION", "us-east-1")).add_auth(signed)
-    request = urllib.request.Request(url, method=method, headers=dict(signed.headers.items()), data=body or None)
+    request = urllib.request.Request(
+        url, method=method, headers=dict(signed.headers.items()), data=body or None
+    )
     context = ssl._create_unverified_context() if args.insecure else None  # noqa: S323 - operator's choice
     try:
         with urllib.request.urlopen(request, timeout=3600, context=context) as response:
             return json.loads(response.read())
     except urllib.error.HTTPError as exc:
         problem = json.loads(exc.read() or b"{}")
-        raise SystemExit(f"tierstore admin: {problem.get('error', exc.code)}: {problem.get('message', '')}") from None
+        raise SystemExit(
+            f"tierstore admin: {problem.get('error', exc.code)}: {problem.get('message', '')}"
+        ) from None
     except urllib.error.URLError as exc:
         raise SystemExit(f"tierstore admin: cannot reach {args.endpoint}: {exc.reason}") from None
 
@@ -130,7 +171,9 @@ def _fmt(value: Any) -> str:
 
 
 def run_admin(args: argparse.Namespace) -> int:
-    args.endpoint = getattr(args, "endpoint", None) or os.environ.get("TIERSTORE_ENDPOINT", "http://127.0.0.1:9000")
+    args.endpoint = getattr(args, "endpoint", None) or os.environ.get(
+        "TIERSTORE_ENDPOINT", "http://127.0.0.1:9000"
+    )
     args.json = getattr(args, "json", False)
     args.insecure = getattr(args, "insecure", False)
     if args.verb == "status":
@@ -138,12 +181,19 @@ def run_admin(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(result, indent=2))
             return 0
-        print(_table(result["tiers"], ["name", "backend", "objects", "bytes", "k", "m", "domains", "domains_online"]))
+        print(
+            _table(
+                result["tiers"],
+                ["name", "backend", "objects", "bytes", "k", "m", "domains", "domains_online"],
+            )
+        )
         heal = result["heal"]
         print(f"\ndegraded objects: {result['degraded_objects']}   lost objects: {result['lost_objects']}")
-        print(f"heal: {'running' if heal['running'] else 'idle'}, passes {heal['passes']}, "
-              f"checked {heal['blobs_checked']}/{heal['blobs_total']}, shards healed {heal['shards_healed']}, "
-              f"relocated {heal['relocated']}")
+        print(
+            f"heal: {'running' if heal['running'] else 'idle'}, passes {heal['passes']}, "
+            f"checked {heal['blobs_checked']}/{heal['blobs_total']}, shards healed {heal['shards_healed']}, "
+            f"relocated {heal['relocated']}"
+        )
         for lost in heal["lost"]:
             print(f"LOST: {lost['tier']} {lost['bucket']}/{lost['key']}")
         return 0
@@ -152,8 +202,24 @@ def run_admin(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(rows, indent=2))
         else:
-            print(_table(rows, ["id", "tier", "node", "rack", "state", "health", "shards", "used_bytes", "free_bytes",
-                                "path", "health_detail"]))
+            print(
+                _table(
+                    rows,
+                    [
+                        "id",
+                        "tier",
+                        "node",
+                        "rack",
+                        "state",
+                        "health",
+                        "shards",
+                        "used_bytes",
+                        "free_bytes",
+                        "path",
+                        "health_detail",
+                    ],
+                )
+            )
         return 0
     if args.verb == "nodes":
         rows = _call(args, "GET", "nodes")
@@ -179,9 +245,11 @@ def run_admin(args: argparse.Namespace) -> int:
             print(json.dumps(result, indent=2))
         else:
             state = "running" if result["running"] else "done"
-            print(f"heal {state}: checked {result['blobs_checked']}/{result['blobs_total']} blobs, "
-                  f"{result['shards_healed']} shards healed, {result['relocated']} relocated, "
-                  f"{result['degraded_objects']} degraded, {result['lost_objects']} lost")
+            print(
+                f"heal {state}: checked {result['blobs_checked']}/{result['blobs_total']} blobs, "
+                f"{result['shards_healed']} shards healed, {result['relocated']} relocated, "
+                f"{result['degraded_objects']} degraded, {result['lost_objects']} lost"
+            )
         return 0
     if args.verb == "fsck":
         return _fsck(args)
@@ -190,8 +258,11 @@ def run_admin(args: argparse.Namespace) -> int:
             result = _call(args, "POST", "clock/advance", urllib.parse.urlencode({"days": args.days}))
         else:
             result = _call(args, "GET", "clock")
-        print(json.dumps(result, indent=2) if args.json else f"clock: {_when(result['now'])} "
-              f"(offset {result['offset_seconds'] / 86400:.2f} days)")
+        print(
+            json.dumps(result, indent=2)
+            if args.json
+            else f"clock: {_when(result['now'])} (offset {result['offset_seconds'] / 86400:.2f} days)"
+        )
         return 0
     if args.verb == "lifecycle":
         if args.action == "run":
@@ -206,22 +277,32 @@ def run_admin(args: argparse.Namespace) -> int:
             return 1
         if not args.json:
             done = result.get("pass") or result.get("last_pass") or {}
-            print(f"lifecycle: passes {result['passes']}, last pass scanned {done.get('scanned', 0)}, "
-                  f"transitions {done.get('transitions', 0)}, expired {done.get('expired', 0)}, "
-                  f"restores {done.get('restores_started', 0)}")
+            print(
+                f"lifecycle: passes {result['passes']}, last pass scanned {done.get('scanned', 0)}, "
+                f"transitions {done.get('transitions', 0)}, expired {done.get('expired', 0)}, "
+                f"restores {done.get('restores_started', 0)}"
+            )
             for move in result["mover"]["moves"]:
-                print(f"  moved {move['count']} objects ({_fmt(move['bytes'])}) {move['from']} -> {move['to']}")
+                print(
+                    f"  moved {move['count']} objects ({_fmt(move['bytes'])}) {move['from']} -> {move['to']}"
+                )
         return 0
     if args.verb == "user":
         return _user(args)
     if args.verb == "restore":
         return _bulk_restore(args)
     if args.verb == "encryption":
-        result = _call(args, "POST", "encryption/rotate") if args.action == "rotate" else _call(args, "GET", "encryption")
+        result = (
+            _call(args, "POST", "encryption/rotate")
+            if args.action == "rotate"
+            else _call(args, "GET", "encryption")
+        )
         if args.json:
             print(json.dumps(result, indent=2))
         elif args.action == "rotate":
-            print(f"master key {result['current_key_id']} is current; {result['rewrapped']} data keys re-wrapped")
+            print(
+                f"master key {result['current_key_id']} is current; {result['rewrapped']} data keys re-wrapped"
+            )
         else:
             print(f"master key {result['current_key_id']} is current")
         return 0
@@ -232,18 +313,30 @@ def run_admin(args: argparse.Namespace) -> int:
             return 0
         for row in rows:
             row["heat (le:count)"] = " ".join(f"{k}:{v}" for k, v in row["heat_histogram"].items())
-        print(_table(rows, ["name", "backend", "objects", "bytes", "capacity_bytes", "pending_moves",
-                            "heat (le:count)"]))
+        print(
+            _table(
+                rows,
+                ["name", "backend", "objects", "bytes", "capacity_bytes", "pending_moves", "heat (le:count)"],
+            )
+        )
         return 0
     if args.verb == "object":
-        result = _call(args, "GET", "object", urllib.parse.urlencode(
-            {"bucket": args.bucket, "key": args.key}, quote_via=urllib.parse.quote  # SigV4 wants %20, not "+"
-        ))
+        result = _call(
+            args,
+            "GET",
+            "object",
+            urllib.parse.urlencode(
+                {"bucket": args.bucket, "key": args.key},
+                quote_via=urllib.parse.quote,  # SigV4 wants %20, not "+"
+            ),
+        )
         if args.json:
             print(json.dumps(result, indent=2))
             return 0
-        print(f"{result['bucket']}/{result['key']}: {result['size']} bytes, class {result['storage_class']}, "
-              f"tier {result['tier']}, heat {result['heat']:.2f}, last access {_when(result['last_access'])}")
+        print(
+            f"{result['bucket']}/{result['key']}: {result['size']} bytes, class {result['storage_class']}, "
+            f"tier {result['tier']}, heat {result['heat']:.2f}, last access {_when(result['last_access'])}"
+        )
         for move in result["moves"]:
             print(f"  {_when(move['at'])}  {move['from_tier']} -> {move['to_tier']}  ({move['reason']})")
         return 0
@@ -296,7 +389,9 @@ def _user(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(result, indent=2))
         else:
-            print(f"user {result['name']}: access key {result['access_key']}  secret key {result['secret_key']}")
+            print(
+                f"user {result['name']}: access key {result['access_key']}  secret key {result['secret_key']}"
+            )
         return 0
     result = _call(args, "DELETE", f"users/{urllib.parse.quote(args.name, safe='')}")
     print(json.dumps(result, indent=2) if args.json else f"removed {result['removed']}")
@@ -315,20 +410,30 @@ def _fsck(args: argparse.Namespace) -> int:
     for entry in result["lost"]:
         print(f"LOST: {entry['tier']} {entry['bucket']}/{entry['key']} (blob {entry['data_id']})")
     for entry in result["dangling"]:
-        print(f"DANGLING: {entry['tier']} {entry['bucket']}/{entry['key']} shard {entry['shard']} "
-              f"missing on {entry['domain']} (blob {entry['data_id']})")
+        print(
+            f"DANGLING: {entry['tier']} {entry['bucket']}/{entry['key']} shard {entry['shard']} "
+            f"missing on {entry['domain']} (blob {entry['data_id']})"
+        )
     for entry in result["corrupt"]:
         print(f"CORRUPT: {entry['tier']} {entry['bucket']}/{entry['key']} shards {entry['shards']}")
     for entry in result["orphans"]:
-        print(f"ORPHAN: {entry['tier']} {entry['domain']} {entry['data_id']}.{entry['shard']} "
-              f"({_fmt(entry['size'])}, {entry['age_s']} s old)")
-    print(f"fsck: {result['blobs']} blobs, {result['pieces_referenced']} shards referenced, "
-          f"{result['pieces_listed']} shard files listed in {result['seconds']:.1f}s")
-    print(f"  dangling {counts['dangling']}, lost {counts['lost']}, corrupt {counts['corrupt']}, "
-          f"orphans {counts['orphans']} (repaired {result['repaired']})")
-    print(f"  not judged: {result['young_unreferenced']} unreferenced shards younger than "
-          f"{result['orphan_age']:.0f}s (writes in flight or garbage due), {result['queued_garbage']} queued "
-          f"for the collector, {result['unreachable']} on offline domains {result['offline_domains'] or ''}")
+        print(
+            f"ORPHAN: {entry['tier']} {entry['domain']} {entry['data_id']}.{entry['shard']} "
+            f"({_fmt(entry['size'])}, {entry['age_s']} s old)"
+        )
+    print(
+        f"fsck: {result['blobs']} blobs, {result['pieces_referenced']} shards referenced, "
+        f"{result['pieces_listed']} shard files listed in {result['seconds']:.1f}s"
+    )
+    print(
+        f"  dangling {counts['dangling']}, lost {counts['lost']}, corrupt {counts['corrupt']}, "
+        f"orphans {counts['orphans']} (repaired {result['repaired']})"
+    )
+    print(
+        f"  not judged: {result['young_unreferenced']} unreferenced shards younger than "
+        f"{result['orphan_age']:.0f}s (writes in flight or garbage due), {result['queued_garbage']} queued "
+        f"for the collector, {result['unreachable']} on offline domains {result['offline_domains'] or ''}"
+    )
     print("clean" if result["clean"] else "NOT CLEAN")
     return 0 if result["clean"] else 1
 
@@ -361,7 +466,9 @@ def _bulk_restore(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"requested": started, "state": state}, indent=2))
     else:
-        print(f"restore of {args.bucket}/{args.prefix}: {started['requested']} requested, "
-              f"{started['already']} already restored, {started['skipped']} not archived; "
-              f"{state['restored']}/{state['archived']} readable now")
+        print(
+            f"restore of {args.bucket}/{args.prefix}: {started['requested']} requested, "
+            f"{started['already']} already restored, {started['skipped']} not archived; "
+            f"{state['restored']}/{state['archived']} readable now"
+        )
     return 0

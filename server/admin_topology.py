@@ -31,7 +31,9 @@ if TYPE_CHECKING:
 
 
 def _json(value: Any, status: int = 200) -> Response:
-    return Response(json.dumps(value, indent=2, default=str), status_code=status, media_type="application/json")
+    return Response(
+        json.dumps(value, indent=2, default=str), status_code=status, media_type="application/json"
+    )
 
 
 def _error(code: str, message: str, status: int) -> Response:
@@ -45,9 +47,14 @@ async def handle(store: ObjectStore, request: Request, parts: list[str]) -> Resp
         match parts:
             case ["domains", "add"]:
                 result = await rebalance.add_domain(
-                    store, params.get("tier", ""), params.get("path", ""), params.get("node", ""),
-                    params.get("rack", ""), zone=params.get("zone") or "zone1",
-                    weight=float(params.get("weight") or 0.0), domain_id=params.get("id") or None,
+                    store,
+                    params.get("tier", ""),
+                    params.get("path", ""),
+                    params.get("node", ""),
+                    params.get("rack", ""),
+                    zone=params.get("zone") or "zone1",
+                    weight=float(params.get("weight") or 0.0),
+                    domain_id=params.get("id") or None,
                 )
             case ["domains", target, "drain"] if request.method == "GET":
                 return _json(await rebalance.drain_state(store, target))
@@ -65,7 +72,9 @@ async def handle(store: ObjectStore, request: Request, parts: list[str]) -> Resp
             case ["domains", target, "remove"]:
                 return _json(await rebalance.remove_domain(store, target))
             case ["tiers", tier, "recode"]:
-                result = await rebalance.recode_tier(store, tier, int(params.get("k", "0")), int(params.get("m", "-1")))
+                result = await rebalance.recode_tier(
+                    store, tier, int(params.get("k", "0")), int(params.get("m", "-1"))
+                )
             case ["rebalance"]:
                 if request.method == "GET":
                     return _json(await store.rebalancer.status())

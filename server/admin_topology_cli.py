@@ -19,21 +19,29 @@ from server.progress import progress_bar
 Call = Callable[[argparse.Namespace, str, str, str], Any]
 
 
-def add_parsers(verbs: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
+def add_parsers(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     rebalance = verbs.add_parser(
-        "rebalance", parents=[common],
+        "rebalance",
+        parents=[common],
         help="move shards to where placement wants them (after domain add/drain, tier recode); or show progress",
     )
     rebalance.add_argument("action", nargs="?", choices=["run", "status"], default="run")
     rebalance.add_argument("--wait", action="store_true", help="return only when the data is in place")
-    tier = verbs.add_parser("tier", parents=[common], help="change an erasure-coded tier: recode T --k K --m M")
+    tier = verbs.add_parser(
+        "tier", parents=[common], help="change an erasure-coded tier: recode T --k K --m M"
+    )
     tier.add_argument("action", choices=["recode"])
     tier.add_argument("tier")
     tier.add_argument("--k", type=int, required=True, help="data shards per stripe for new writes")
     tier.add_argument("--m", type=int, required=True, help="parity shards per stripe for new writes")
     tier.add_argument("--wait", action="store_true", help="return when every object is re-striped")
-    node = verbs.add_parser("node", parents=[common],
-                            help="a storage node: drain NAME [--wait] (move every shard off it), remove NAME")
+    node = verbs.add_parser(
+        "node",
+        parents=[common],
+        help="a storage node: drain NAME [--wait] (move every shard off it), remove NAME",
+    )
     node.add_argument("action", choices=["drain", "remove"])
     node.add_argument("name")
     node.add_argument("--wait", action="store_true", help="drain: return when the node can be removed")
@@ -61,8 +69,12 @@ def _follow(args: argparse.Namespace, call: Call) -> dict[str, Any]:
     while True:
         state = call(args, "GET", "rebalance", "")
         done = not state.get("running") and not state.get("pending")
-        progress_bar("rebalance: shards moved", state.get("shards_moved", 0), state.get("shards_planned", 0),
-                     final=done)
+        progress_bar(
+            "rebalance: shards moved",
+            state.get("shards_moved", 0),
+            state.get("shards_planned", 0),
+            final=done,
+        )
         if done:
             return state
         time.sleep(0.5)
@@ -88,14 +100,19 @@ def _follow_drain(args: argparse.Namespace, call: Call, path: str) -> dict[str, 
             break
         moving = call(args, "GET", "rebalance", "")
         if moving.get("running") or moving.get("pending"):
-            progress_bar("drain: shards moved", moving.get("shards_moved", 0), moving.get("shards_planned", 0))
+            progress_bar(
+                "drain: shards moved", moving.get("shards_moved", 0), moving.get("shards_planned", 0)
+            )
             continue
         state = call(args, "GET", path, "")
         if state.get("retired_files"):
             left = float(state["retired_wait_seconds"])
             grace = max(grace, left)  # the bar fills as the readers' grace on the moved-away files runs out
-            progress_bar(f"drain: readers' grace, {left:.0f}s left ({state['retired_files']} retired files)",
-                         int(grace - left), int(grace) or 1)
+            progress_bar(
+                f"drain: readers' grace, {left:.0f}s left ({state['retired_files']} retired files)",
+                int(grace - left),
+                int(grace) or 1,
+            )
     if "error" in answer:
         raise answer["error"]
     progress_bar("drain: done", 1, 1, final=True)
@@ -139,31 +156,48 @@ def _run(args: argparse.Namespace, call: Call, fmt: Callable[[Any], str], wait: 
             print(_progress(result["rebalance"], fmt))
         return 0
     if args.verb == "tier":
-        result = call(args, "POST", f"tiers/{urllib.parse.quote(args.tier, safe='')}/recode",
-                      "&".join(filter(None, [f"k={args.k}", f"m={args.m}", wait])))
+        result = call(
+            args,
+            "POST",
+            f"tiers/{urllib.parse.quote(args.tier, safe='')}/recode",
+            "&".join(filter(None, [f"k={args.k}", f"m={args.m}", wait])),
+        )
         if args.json:
             print(json.dumps(result, indent=2))
         else:
             prev = result["previous"]
-            print(f"tier {result['tier']}: {prev['k']}+{prev['m']} -> {result['k']}+{result['m']} for new writes")
+            print(
+                f"tier {result['tier']}: {prev['k']}+{prev['m']} -> {result['k']}+{result['m']} for new writes"
+            )
             print(_progress(result["rebalance"], fmt))
         return 0
     if args.action == "add":
-        query = {"tier": args.tier, "path": args.path, "node": args.node, "rack": args.rack,
-                 "zone": args.zone, "weight": args.weight, "id": args.id}
+        query = {
+            "tier": args.tier,
+            "path": args.path,
+            "node": args.node,
+            "rack": args.rack,
+            "zone": args.zone,
+            "weight": args.weight,
+            "id": args.id,
+        }
         missing = [k for k in ("tier", "path", "node", "rack") if not query[k]]
         if missing:
             raise SystemExit(f"tierstore admin domain add: needs {', '.join('--' + k for k in missing)}")
-        encoded = urllib.parse.urlencode({k: v for k, v in query.items() if v is not None},
-                                         quote_via=urllib.parse.quote)  # SigV4 wants %20, not "+"
+        encoded = urllib.parse.urlencode(
+            {k: v for k, v in query.items() if v is not None}, quote_via=urllib.parse.quote
+        )  # SigV4 wants %20, not "+"
         result = call(args, "POST", "domains/add", "&".join(filter(None, [encoded, wait])))
         what = f"added {result['id']} to {result['tier']} (node {result['node']}, rack {result['rack']})"
     elif not args.target:
         raise SystemExit(f"tierstore admin domain {args.action}: name the drive or node (hot-n3)")
     elif args.action == "drain":
         result = call(args, "POST", f"domains/{urllib.parse.quote(args.target, safe='')}/drain", wait)
-        what = (f"drained {', '.join(result['domains'])}: nothing left on it, ready to remove" if "drain" in result
-                else f"draining {', '.join(result['domains'])}")
+        what = (
+            f"drained {', '.join(result['domains'])}: nothing left on it, ready to remove"
+            if "drain" in result
+            else f"draining {', '.join(result['domains'])}"
+        )
     else:
         result = call(args, "POST", f"domains/{urllib.parse.quote(args.target, safe='')}/remove", "")
         what = f"removed {', '.join(result['domains'])}"
@@ -186,13 +220,17 @@ def _progress(p: dict[str, Any], fmt: Callable[[Any], str]) -> str:
     ]
     if p.get("running"):
         eta = p.get("eta_seconds")
-        lines.append(f"  rate {fmt(int(p.get('rate_bytes_per_second') or 0))}/s, "
-                     f"ETA {'unknown' if eta is None else f'{eta:.0f}s'}")
+        lines.append(
+            f"  rate {fmt(int(p.get('rate_bytes_per_second') or 0))}/s, "
+            f"ETA {'unknown' if eta is None else f'{eta:.0f}s'}"
+        )
     extra = {k: p.get(k, 0) for k in ("conflicts", "failures", "blocked", "unplaceable") if p.get(k)}
     if extra:
         lines.append("  " + ", ".join(f"{k} {v}" for k, v in extra.items()))
     for tier in p.get("tiers", []):
         drain = f", draining {', '.join(tier['draining'])}" if tier["draining"] else ""
-        lines.append(f"  {tier['tier']}: {tier['k']}+{tier['m']} over {tier['active_groups']} active "
-                     f"{tier['spread_level']}s ({tier['domains']} domains){drain}")
+        lines.append(
+            f"  {tier['tier']}: {tier['k']}+{tier['m']} over {tier['active_groups']} active "
+            f"{tier['spread_level']}s ({tier['domains']} domains){drain}"
+        )
     return "\n".join(lines)

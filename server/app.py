@@ -70,6 +70,7 @@ def anonymous_auth(headers: object) -> AuthContext:
         raise s3.InvalidRequest("Chunk signatures need a signed request")
     return AuthContext(access_key="", payload_mode=mode, payload_sha256=digest)
 
+
 ALL_METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS", "PATCH"]
 
 
@@ -91,7 +92,9 @@ register_url_convertor("s3path", _AnyPath())
 def build_store(config: ServerConfig) -> ObjectStore:
     assert config.catalog_path is not None
     catalog = Catalog(
-        config.catalog_url or config.catalog_path, durable=config.catalog_durable, pool_size=config.catalog_pool_size
+        config.catalog_url or config.catalog_path,
+        durable=config.catalog_durable,
+        pool_size=config.catalog_pool_size,
     )
     # The state directory (this host's process checkpoints, tiering.peers) is the SQLite catalog's
     # folder, which a PostgreSQL catalog does not create.
@@ -100,11 +103,18 @@ def build_store(config: ServerConfig) -> ObjectStore:
     registered_nodes = nodes.registered(catalog)
     if registered_nodes:  # storage nodes found: the erasure-coded tiers live on their drives
         secret = nodes.cluster_secret(config.cluster_secret_file or None)
-        tier_configs = nodes.place_on_nodes(tier_configs, registered_nodes, secret, config.node_timeout_seconds)
+        tier_configs = nodes.place_on_nodes(
+            tier_configs, registered_nodes, secret, config.node_timeout_seconds
+        )
     tiers = {tc.name: Tier.from_config(tc) for tc in tier_configs}
     clock = Clock(adjustable=config.test_clock, catalog=catalog)
-    store = ObjectStore(catalog, tiers, state_dir=config.catalog_path.parent, clock=clock,
-                        keys=KeyService(config.encryption_keys))
+    store = ObjectStore(
+        catalog,
+        tiers,
+        state_dir=config.catalog_path.parent,
+        clock=clock,
+        keys=KeyService(config.encryption_keys),
+    )
     store.rebalancer.configure(config.rebalance, TokenBucket(config.rebalance.bytes_per_second).take)
     return store
 
@@ -137,8 +147,9 @@ class Gateway:
         self.store = store
         self.lifecycle = lifecycle
         self.credentials = UserCredentials({config.access_key: config.secret_key}, store.catalog)
-        self.authorizer = Authorizer(store, account_id=config.account_id,
-                                     block_public_access=config.block_public_access)
+        self.authorizer = Authorizer(
+            store, account_id=config.account_id, block_public_access=config.block_public_access
+        )
         self.cors = CorsRules(store)
         self.max_skew = timedelta(seconds=config.max_clock_skew_seconds)
         self.metrics = Metrics(store, lifecycle, per_bucket=config.metrics_per_bucket)
@@ -227,7 +238,12 @@ class Gateway:
             auth, identity = anonymous_auth(headers), ANONYMOUS
         if identity is not None and routed.operation is not Operation.DeleteObjects:  # per key in its handler
             await self.authorizer.check(
-                identity, routed.operation, routed.bucket, key=routed.key, request=request, query=query,
+                identity,
+                routed.operation,
+                routed.bucket,
+                key=routed.key,
+                request=request,
+                query=query,
                 auth_scheme=None if identity.anonymous else auth.scheme,
             )
         handler = HANDLERS.get(routed.operation)
@@ -256,14 +272,21 @@ class Gateway:
             # S3 tells a missing key (404) only to a caller that may list the bucket; to anyone
             # else it answers 403, so that keys cannot be probed for.
             if routed.bucket and identity is not None and not identity.is_admin:
-                await self.authorizer.check(identity, Operation.ListObjectsV2, routed.bucket, request=request,
-                                            query={"prefix": routed.key or ""})
+                await self.authorizer.check(
+                    identity,
+                    Operation.ListObjectsV2,
+                    routed.bucket,
+                    request=request,
+                    query={"prefix": routed.key or ""},
+                )
             raise
 
     async def _preflight(self, request: Request, raw_path: str) -> Response:
         """A CORS preflight (OPTIONS), answered from the bucket's rules: no signature needed."""
         request.state.operation = "PreflightRequest"
-        bucket, is_object = preflight_target(raw_path, request.headers.get("host", ""), self.config.virtual_host_domains)
+        bucket, is_object = preflight_target(
+            raw_path, request.headers.get("host", ""), self.config.virtual_host_domains
+        )
         return Response(b"", headers=await self.cors.preflight(bucket, is_object, request.headers))
 
     async def _add_cors_headers(self, request: Request, response: Response) -> None:
@@ -331,7 +354,9 @@ def create_app(config: ServerConfig, store: ObjectStore | None = None) -> ASGIAp
             await lifecycle.close()
             await store.close()
 
-    app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None, **_NO_FRAMEWORK_TELEMETRY)
+    app = FastAPI(
+        lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None, **_NO_FRAMEWORK_TELEMETRY
+    )
     app.state.gateway = gateway
     # One catch-all route: S3 routing depends on query sub-resources and the Host header,
     # which path templates cannot express; `server.router` does it instead.
@@ -340,4 +365,6 @@ def create_app(config: ServerConfig, store: ObjectStore | None = None) -> ASGIAp
     OpsEndpoints(gateway).install(app)  # /metrics, /_tierstore/health, the status page
     # Reached only through the fast lane's hand-offs (e.g. /metrics signed = bucket "metrics").
     app.router.routes.append(StarletteRoute("/{path:s3path}", gateway.handle, methods=ALL_METHODS))
-    return RequestObserver(S3FastLane(app, gateway), metrics=gateway.metrics, access_log_enabled=config.access_log)
+    return RequestObserver(
+        S3FastLane(app, gateway), metrics=gateway.metrics, access_log_enabled=config.access_log
+    )

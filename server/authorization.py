@@ -48,13 +48,18 @@ _OBJECT_ACL_ACTIONS = frozenset(acls.OBJECT_PERMISSION)
 
 def public_access_block_from_json(raw: str) -> PublicAccessBlock:
     data = json.loads(raw)
-    return PublicAccessBlock(data["BlockPublicAcls"], data["IgnorePublicAcls"], data["BlockPublicPolicy"],
-                             data["RestrictPublicBuckets"])
+    return PublicAccessBlock(
+        data["BlockPublicAcls"],
+        data["IgnorePublicAcls"],
+        data["BlockPublicPolicy"],
+        data["RestrictPublicBuckets"],
+    )
 
 
 class Authorizer:
-    def __init__(self, store: ObjectStore, *, account_id: str = "000000000000",
-                 block_public_access: bool = False) -> None:
+    def __init__(
+        self, store: ObjectStore, *, account_id: str = "000000000000", block_public_access: bool = False
+    ) -> None:
         self.store = store
         self.account_id = account_id
         self.server_block = ALL_BLOCKED if block_public_access else NONE_BLOCKED
@@ -101,7 +106,8 @@ class Authorizer:
                 acl=acls.Acl.from_json(documents[ACL]) if ACL in documents else None,
                 ownership=documents.get(OWNERSHIP),
                 public_access_block=public_access_block_from_json(documents[PUBLIC_ACCESS_BLOCK])
-                if PUBLIC_ACCESS_BLOCK in documents else None,
+                if PUBLIC_ACCESS_BLOCK in documents
+                else None,
             )
         if len(self._buckets) > 10_000:
             self._buckets.clear()
@@ -165,10 +171,17 @@ class Authorizer:
             policies = await self.user_policies(identity.name)
             if not policies or action is None:
                 return Decision(True, "allow:user")
-            verdict = decide(self._request(identity, action, resource_arn(bucket), None, None),
-                             None, policies, self.server_block)
-            return verdict if not verdict.allowed and verdict.reason.startswith("deny:user") \
+            verdict = decide(
+                self._request(identity, action, resource_arn(bucket), None, None),
+                None,
+                policies,
+                self.server_block,
+            )
+            return (
+                verdict
+                if not verdict.allowed and verdict.reason.startswith("deny:user")
                 else Decision(True, "allow:user")
+            )
         access = await self.bucket_access(bucket)
         if access is None:
             return Decision(True, "allow:no-such-bucket")  # the handler answers NoSuchBucket
@@ -178,17 +191,25 @@ class Authorizer:
         user_policies = await self.user_policies(identity.name) if not identity.anonymous else ()
         # The object itself is read only when the decision can depend on it: its ACL (a caller
         # other than the owner, ACLs enabled) or its tags (s3:ExistingObjectTag in a policy).
-        if record is None and object_level and key and (
-            (caller_id != access.owner and access.acls_enabled and action in _OBJECT_ACL_ACTIONS)
-            or (access.policy is not None and access.policy.reads_object_tags)
-            or any(policy.reads_object_tags for policy in user_policies)
+        if (
+            record is None
+            and object_level
+            and key
+            and (
+                (caller_id != access.owner and access.acls_enabled and action in _OBJECT_ACL_ACTIONS)
+                or (access.policy is not None and access.policy.reads_object_tags)
+                or any(policy.reads_object_tags for policy in user_policies)
+            )
         ):
             record = await self._object(bucket, key)
-        context = RequestContext(identity, action, request=request, query=query, auth_scheme=auth_scheme,
-                                 record=record)
+        context = RequestContext(
+            identity, action, request=request, query=query, auth_scheme=auth_scheme, record=record
+        )
         object_acl = None
         if record is not None and access.acls_enabled:
-            object_acl = acls.Acl.from_json(record.meta.acl) if record.meta.acl else acls.private(access.owner)
+            object_acl = (
+                acls.Acl.from_json(record.meta.acl) if record.meta.acl else acls.private(access.owner)
+            )
         question = Request(
             caller=self._caller(identity),
             caller_id=caller_id,
@@ -217,16 +238,26 @@ class Authorizer:
         """Raise AccessDenied unless `identity` may run `operation` on `bucket` (and `key`).
 
         The decision's reason is kept in the request's state for the access log."""
-        decision = await self.decide(identity, operation, bucket, key=key, action=action, request=request,
-                                     query=query, auth_scheme=auth_scheme, record=record)
+        decision = await self.decide(
+            identity,
+            operation,
+            bucket,
+            key=key,
+            action=action,
+            request=request,
+            query=query,
+            auth_scheme=auth_scheme,
+            record=record,
+        )
         if request is not None and (not decision.allowed or not getattr(request.state, "authz", None)):
             request.state.authz = decision.reason
         if not decision.allowed:
             raise AccessDenied()
         return decision
 
-    async def check_read(self, identity: Identity, bucket: str, key: str | None = None, *,
-                         request: Any = None) -> None:
+    async def check_read(
+        self, identity: Identity, bucket: str, key: str | None = None, *, request: Any = None
+    ) -> None:
         """A copy's source: reading it needs s3:GetObject on it."""
         await self.check(identity, Operation.GetObject, bucket, key=key, request=request)
 
@@ -235,12 +266,21 @@ class Authorizer:
     def _caller(self, identity: Identity) -> Caller:
         if identity.anonymous:
             return Caller(anonymous=True, account=self.account_id)
-        return Caller(anonymous=False, name=identity.name, access_key=identity.access_key, account=self.account_id)
+        return Caller(
+            anonymous=False, name=identity.name, access_key=identity.access_key, account=self.account_id
+        )
 
-    def _request(self, identity: Identity, action: str, resource: str, request: Any,
-                 query: dict[str, str] | None) -> Request:
-        return Request(self._caller(identity), None if identity.anonymous else identity.owner_id, False,
-                       action, resource, RequestContext(identity, action, request=request, query=query))
+    def _request(
+        self, identity: Identity, action: str, resource: str, request: Any, query: dict[str, str] | None
+    ) -> Request:
+        return Request(
+            self._caller(identity),
+            None if identity.anonymous else identity.owner_id,
+            False,
+            action,
+            resource,
+            RequestContext(identity, action, request=request, query=query),
+        )
 
     async def _object(self, bucket: str, key: str) -> ObjectRecord | None:
         try:

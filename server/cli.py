@@ -46,6 +46,7 @@ DRAIN_IDLE_GRACE = 2.0
 # How long a stopping server keeps taking connections the kernel already queued for it.
 ACCEPT_DRAIN_LIMIT = 1.0
 
+
 class _DrainGate:
     """The app, plus `Connection: close` on every response that starts once draining began."""
 
@@ -89,8 +90,9 @@ class _Server(uvicorn.Server):
         self.gate = gate
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        logging.getLogger("tierstore.server").info("draining: %d connection(s) open",
-                                                   len(self.server_state.connections))
+        logging.getLogger("tierstore.server").info(
+            "draining: %d connection(s) open", len(self.server_state.connections)
+        )
         await self._stop_accepting()
         for sock in sockets or []:
             sock.close()
@@ -100,11 +102,14 @@ class _Server(uvicorn.Server):
             if cycle is not None and not cycle.response_complete:
                 cycle.keep_alive = False  # its response says `Connection: close`
         try:
-            await asyncio.wait_for(self._wait_tasks_to_complete(), timeout=self.config.timeout_graceful_shutdown)
+            await asyncio.wait_for(
+                self._wait_tasks_to_complete(), timeout=self.config.timeout_graceful_shutdown
+            )
         except TimeoutError:
             logging.getLogger("tierstore.server").error(
                 "cancelling %d request(s) still running after the graceful shutdown timeout",
-                len(self.server_state.tasks))
+                len(self.server_state.tasks),
+            )
             for task in self.server_state.tasks:
                 task.cancel(msg="graceful shutdown timeout exceeded")
         if not self.force_exit:
@@ -159,8 +164,10 @@ class _Server(uvicorn.Server):
         await super()._wait_tasks_to_complete()
 
 
-CATALOG_HELP = ("where the namespace lives: sqlite:///path/catalog.db (default: in the data directory) or "
-                "postgresql://user:password@host:port/dbname, which any number of gateways may share")
+CATALOG_HELP = (
+    "where the namespace lives: sqlite:///path/catalog.db (default: in the data directory) or "
+    "postgresql://user:password@host:port/dbname, which any number of gateways may share"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -173,16 +180,29 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--listen", help="HOST:PORT to listen on (default 127.0.0.1:9000)")
     serve.add_argument("--tls-cert", help="PEM certificate: serve HTTPS")
     serve.add_argument("--tls-key", help="PEM private key for --tls-cert")
-    serve.add_argument("--test-clock", action="store_true",
-                       help="allow `tierstore admin clock advance` (tests and demos only)")
-    serve.add_argument("--no-lifecycle", action="store_true",
-                       help="do not run the lifecycle daemon here (run `tierstore lifecycle` instead)")
-    serve.add_argument("--workers", type=int, metavar="N",
-                       help="run N worker processes on one port under a supervisor "
-                            "(SIGHUP: rolling restart; SIGTERM: drain and stop)")
-    serve.add_argument("--reuse-port", action="store_true",
-                       help="bind with SO_REUSEPORT, so that another `tierstore serve --reuse-port` "
-                            "(a new version) can take over the port without downtime")
+    serve.add_argument(
+        "--test-clock",
+        action="store_true",
+        help="allow `tierstore admin clock advance` (tests and demos only)",
+    )
+    serve.add_argument(
+        "--no-lifecycle",
+        action="store_true",
+        help="do not run the lifecycle daemon here (run `tierstore lifecycle` instead)",
+    )
+    serve.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="run N worker processes on one port under a supervisor "
+        "(SIGHUP: rolling restart; SIGTERM: drain and stop)",
+    )
+    serve.add_argument(
+        "--reuse-port",
+        action="store_true",
+        help="bind with SO_REUSEPORT, so that another `tierstore serve --reuse-port` "
+        "(a new version) can take over the port without downtime",
+    )
     serve.add_argument("--listen-fds", help=argparse.SUPPRESS)  # a worker: the supervisor's sockets
     serve.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)  # a worker: say "ready" here
     daemon = commands.add_parser("lifecycle", help="run only the lifecycle daemon, beside a server")
@@ -193,7 +213,8 @@ def _parser() -> argparse.ArgumentParser:
     config = commands.add_parser("config", help="check a configuration file")
     config_commands = config.add_subparsers(dest="config_command", required=True)
     check = config_commands.add_parser(
-        "check", help="print the effective configuration (file + environment + defaults) or its errors")
+        "check", help="print the effective configuration (file + environment + defaults) or its errors"
+    )
     check.add_argument("file", type=Path, nargs="?", help="TOML configuration file")
     add_admin_parser(commands)
     add_node_parser(commands)
@@ -211,8 +232,10 @@ def _banner(config: ServerConfig) -> str:
         f"access key: {config.access_key}",
     ]
     if config.credentials_are_default:
-        lines.append(f"secret key: {config.secret_key}  (default credentials: set "
-                     "TIERSTORE_ACCESS_KEY / TIERSTORE_SECRET_KEY for anything but a local trial)")
+        lines.append(
+            f"secret key: {config.secret_key}  (default credentials: set "
+            "TIERSTORE_ACCESS_KEY / TIERSTORE_SECRET_KEY for anything but a local trial)"
+        )
     return "\n".join(lines)
 
 
@@ -257,11 +280,13 @@ async def serve(
         port=config.listen_port,
         # httptools plus header/body timeouts and a connection cap (server/connection_limits.py);
         # the same protocol class serves HTTPS and every worker.
-        http=GuardedHttpToolsProtocol.with_limits(ConnectionLimits(
-            header_timeout=config.header_timeout_seconds,
-            body_idle_timeout=config.body_idle_timeout_seconds,
-            max_connections=config.max_connections,
-        )),
+        http=GuardedHttpToolsProtocol.with_limits(
+            ConnectionLimits(
+                header_timeout=config.header_timeout_seconds,
+                body_idle_timeout=config.body_idle_timeout_seconds,
+                max_connections=config.max_connections,
+            )
+        ),
         ws="none",  # S3 has no WebSocket; an upgrade would also hand the connection out of the cap
         loop="none",
         lifespan="on",
@@ -300,7 +325,8 @@ async def serve(
 def _ignore_sighup() -> None:
     def note(_sig: int, _frame: object) -> None:
         logging.getLogger("tierstore.server").warning(
-            "SIGHUP ignored: a rolling restart needs `tierstore serve --workers N`")
+            "SIGHUP ignored: a rolling restart needs `tierstore serve --workers N`"
+        )
 
     signal.signal(signal.SIGHUP, note)
 
@@ -380,14 +406,21 @@ def _main(argv: list[str] | None = None) -> int:
     if args.command in ("serve", "lifecycle"):
         try:
             if args.command == "serve":
-                config = load_config(args.config, data_dir=args.data, listen=args.listen,
-                                     tls_cert=args.tls_cert, tls_key=args.tls_key, test_clock=args.test_clock,
-                                     catalog_url=args.catalog)
+                config = load_config(
+                    args.config,
+                    data_dir=args.data,
+                    listen=args.listen,
+                    tls_cert=args.tls_cert,
+                    tls_key=args.tls_key,
+                    test_clock=args.test_clock,
+                    catalog_url=args.catalog,
+                )
                 if args.no_lifecycle:
                     config.lifecycle = replace(config.lifecycle, enabled=False)
             else:
-                config = load_config(args.config, data_dir=args.data, test_clock=args.test_clock,
-                                     catalog_url=args.catalog)
+                config = load_config(
+                    args.config, data_dir=args.data, test_clock=args.test_clock, catalog_url=args.catalog
+                )
         except (OSError, ValueError) as exc:
             print(f"tierstore: bad configuration: {exc}", file=sys.stderr)
             return 2
@@ -410,9 +443,15 @@ def _main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             if exc.errno not in (98, 48):  # EADDRINUSE (Linux, BSD)
                 raise
-            print(f"tierstore: cannot listen on {config.listen}: {exc}"
-                  + ("" if args.reuse_port else " (another server may take over a port only with "
-                     "--reuse-port on both)"), file=sys.stderr)
+            print(
+                f"tierstore: cannot listen on {config.listen}: {exc}"
+                + (
+                    ""
+                    if args.reuse_port
+                    else " (another server may take over a port only with --reuse-port on both)"
+                ),
+                file=sys.stderr,
+            )
             return 1
         return 0
     return 2

@@ -232,6 +232,7 @@ def parse_listen(value: str) -> tuple[str, int]:
 
 # --- the model: one class per table -----------------------------------------------------------
 
+
 def _lower(value: Any) -> Any:
     return value.lower() if isinstance(value, str) else value
 
@@ -252,7 +253,9 @@ class ServerSection(_Table):
     tls_cert: str = ""
     tls_key: str = ""
     max_clock_skew_seconds: NonNegativeInt = 900
-    log_level: Annotated[Literal["critical", "error", "warning", "info", "debug"], BeforeValidator(_lower)] = "info"
+    log_level: Annotated[
+        Literal["critical", "error", "warning", "info", "debug"], BeforeValidator(_lower)
+    ] = "info"
     access_log: bool = False
     status_page: Annotated[Literal["loopback", "authenticated", "off"], BeforeValidator(_lower)] = "loopback"
     test_clock: bool = False
@@ -286,7 +289,9 @@ class CatalogSection(_Table):
             return value
         if value.startswith("sqlite:"):
             if not value.startswith("sqlite:///") or len(value) == len("sqlite:///"):
-                raise ValueError("a SQLite catalog URL is sqlite:///relative/path or sqlite:////absolute/path")
+                raise ValueError(
+                    "a SQLite catalog URL is sqlite:///relative/path or sqlite:////absolute/path"
+                )
             return value
         if value.startswith(("postgresql://", "postgres://")):
             parts = urlsplit(value)
@@ -295,8 +300,10 @@ class CatalogSection(_Table):
             except ValueError as exc:
                 raise ValueError(f"bad port in the catalog URL: {exc}") from None
             if not parts.hostname or not parts.path.strip("/"):
-                raise ValueError("a PostgreSQL catalog URL names a host and a database: "
-                                 "postgresql://user:password@host:port/dbname")
+                raise ValueError(
+                    "a PostgreSQL catalog URL names a host and a database: "
+                    "postgresql://user:password@host:port/dbname"
+                )
             return value
         raise ValueError("the catalog URL starts with sqlite:/// or postgresql://")
 
@@ -375,10 +382,14 @@ class LifecycleSection(_Table):
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         if self.low_watermark > self.high_watermark:
-            raise ValueError(f"low_watermark ({self.low_watermark}) is above high_watermark ({self.high_watermark})")
+            raise ValueError(
+                f"low_watermark ({self.low_watermark}) is above high_watermark ({self.high_watermark})"
+            )
         if self.promote_to_hot_heat > self.promote_to_gpu_heat:
-            raise ValueError(f"promote_to_hot_heat ({self.promote_to_hot_heat}) is above "
-                             f"promote_to_gpu_heat ({self.promote_to_gpu_heat})")
+            raise ValueError(
+                f"promote_to_hot_heat ({self.promote_to_hot_heat}) is above "
+                f"promote_to_gpu_heat ({self.promote_to_gpu_heat})"
+            )
         self.settings()  # and whatever else the policies refuse
         return self
 
@@ -394,8 +405,10 @@ class LifecycleSection(_Table):
                 demote_after_idle_s=self.demote_after_idle_days * DAY,
                 gpu_idle_s=self.gpu_idle_seconds,
             ),
-            intelligent_tiering=ITPolicy(infrequent_after_days=self.it_infrequent_after_days,
-                                         min_monitored_size=self.it_min_monitored_size),
+            intelligent_tiering=ITPolicy(
+                infrequent_after_days=self.it_infrequent_after_days,
+                min_monitored_size=self.it_min_monitored_size,
+            ),
             watermarks=Watermarks(high=self.high_watermark, low=self.low_watermark),
             mover_concurrency=self.mover_concurrency,
             mover_bytes_per_second=self.mover_bytes_per_second,
@@ -414,6 +427,7 @@ class RebalanceSection(_Table):
 
 
 # --- tiers: one model per backend kind, chosen by `backend` --------------------------------------
+
 
 class _Tier(_Table):
     enabled: bool = True
@@ -480,7 +494,12 @@ class S3Tier(_Tier):
 
 
 TierTable = Annotated[ErasureTier | FilesTier | MemoryTier | S3Tier, Field(discriminator="backend")]
-TIER_KINDS: dict[str, type[_Tier]] = {"erasure": ErasureTier, "files": FilesTier, "memory": MemoryTier, "s3": S3Tier}
+TIER_KINDS: dict[str, type[_Tier]] = {
+    "erasure": ErasureTier,
+    "files": FilesTier,
+    "memory": MemoryTier,
+    "s3": S3Tier,
+}
 
 # The embedded default: gpu-direct served from RAM (written through to files), and the other
 # tiers erasure-coded over simulated failure domains, one directory per drive. Each code spreads
@@ -490,11 +509,19 @@ DEFAULT_TIERS: dict[str, dict[str, Any]] = {
     "gpu-direct": {"backend": "memory", "cache_bytes": 1 << 30, "capacity_bytes": 4 << 30},
     "hot": {"backend": "erasure", "k": 4, "m": 2, "nodes": 8, "drives_per_node": 2, "spread_level": "node"},
     "warm": {"backend": "erasure", "k": 8, "m": 3, "nodes": 12, "drives_per_node": 2, "spread_level": "node"},
-    "cold": {"backend": "erasure", "k": 10, "m": 4, "nodes": 16, "drives_per_node": 1, "spread_level": "node"},
+    "cold": {
+        "backend": "erasure",
+        "k": 10,
+        "m": 4,
+        "nodes": 16,
+        "drives_per_node": 1,
+        "spread_level": "node",
+    },
 }
 
 
 # --- the whole configuration ------------------------------------------------------------------
+
 
 class Settings(BaseSettings):
     """The validated configuration: flags over environment over file over defaults."""
@@ -537,7 +564,9 @@ class Settings(BaseSettings):
         merged: dict[str, Any] = {}
         for name, default in DEFAULT_TIERS.items():
             table = tables.get(name, {})
-            same_backend = isinstance(table, dict) and table.get("backend", default["backend"]) == default["backend"]
+            same_backend = (
+                isinstance(table, dict) and table.get("backend", default["backend"]) == default["backend"]
+            )
             merged[name] = {**default, **table} if same_backend else table
         return {**merged, **{k: v for k, v in tables.items() if k not in merged}}
 
@@ -549,15 +578,20 @@ class Settings(BaseSettings):
             self.catalog.path = str(data_dir / "catalog" / "catalog.db")
         for name, tier in self.tiers.items():
             if isinstance(tier, _LocalTier) and not tier.path:
-                tier.path = str(data_dir / "domains" if isinstance(tier, ErasureTier) else data_dir / "tiers" / name)
+                tier.path = str(
+                    data_dir / "domains" if isinstance(tier, ErasureTier) else data_dir / "tiers" / name
+                )
         return self
 
 
 SECTIONS: dict[str, type[_Table]] = {
-    name: info.annotation for name, info in Settings.model_fields.items()
+    name: info.annotation
+    for name, info in Settings.model_fields.items()
     if isinstance(info.annotation, type) and issubclass(info.annotation, _Table)
 }
-_TIER_FIELDS: dict[str, Any] = {k: f.annotation for m in TIER_KINDS.values() for k, f in m.model_fields.items()}
+_TIER_FIELDS: dict[str, Any] = {
+    k: f.annotation for m in TIER_KINDS.values() for k, f in m.model_fields.items()
+}
 
 
 def _environment() -> Environment:
@@ -580,8 +614,13 @@ class _FileSource(InitSettingsSource):
 # --- loading ------------------------------------------------------------------------------------
 
 # The command-line flags of `tierstore serve` that set [server] keys.
-FLAGS = {"data_dir": "--data", "listen": "--listen", "tls_cert": "--tls-cert", "tls_key": "--tls-key",
-         "test_clock": "--test-clock"}
+FLAGS = {
+    "data_dir": "--data",
+    "listen": "--listen",
+    "tls_cert": "--tls-cert",
+    "tls_key": "--tls-key",
+    "test_clock": "--test-clock",
+}
 
 
 def load_settings(
@@ -605,8 +644,10 @@ def load_settings(
             flag_origins["catalog", "url"] = "--catalog"
         origins = Origins(path, text, environment.origins, flag_origins)
         raise describe(error, origins, _valid_keys, _user_path) from None
-    warnings = [f"environment variable {name} is not a configuration key (ignored)"
-                for name in environment.unrecognised]
+    warnings = [
+        f"environment variable {name} is not a configuration key (ignored)"
+        for name in environment.unrecognised
+    ]
     return settings, warnings
 
 
@@ -644,10 +685,17 @@ def load_config(
     catalog_url: str | None = None,
 ) -> ServerConfig:
     """The server's configuration; ConfigError (a ValueError) when any of it is wrong."""
-    settings, warnings = load_settings(path, flags={
-        "data_dir": data_dir, "listen": listen, "tls_cert": tls_cert or None, "tls_key": tls_key or None,
-        "test_clock": True if test_clock else None,
-    }, catalog_url=catalog_url)
+    settings, warnings = load_settings(
+        path,
+        flags={
+            "data_dir": data_dir,
+            "listen": listen,
+            "tls_cert": tls_cert or None,
+            "tls_key": tls_key or None,
+            "test_clock": True if test_clock else None,
+        },
+        catalog_url=catalog_url,
+    )
     return server_config(settings, warnings)
 
 
@@ -708,5 +756,9 @@ def _tier_config(name: str, tier: TierTable, drives: DriveHealthSettings) -> Tie
         options["root"] = tier.path
     if isinstance(tier, ErasureTier) and tier.domains:
         options["domains"] = [d.model_dump(exclude_none=True) for d in tier.domains]
-    return TierConfig(name=name, backend=tier.backend, options={"name": name, **options},
-                      capacity_bytes=tier.capacity_bytes or None)
+    return TierConfig(
+        name=name,
+        backend=tier.backend,
+        options={"name": name, **options},
+        capacity_bytes=tier.capacity_bytes or None,
+    )

@@ -46,8 +46,9 @@ def render(settings: Settings) -> str:
 
 def _keys(table: dict[str, Any]) -> list[str]:
     ordered = {"backend": table["backend"], **table} if "backend" in table else table
-    return [f"{key} = {_value(_masked(key, value))}"
-            for key, value in ordered.items() if value is not None]  # TOML has no null: unset
+    return [
+        f"{key} = {_value(_masked(key, value))}" for key, value in ordered.items() if value is not None
+    ]  # TOML has no null: unset
 
 
 def _masked(key: str, value: Any) -> Any:

@@ -23,13 +23,15 @@ from pydantic import BaseModel, ValidationError
 Path_ = tuple[str, ...]  # a key path: ("tiers", "hot", "k")
 
 # TIERSTORE_* names that other code reads, not the server configuration: they never warn.
-NOT_CONFIG_ENV = frozenset({
-    "TIERSTORE_ENDPOINT",  # `tierstore admin`: the server to talk to
-    "TIERSTORE_RETIRE_GRACE_SECONDS",  # tiering/catalog/base.py: tests shorten the retire grace
-    "TIERSTORE_SUPERVISOR_PID",  # server/workers.py: set by the supervisor for its workers
-    "TIERSTORE_CLUSTER_SECRET",  # tiering/nodes.py: signs gateway <-> storage node requests
-    "TIERSTORE_HEDGED_READS",  # erasure/reader.py: 0 turns hedged shard opening off (a bench baseline)
-})
+NOT_CONFIG_ENV = frozenset(
+    {
+        "TIERSTORE_ENDPOINT",  # `tierstore admin`: the server to talk to
+        "TIERSTORE_RETIRE_GRACE_SECONDS",  # tiering/catalog/base.py: tests shorten the retire grace
+        "TIERSTORE_SUPERVISOR_PID",  # server/workers.py: set by the supervisor for its workers
+        "TIERSTORE_CLUSTER_SECRET",  # tiering/nodes.py: signs gateway <-> storage node requests
+        "TIERSTORE_HEDGED_READS",  # erasure/reader.py: 0 turns hedged shard opening off (a bench baseline)
+    }
+)
 CREDENTIAL_SHORTCUTS = {"TIERSTORE_ACCESS_KEY": "access_key", "TIERSTORE_SECRET_KEY": "secret_key"}
 
 
@@ -61,8 +63,13 @@ class Environment:
     unrecognised: list[str] = field(default_factory=list)
 
     @classmethod
-    def read(cls, environ: Mapping[str, str], sections: Mapping[str, type[BaseModel]],
-             tier_names: Iterable[str], tier_fields: Mapping[str, Any]) -> Environment:
+    def read(
+        cls,
+        environ: Mapping[str, str],
+        sections: Mapping[str, type[BaseModel]],
+        tier_names: Iterable[str],
+        tier_fields: Mapping[str, Any],
+    ) -> Environment:
         env = cls()
         claimed: set[str] = set()
         for section, model in sections.items():
@@ -71,7 +78,7 @@ class Environment:
             for name, raw in environ.items():
                 if not name.startswith(prefix) or name in NOT_CONFIG_ENV:
                     continue
-                key = names.get(name, name[len(prefix):].lower())
+                key = names.get(name, name[len(prefix) :].lower())
                 annotation = model.model_fields[key].annotation if key in model.model_fields else str
                 env._set((section, key), _decode(raw, annotation), name)
                 claimed.add(name)
@@ -81,9 +88,9 @@ class Environment:
                 continue
             tier = next((t for p, t in tier_prefixes.items() if name.startswith(p)), None)
             if tier is None:  # an unknown tier: its name is refused as a [tiers.NAME] would be
-                env._set(("tiers", name[len(env_name("tiers")) + 1:].lower()), {}, name)
+                env._set(("tiers", name[len(env_name("tiers")) + 1 :].lower()), {}, name)
             else:
-                key = name[len(env_name("tiers", tier)) + 1:].lower()
+                key = name[len(env_name("tiers", tier)) + 1 :].lower()
                 env._set(("tiers", tier, key), _decode(raw, tier_fields.get(key, str)), name)
             claimed.add(name)
         for name, key in CREDENTIAL_SHORTCUTS.items():
@@ -91,9 +98,12 @@ class Environment:
                 env._set(("credentials", key), environ[name], name)
                 claimed.add(name)
         env.unrecognised = sorted(
-            name for name in environ
-            if name.startswith("TIERSTORE_") and name not in claimed
-            and name not in NOT_CONFIG_ENV and name not in CREDENTIAL_SHORTCUTS
+            name
+            for name in environ
+            if name.startswith("TIERSTORE_")
+            and name not in claimed
+            and name not in NOT_CONFIG_ENV
+            and name not in CREDENTIAL_SHORTCUTS
         )
         return env
 
@@ -122,7 +132,9 @@ def _decode(raw: str, annotation: Any) -> Any:
 # --- the file ---------------------------------------------------------------------------------
 
 _HEADER = re.compile(r"^\s*\[(?!\[)\s*([^\]]+?)\s*\]")
-_KEY = re.compile(r"^\s*((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'))*)\s*=")
+_KEY = re.compile(
+    r"^\s*((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'))*)\s*="
+)
 _KEY_PART = re.compile(r"\"([^\"]*)\"|'([^']*)'|([A-Za-z0-9_-]+)")
 
 
@@ -138,16 +150,17 @@ def find_line(text: str, path: Path_) -> int | None:
         header = _HEADER.match(line)
         if header:
             table = _key_parts(header.group(1))
-            if table[:len(path)] == path:
+            if table[: len(path)] == path:
                 return number
             continue
         key = _KEY.match(line)
-        if key and (table + _key_parts(key.group(1)))[:len(path)] == path:
+        if key and (table + _key_parts(key.group(1)))[: len(path)] == path:
             return number
     return None
 
 
 # --- reporting ----------------------------------------------------------------------------------
+
 
 @dataclass
 class Origins:
@@ -161,7 +174,7 @@ class Origins:
     def where(self, path: Path_) -> str:
         for origins, kind in ((self.flags, "command line"), (self.env, "environment")):
             for set_path, name in origins.items():
-                if path[:len(set_path)] == set_path:
+                if path[: len(set_path)] == set_path:
                     return f"{kind} {name}"
         if self.file is not None:
             # A key the file lacks (a required one, a default that conflicts): its table's line.
@@ -173,9 +186,12 @@ class Origins:
         return "defaults"
 
 
-def describe(error: ValidationError, origins: Origins,
-             valid_keys: Callable[[tuple[int | str, ...]], Sequence[str] | None],
-             tidy_path: Callable[[tuple[int | str, ...]], Path_]) -> ConfigError:
+def describe(
+    error: ValidationError,
+    origins: Origins,
+    valid_keys: Callable[[tuple[int | str, ...]], Sequence[str] | None],
+    tidy_path: Callable[[tuple[int | str, ...]], Path_],
+) -> ConfigError:
     """pydantic's errors as one line each: where, which key, what is wrong, and what would do.
 
     `valid_keys(loc)`: the keys the table holding `loc` accepts; `tidy_path(loc)`: `loc` as the
@@ -198,7 +214,9 @@ def describe(error: ValidationError, origins: Origins,
             problems.append(f"{where}: unknown key {dotted}{hint}; valid keys: {', '.join(valid)}")
             continue
         message = item["msg"].removeprefix("Value error, ")  # our validators' own words
-        if item["type"] not in ("missing", "model_type", "value_error") and not isinstance(item.get("input"), dict):
+        if item["type"] not in ("missing", "model_type", "value_error") and not isinstance(
+            item.get("input"), dict
+        ):
             message += f" (got {item.get('input')!r})"
         problems.append(f"{where}: {dotted}: {message}")
     return ConfigError(problems)

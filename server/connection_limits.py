@@ -95,14 +95,20 @@ class ConnectionStats(Collector):
         self._refused_unlogged += 1
         now = time.monotonic()
         if now - self._logged_at >= REFUSAL_LOG_INTERVAL:
-            log.warning("%d connection(s) refused with SlowDown: %d open, max_connections = %d",
-                        self._refused_unlogged, self.open, limit)
+            log.warning(
+                "%d connection(s) refused with SlowDown: %d open, max_connections = %d",
+                self._refused_unlogged,
+                self.open,
+                limit,
+            )
             self._refused_unlogged, self._logged_at = 0, now
 
     def collect(self) -> Iterator[Metric]:
-        yield GaugeMetricFamily("tierstore_http_connections_open",
-                                "Client connections open in this process (those under max_connections)",
-                                value=self.open)
+        yield GaugeMetricFamily(
+            "tierstore_http_connections_open",
+            "Client connections open in this process (those under max_connections)",
+            value=self.open,
+        )
         closed = CounterMetricFamily(
             "tierstore_http_connections_closed",
             "Connections closed by a limit: header_timeout, body_timeout, refused (SlowDown past max_connections)",
@@ -137,20 +143,34 @@ def raise_file_limit(max_connections: int) -> None:
     except (ValueError, OSError):
         target = soft
     if target < wanted:
-        log.warning("open-file limit %d is below max_connections + %d (%d): past it, connections "
-                    "fail instead of getting SlowDown; raise `ulimit -n` or lower max_connections",
-                    target, FILE_HEADROOM, wanted)
+        log.warning(
+            "open-file limit %d is below max_connections + %d (%d): past it, connections "
+            "fail instead of getting SlowDown; raise `ulimit -n` or lower max_connections",
+            target,
+            FILE_HEADROOM,
+            wanted,
+        )
 
 
-def _error_response(error: s3.S3Error, method: str, resource: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+def _error_response(
+    error: s3.S3Error, method: str, resource: str
+) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """An S3 error as status, headers and body, closing the connection (as the gateway renders it)."""
     # 16 upper-case hex characters like the gateway's ids; these answers are rare, so a fresh
     # random one each time costs nothing.
     request_id = secrets.token_hex(8).upper().encode()
-    headers = [(b"x-amz-request-id", request_id), (b"x-amz-id-2", request_id), (b"server", b"tierstore"),
-               (b"connection", b"close")]
+    headers = [
+        (b"x-amz-request-id", request_id),
+        (b"x-amz-id-2", request_id),
+        (b"server", b"tierstore"),
+        (b"connection", b"close"),
+    ]
     if method == "HEAD":  # no body: the code goes in a header, as the gateway does
-        return error.status, [*headers, (b"x-amz-error-code", error.code.encode()), (b"content-length", b"0")], b""
+        return (
+            error.status,
+            [*headers, (b"x-amz-error-code", error.code.encode()), (b"content-length", b"0")],
+            b"",
+        )
     body = error.to_xml(resource=resource, request_id=request_id.decode())
     headers += [(b"content-type", b"application/xml"), (b"content-length", str(len(body)).encode())]
     return error.status, headers, body
@@ -288,10 +308,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         cycle.disconnected = True
         cycle.message_event.set()
         if answer:
-            status, headers, body = _error_response(s3.RequestTimeout(), self.scope["method"],
-                                                    self.scope.get("raw_path", b"").decode("latin-1"))
-            head = b"".join(name + b": " + value + b"\r\n"
-                            for name, value in [*self.server_state.default_headers, *headers])  # date
+            status, headers, body = _error_response(
+                s3.RequestTimeout(), self.scope["method"], self.scope.get("raw_path", b"").decode("latin-1")
+            )
+            head = b"".join(
+                name + b": " + value + b"\r\n"
+                for name, value in [*self.server_state.default_headers, *headers]
+            )  # date
             self.transport.write(STATUS_LINE[status] + head + b"\r\n" + body)
             self._close()
         else:

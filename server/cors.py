@@ -111,7 +111,9 @@ def _rule_structure(rule: Element) -> CorsRule:
 def _check_values(rule: CorsRule) -> None:
     for method in rule.allowed_methods:
         if method not in METHODS:
-            raise s3.InvalidRequest(f"Found unsupported HTTP method in CORS config. Unsupported method is {method}")
+            raise s3.InvalidRequest(
+                f"Found unsupported HTTP method in CORS config. Unsupported method is {method}"
+            )
     for origin in rule.allowed_origins:
         if origin.count("*") > 1:
             raise s3.InvalidRequest(f'AllowedOrigin "{origin}" can not have more than one wildcard.')
@@ -135,7 +137,9 @@ def parse_cors(body: bytes) -> list[CorsRule]:
         raise s3.MalformedXML()
     rules = [_rule_structure(element) for element in elements]  # the whole structure first
     if len(rules) > MAX_RULES:
-        raise s3.InvalidRequest(f"The number of CORS rules should not exceed allowed limit of {MAX_RULES} rules.")
+        raise s3.InvalidRequest(
+            f"The number of CORS rules should not exceed allowed limit of {MAX_RULES} rules."
+        )
     for rule in rules:
         _check_values(rule)
     return rules
@@ -173,7 +177,9 @@ def requested_headers(value: str | None) -> list[str]:
     return [name.strip().lower() for name in value.split(",") if name.strip()]
 
 
-def match_rule(rules: list[CorsRule], origin: str, method: str, headers: Sequence[str] = ()) -> CorsRule | None:
+def match_rule(
+    rules: list[CorsRule], origin: str, method: str, headers: Sequence[str] = ()
+) -> CorsRule | None:
     """The first rule allowing `origin` to use `method` with (lower-case) `headers`."""
     for rule in rules:
         if method not in rule.allowed_methods:
@@ -256,7 +262,9 @@ class CorsRules:
             raise cached[1]
         return cached[1]
 
-    async def preflight(self, bucket: str | None, is_object: bool, headers: Mapping[str, str]) -> dict[str, str]:
+    async def preflight(
+        self, bucket: str | None, is_object: bool, headers: Mapping[str, str]
+    ) -> dict[str, str]:
         """Answer an OPTIONS request: the headers to grant, or the S3 error that refuses it.
 
         `headers` are the request's (lower-case names). No signature is needed: a browser sends
@@ -267,7 +275,9 @@ class CorsRules:
             raise BadRequest("Insufficient information. Origin request header needed.")
         method = headers.get("access-control-request-method")
         if method not in METHODS:
-            raise BadRequest(f"Invalid Access-Control-Request-Method: {method if method is not None else 'null'}")
+            raise BadRequest(
+                f"Invalid Access-Control-Request-Method: {method if method is not None else 'null'}"
+            )
         resource = {"Method": method, "ResourceType": "OBJECT" if is_object else "BUCKET"}
         if not bucket:
             raise AccessForbidden(NOT_ALLOWED, **resource)

@@ -41,39 +41,55 @@ def customer_key(req: S3Request, prefix: str = CUSTOMER) -> CustomerKey | None:
     if algorithm is None and key_b64 is None and md5_b64 is None:
         return None
     if algorithm is None:
-        raise s3.InvalidArgument("Requests specifying Server Side Encryption with Customer provided keys must "
-                                 "provide a valid encryption algorithm.", ArgumentName=prefix + "algorithm")
+        raise s3.InvalidArgument(
+            "Requests specifying Server Side Encryption with Customer provided keys must "
+            "provide a valid encryption algorithm.",
+            ArgumentName=prefix + "algorithm",
+        )
     if algorithm != "AES256":
-        raise s3.InvalidEncryptionAlgorithmError("The Encryption request you specified is not valid. Supported "
-                                                 "value: AES256.", ArgumentName=prefix + "algorithm",
-                                                 ArgumentValue=algorithm)
+        raise s3.InvalidEncryptionAlgorithmError(
+            "The Encryption request you specified is not valid. Supported value: AES256.",
+            ArgumentName=prefix + "algorithm",
+            ArgumentValue=algorithm,
+        )
     if not key_b64:
-        raise s3.InvalidArgument("Requests specifying Server Side Encryption with Customer provided keys must "
-                                 "provide an appropriate secret key.", ArgumentName=prefix + "key")
+        raise s3.InvalidArgument(
+            "Requests specifying Server Side Encryption with Customer provided keys must "
+            "provide an appropriate secret key.",
+            ArgumentName=prefix + "key",
+        )
     if not md5_b64:
-        raise s3.InvalidArgument("Requests specifying Server Side Encryption with Customer provided keys must "
-                                 "provide the client calculated MD5 of the secret key.",
-                                 ArgumentName=prefix + "key-MD5")
+        raise s3.InvalidArgument(
+            "Requests specifying Server Side Encryption with Customer provided keys must "
+            "provide the client calculated MD5 of the secret key.",
+            ArgumentName=prefix + "key-MD5",
+        )
     try:
         key = base64.b64decode(key_b64, validate=True)
     except (ValueError, binascii.Error):
         key = b""
     if len(key) != 32:
-        raise s3.InvalidArgument("The secret key was invalid for the specified algorithm.",
-                                 ArgumentName=prefix + "key")
+        raise s3.InvalidArgument(
+            "The secret key was invalid for the specified algorithm.", ArgumentName=prefix + "key"
+        )
     if base64.b64encode(hashlib.md5(key).digest()).decode() != md5_b64.strip():
-        raise s3.InvalidArgument("The calculated MD5 hash of the key did not match the hash that was provided.",
-                                 ArgumentName=prefix + "key-MD5")
+        raise s3.InvalidArgument(
+            "The calculated MD5 hash of the key did not match the hash that was provided.",
+            ArgumentName=prefix + "key-MD5",
+        )
     if req.request.url.scheme != "https" and not req.config.encryption_allow_sse_c_over_http:
-        raise s3.InvalidRequest("Requests specifying Server Side Encryption with Customer provided keys must be "
-                                "made over a secure connection.")
+        raise s3.InvalidRequest(
+            "Requests specifying Server Side Encryption with Customer provided keys must be "
+            "made over a secure connection."
+        )
     return CustomerKey(key, md5_b64.strip())
 
 
 def _mode(value: str, argument: str) -> str:
     if value not in (SSE_S3, SSE_KMS):
-        raise s3.InvalidArgument("Server Side Encryption with unknown algorithm", ArgumentName=argument,
-                                 ArgumentValue=value)
+        raise s3.InvalidArgument(
+            "Server Side Encryption with unknown algorithm", ArgumentName=argument, ArgumentValue=value
+        )
     return value
 
 
@@ -82,8 +98,9 @@ def _bucket_key(req: S3Request) -> bool:
     if value is None:
         return False
     if value.lower() not in ("true", "false"):
-        raise s3.InvalidArgument("Invalid bucket key enabled header value", ArgumentName=BUCKET_KEY,
-                                 ArgumentValue=value)
+        raise s3.InvalidArgument(
+            "Invalid bucket key enabled header value", ArgumentName=BUCKET_KEY, ArgumentValue=value
+        )
     return value.lower() == "true"
 
 
@@ -95,20 +112,31 @@ def write_request(req: S3Request) -> tuple[EncryptionRequest | None, CustomerKey
     ckey = customer_key(req)
     if ckey is not None:
         if sse is not None or kms_key is not None:
-            raise s3.InvalidArgument("Server Side Encryption with Customer provided key is incompatible with the "
-                                     "encryption method specified", ArgumentName=SSE, ArgumentValue=sse or "")
+            raise s3.InvalidArgument(
+                "Server Side Encryption with Customer provided key is incompatible with the "
+                "encryption method specified",
+                ArgumentName=SSE,
+                ArgumentValue=sse or "",
+            )
         return EncryptionRequest(SSE_C, customer_key=ckey.key), ckey
     if sse is None:
         if kms_key is not None:
-            raise s3.InvalidArgument("Server Side Encryption with AWS KMS managed key requires HTTP header "
-                                     "x-amz-server-side-encryption : aws:kms", ArgumentName=SSE)
+            raise s3.InvalidArgument(
+                "Server Side Encryption with AWS KMS managed key requires HTTP header "
+                "x-amz-server-side-encryption : aws:kms",
+                ArgumentName=SSE,
+            )
         if req.header(BUCKET_KEY) is not None:
             _bucket_key(req)
         return None, None
     mode = _mode(sse, SSE)
     if kms_key is not None and mode != SSE_KMS:
-        raise s3.InvalidArgument("Server Side Encryption with AWS KMS managed key requires HTTP header "
-                                 "x-amz-server-side-encryption : aws:kms", ArgumentName=SSE, ArgumentValue=sse)
+        raise s3.InvalidArgument(
+            "Server Side Encryption with AWS KMS managed key requires HTTP header "
+            "x-amz-server-side-encryption : aws:kms",
+            ArgumentName=SSE,
+            ArgumentValue=sse,
+        )
     return EncryptionRequest(mode, kms_key_id=kms_key or None, bucket_key=_bucket_key(req)), None
 
 
@@ -147,8 +175,10 @@ def parse_bucket_encryption(body: bytes) -> str:
     if algorithm not in (SSE_S3, SSE_KMS):
         raise s3.MalformedXML()
     if kms and algorithm != SSE_KMS:
-        raise s3.InvalidArgument("a KMSMasterKeyID is not applicable if the default sse algorithm is not aws:kms",
-                                 ArgumentName="ApplyServerSideEncryptionByDefault")
+        raise s3.InvalidArgument(
+            "a KMSMasterKeyID is not applicable if the default sse algorithm is not aws:kms",
+            ArgumentName="ApplyServerSideEncryptionByDefault",
+        )
     bucket_key = (child_text(rules[0], "BucketKeyEnabled") or "false").strip().lower()
     if bucket_key not in ("true", "false"):
         raise s3.MalformedXML()
@@ -160,6 +190,8 @@ def bucket_encryption_document(raw: str) -> bytes:
     default: list[tuple[str, Value]] = [("SSEAlgorithm", value["mode"])]
     if value.get("kms"):
         default.append(("KMSMasterKeyID", value["kms"]))
-    rule: list[tuple[str, Value]] = [("ApplyServerSideEncryptionByDefault", default),
-                                     ("BucketKeyEnabled", bool(value.get("bk")))]
+    rule: list[tuple[str, Value]] = [
+        ("ApplyServerSideEncryptionByDefault", default),
+        ("BucketKeyEnabled", bool(value.get("bk"))),
+    ]
     return document("ServerSideEncryptionConfiguration", [("Rule", rule)])

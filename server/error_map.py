@@ -27,10 +27,14 @@ def to_s3_error(exc: t.TieringError) -> s3.S3Error:
         case t.InvalidPartOrder():
             return s3.InvalidPartOrder()
         case t.ChecksumTypeMismatch():
-            return s3.InvalidRequest(f"The upload was created using the {exc.upload_type} checksum mode. "
-                                     "The complete request must use the same checksum mode.")
+            return s3.InvalidRequest(
+                f"The upload was created using the {exc.upload_type} checksum mode. "
+                "The complete request must use the same checksum mode."
+            )
         case t.ChecksumMismatch():
-            return s3.BadDigest(f"The {exc.algorithm.lower()} you specified did not match the calculated checksum.")
+            return s3.BadDigest(
+                f"The {exc.algorithm.lower()} you specified did not match the calculated checksum."
+            )
         case t.PartTooSmall():
             return s3.EntityTooSmall(PartNumber=exc.part_number)
         case t.ObjectTooLarge():
@@ -39,9 +43,13 @@ def to_s3_error(exc: t.TieringError) -> s3.S3Error:
             return s3.InvalidStorageClass(StorageClassRequested=exc.storage_class)
         # The tier's own words say which drives failed and why (the operator's first question).
         case t.CatalogUnavailable():
-            return s3.CatalogUnavailable("The namespace's database cannot be reached right now; retry shortly")
+            return s3.CatalogUnavailable(
+                "The namespace's database cannot be reached right now; retry shortly"
+            )
         case t.TierUnavailable():
-            return s3.ServiceUnavailable(f"The storage tier cannot take new data right now ({exc}); retry later")
+            return s3.ServiceUnavailable(
+                f"The storage tier cannot take new data right now ({exc}); retry later"
+            )
         case t.InsufficientCapacity():
             return s3.ServiceUnavailable(f"The tier has no capacity left for this object ({exc})")
         case t.ObjectArchived():
@@ -59,8 +67,10 @@ def to_s3_error(exc: t.TieringError) -> s3.S3Error:
                 "The object's data cannot be read right now: too many of its shards are unavailable"
             )
         case t.SSECustomerKeyRequired():
-            return s3.InvalidRequest("The object was stored using a form of Server Side Encryption. "
-                                     "The correct parameters must be provided to retrieve the object.")
+            return s3.InvalidRequest(
+                "The object was stored using a form of Server Side Encryption. "
+                "The correct parameters must be provided to retrieve the object."
+            )
         case t.SSECustomerKeyMismatch():
             return s3.AccessDenied("Access Denied")
         case t.SSENotApplicable():

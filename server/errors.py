@@ -336,7 +336,9 @@ class InvalidRange(S3Error):
 
 class RequestTimeout(S3Error):
     status = 400
-    message = "Your socket connection to the server was not read from or written to within the timeout period."
+    message = (
+        "Your socket connection to the server was not read from or written to within the timeout period."
+    )
 
 
 # --- 5xx: ours ----------------------------------------------------------------------------------

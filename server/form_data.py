@@ -73,7 +73,9 @@ class FormReader:
                 "on_header_value": self._on_header_value,
                 "on_header_end": self._on_header_end,
                 "on_headers_finished": lambda: self._events.append(("headers", b"")),
-                "on_part_data": lambda data, start, end: self._events.append(("data", bytes(data[start:end]))),
+                "on_part_data": lambda data, start, end: self._events.append(
+                    ("data", bytes(data[start:end]))
+                ),
                 "on_part_end": lambda: self._events.append(("end", b"")),
                 "on_end": lambda: self._events.append(("finish", b"")),
             },

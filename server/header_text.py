@@ -68,7 +68,9 @@ def encode_rfc2047(text: str) -> str:
     data = text.encode("utf-8", "surrogateescape")
     if any(unicodedata.category(ch).startswith("C") for ch in text):
         return f"=?UTF-8?B?{base64.b64encode(data).decode('ascii')}?="
-    encoded = "".join("_" if byte == 0x20 else chr(byte) if byte in _Q_SAFE else f"={byte:02X}" for byte in data)
+    encoded = "".join(
+        "_" if byte == 0x20 else chr(byte) if byte in _Q_SAFE else f"={byte:02X}" for byte in data
+    )
     return f"=?UTF-8?Q?{encoded}?="
 
 

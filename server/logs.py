@@ -39,4 +39,6 @@ def configure(level: str) -> None:
     handler = logging.getLogger().handlers[0]
     handler.addFilter(lambda record: record.levelno >= numeric or record.name == console.name)
     for name in UVICORN_LOGGERS:
-        logging.getLogger(name).setLevel(numeric if numeric <= logging.DEBUG else max(numeric, logging.WARNING))
+        logging.getLogger(name).setLevel(
+            numeric if numeric <= logging.DEBUG else max(numeric, logging.WARNING)
+        )

@@ -42,7 +42,11 @@ def tune() -> bool:
     if mallopt is None or _libc_function("malloc_trim") is None:
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    settings = ((_M_ARENA_MAX, ARENA_MAX), (_M_MMAP_THRESHOLD, MMAP_THRESHOLD), (_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    settings = (
+        (_M_ARENA_MAX, ARENA_MAX),
+        (_M_MMAP_THRESHOLD, MMAP_THRESHOLD),
+        (_M_TRIM_THRESHOLD, TRIM_THRESHOLD),
+    )
     return all([mallopt(parameter, value) == 1 for parameter, value in settings])
 
 

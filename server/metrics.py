@@ -134,7 +134,9 @@ class SlowStats:
 class StorageView:
     """The numbers both the collector and the status page show, with the slow ones cached."""
 
-    def __init__(self, store: ObjectStore, lifecycle: Lifecycle | None = None, ttl: float = SLOW_STATS_TTL) -> None:
+    def __init__(
+        self, store: ObjectStore, lifecycle: Lifecycle | None = None, ttl: float = SLOW_STATS_TTL
+    ) -> None:
         self.store = store
         self.lifecycle = lifecycle
         self.ttl = ttl
@@ -184,9 +186,14 @@ class StorageView:
                 "power_watts": size * expansion(tier) / 1e12 * tier.media.watts_per_tb,
             }
             if "domains" in stats:
-                row.update(k=stats["k"], m=stats["m"], spread_level=stats["spread_level"],
-                           domains=len(stats["domains"]), domains_online=stats["online"],
-                           heal_queue=stats.get("heal_queue", 0))
+                row.update(
+                    k=stats["k"],
+                    m=stats["m"],
+                    spread_level=stats["spread_level"],
+                    domains=len(stats["domains"]),
+                    domains_online=stats["online"],
+                    heal_queue=stats.get("heal_queue", 0),
+                )
             rows.append(row)
         return rows
 
@@ -194,7 +201,9 @@ class StorageView:
         """(bucket, tier) → (objects, bytes), from the catalog's usage counters (blocking, cheap)."""
         return self.store.catalog.bucket_tier_usage()
 
-    def buckets(self, usage: dict[tuple[str, str], tuple[int, int]] | None = None) -> dict[str, dict[str, Any]]:
+    def buckets(
+        self, usage: dict[tuple[str, str], tuple[int, int]] | None = None
+    ) -> dict[str, dict[str, Any]]:
         """Per bucket: objects, bytes and estimated watts, with the bytes split by tier (blocking).
 
         `usage`: `bucket_usage()`, if the caller has read it already.
@@ -230,21 +239,37 @@ class StorageCollector(Collector):
     def _tiers(self) -> Iterator[Metric]:
         labels = ["tier"]
         objects = GaugeMetricFamily("tierstore_tier_objects", "Objects held by a tier", labels=labels)
-        size = GaugeMetricFamily("tierstore_tier_bytes", "Logical bytes of the objects a tier holds", labels=labels)
-        stored = GaugeMetricFamily("tierstore_tier_stored_bytes",
-                                   "Bytes a tier stores for its objects, parity included", labels=labels)
-        capacity = GaugeMetricFamily("tierstore_tier_capacity_bytes",
-                                     "Logical bytes a tier may hold (capacity_bytes, else its file systems)",
-                                     labels=labels)
-        heat_mean = GaugeMetricFamily("tierstore_tier_heat_mean",
-                                      "Mean decayed access heat of a tier's objects (cached 15 s)", labels=labels)
-        heat = HistogramMetricFamily("tierstore_tier_heat",
-                                     "Decayed access heat of a tier's objects (cached 15 s)", labels=labels)
-        watts = GaugeMetricFamily("tierstore_tier_power_watts",
-                                  "Estimated power of a tier's stored bytes: TB stored x media watts_per_tb",
-                                  labels=labels)
-        info = GaugeMetricFamily("tierstore_tier_info", "A tier's backend and media (always 1)",
-                                 labels=["tier", "backend", "media"])
+        size = GaugeMetricFamily(
+            "tierstore_tier_bytes", "Logical bytes of the objects a tier holds", labels=labels
+        )
+        stored = GaugeMetricFamily(
+            "tierstore_tier_stored_bytes",
+            "Bytes a tier stores for its objects, parity included",
+            labels=labels,
+        )
+        capacity = GaugeMetricFamily(
+            "tierstore_tier_capacity_bytes",
+            "Logical bytes a tier may hold (capacity_bytes, else its file systems)",
+            labels=labels,
+        )
+        heat_mean = GaugeMetricFamily(
+            "tierstore_tier_heat_mean",
+            "Mean decayed access heat of a tier's objects (cached 15 s)",
+            labels=labels,
+        )
+        heat = HistogramMetricFamily(
+            "tierstore_tier_heat", "Decayed access heat of a tier's objects (cached 15 s)", labels=labels
+        )
+        watts = GaugeMetricFamily(
+            "tierstore_tier_power_watts",
+            "Estimated power of a tier's stored bytes: TB stored x media watts_per_tb",
+            labels=labels,
+        )
+        info = GaugeMetricFamily(
+            "tierstore_tier_info",
+            "A tier's backend and media (always 1)",
+            labels=["tier", "backend", "media"],
+        )
         for row in self.view.tiers():
             tier = [row["name"]]
             objects.add_metric(tier, row["objects"])
@@ -259,14 +284,23 @@ class StorageCollector(Collector):
         yield from (objects, size, stored, capacity, heat_mean, heat, watts, info)
 
     def _domains(self) -> Iterator[Metric]:
-        up = GaugeMetricFamily("tierstore_domain_up", "1 if a failure domain is online", labels=["tier", "domain", "node"])
-        shards = GaugeMetricFamily("tierstore_domain_shards", "Shard files on a domain", labels=["tier", "domain"])
-        used = GaugeMetricFamily("tierstore_domain_used_bytes", "Shard bytes on a domain", labels=["tier", "domain"])
-        free = GaugeMetricFamily("tierstore_domain_free_bytes", "Free bytes on a domain's file system",
-                                 labels=["tier", "domain"])
-        health = GaugeMetricFamily("tierstore_domain_state",
-                                   "1 for a drive's write health: normal, full or failing (skipped by placement)",
-                                   labels=["tier", "domain", "state"])
+        up = GaugeMetricFamily(
+            "tierstore_domain_up", "1 if a failure domain is online", labels=["tier", "domain", "node"]
+        )
+        shards = GaugeMetricFamily(
+            "tierstore_domain_shards", "Shard files on a domain", labels=["tier", "domain"]
+        )
+        used = GaugeMetricFamily(
+            "tierstore_domain_used_bytes", "Shard bytes on a domain", labels=["tier", "domain"]
+        )
+        free = GaugeMetricFamily(
+            "tierstore_domain_free_bytes", "Free bytes on a domain's file system", labels=["tier", "domain"]
+        )
+        health = GaugeMetricFamily(
+            "tierstore_domain_state",
+            "1 for a drive's write health: normal, full or failing (skipped by placement)",
+            labels=["tier", "domain", "state"],
+        )
         for d in list_domains(self.store):
             for state in DRIVE_STATES:
                 health.add_metric([d["tier"], d["id"], state], 1 if d.get("health", "normal") == state else 0)
@@ -279,10 +313,16 @@ class StorageCollector(Collector):
 
     def _nodes(self) -> Iterator[Metric]:
         """Storage nodes registered in the catalog (tiering.nodes): absent on a single-host store."""
-        up = GaugeMetricFamily("tierstore_node_up", "1 if a storage node's heartbeat is fresh, 0 if it is down",
-                               labels=["node", "rack", "zone"])
-        age = GaugeMetricFamily("tierstore_node_heartbeat_age_seconds", "Seconds since a storage node's last heartbeat",
-                                labels=["node"])
+        up = GaugeMetricFamily(
+            "tierstore_node_up",
+            "1 if a storage node's heartbeat is fresh, 0 if it is down",
+            labels=["node", "rack", "zone"],
+        )
+        age = GaugeMetricFamily(
+            "tierstore_node_heartbeat_age_seconds",
+            "Seconds since a storage node's last heartbeat",
+            labels=["node"],
+        )
         for n in nodes.node_status(self.store.catalog):
             up.add_metric([n["name"], n.get("rack", ""), n.get("zone", "")], 1 if n["state"] == "up" else 0)
             age.add_metric([n["name"]], n["heartbeat_age"])
@@ -290,21 +330,46 @@ class StorageCollector(Collector):
 
     def _heal(self) -> Iterator[Metric]:
         progress = self.store.maintenance.progress
-        yield GaugeMetricFamily("tierstore_degraded_objects", "Blobs known to miss shards", value=len(progress.degraded))
-        yield GaugeMetricFamily("tierstore_lost_objects", "Blobs heal found unrecoverable (fewer than k shards left anywhere): GET answers 410", value=len(progress.lost))
-        yield CounterMetricFamily("tierstore_shards_healed", "Shards rebuilt by heal", value=progress.shards_healed)
-        yield CounterMetricFamily("tierstore_corrupt_blocks_found", "Corrupt shard blocks found",
-                                  value=progress.corrupt_blocks_found)
-        yield CounterMetricFamily("tierstore_scrub_checked_bytes", "Bytes verified by heal/scrub passes",
-                                  value=progress.bytes_checked)
-        yield GaugeMetricFamily("tierstore_scrub_running", "1 while a heal/scrub pass runs", value=int(progress.running))
-        yield GaugeMetricFamily("tierstore_scrub_checked_blobs", "Blobs verified in the current or last pass",
-                                value=progress.blobs_checked)
-        yield GaugeMetricFamily("tierstore_scrub_total_blobs", "Blobs to verify in the current or last pass",
-                                value=progress.blobs_total)
-        yield CounterMetricFamily("tierstore_scrub_passes", "Completed heal/scrub passes", value=progress.passes)
-        queue = GaugeMetricFamily("tierstore_heal_queue", "Heal requests waiting, per erasure-coded tier",
-                                  labels=["tier"])
+        yield GaugeMetricFamily(
+            "tierstore_degraded_objects", "Blobs known to miss shards", value=len(progress.degraded)
+        )
+        yield GaugeMetricFamily(
+            "tierstore_lost_objects",
+            "Blobs heal found unrecoverable (fewer than k shards left anywhere): GET answers 410",
+            value=len(progress.lost),
+        )
+        yield CounterMetricFamily(
+            "tierstore_shards_healed", "Shards rebuilt by heal", value=progress.shards_healed
+        )
+        yield CounterMetricFamily(
+            "tierstore_corrupt_blocks_found",
+            "Corrupt shard blocks found",
+            value=progress.corrupt_blocks_found,
+        )
+        yield CounterMetricFamily(
+            "tierstore_scrub_checked_bytes",
+            "Bytes verified by heal/scrub passes",
+            value=progress.bytes_checked,
+        )
+        yield GaugeMetricFamily(
+            "tierstore_scrub_running", "1 while a heal/scrub pass runs", value=int(progress.running)
+        )
+        yield GaugeMetricFamily(
+            "tierstore_scrub_checked_blobs",
+            "Blobs verified in the current or last pass",
+            value=progress.blobs_checked,
+        )
+        yield GaugeMetricFamily(
+            "tierstore_scrub_total_blobs",
+            "Blobs to verify in the current or last pass",
+            value=progress.blobs_total,
+        )
+        yield CounterMetricFamily(
+            "tierstore_scrub_passes", "Completed heal/scrub passes", value=progress.passes
+        )
+        queue = GaugeMetricFamily(
+            "tierstore_heal_queue", "Heal requests waiting, per erasure-coded tier", labels=["tier"]
+        )
         for name, tier in self.store.tiers.items():
             pool = tier.backend.erasure_pool()
             if pool is not None:
@@ -314,53 +379,86 @@ class StorageCollector(Collector):
     def _rebalance(self) -> Iterator[Metric]:
         p = self.store.rebalancer.progress
         pending = p.to_json()
-        yield GaugeMetricFamily("tierstore_rebalance_running", "1 while a rebalance (moves, re-striping) runs",
-                                value=int(p.running))
-        yield GaugeMetricFamily("tierstore_rebalance_shards_pending", "Shards the running rebalance still has to move",
-                                value=pending["shards_pending"])
-        yield GaugeMetricFamily("tierstore_rebalance_bytes_pending", "Bytes the running rebalance still has to copy",
-                                value=pending["bytes_pending"])
-        yield GaugeMetricFamily("tierstore_rebalance_eta_seconds", "Estimated seconds left in the running rebalance",
-                                value=pending["eta_seconds"] or 0.0)
-        yield CounterMetricFamily("tierstore_rebalance_shards_moved", "Shards moved by the rebalancer",
-                                  value=p.total_shards_moved)
-        yield CounterMetricFamily("tierstore_rebalance_bytes_moved", "Shard bytes copied by the rebalancer",
-                                  value=p.total_bytes_moved)
-        yield CounterMetricFamily("tierstore_rebalance_objects_restriped", "Objects re-striped with a new code",
-                                  value=p.total_objects_restriped)
-        yield CounterMetricFamily("tierstore_rebalance_conflicts", "Moves dropped: the blob changed while copying",
-                                  value=p.total_conflicts)
-        yield CounterMetricFamily("tierstore_rebalance_failures", "Shard moves or re-stripes that failed",
-                                  value=p.total_failures)
-        yield CounterMetricFamily("tierstore_rebalance_passes", "Rebalance passes run by this process",
-                                  value=p.total_passes)
+        yield GaugeMetricFamily(
+            "tierstore_rebalance_running",
+            "1 while a rebalance (moves, re-striping) runs",
+            value=int(p.running),
+        )
+        yield GaugeMetricFamily(
+            "tierstore_rebalance_shards_pending",
+            "Shards the running rebalance still has to move",
+            value=pending["shards_pending"],
+        )
+        yield GaugeMetricFamily(
+            "tierstore_rebalance_bytes_pending",
+            "Bytes the running rebalance still has to copy",
+            value=pending["bytes_pending"],
+        )
+        yield GaugeMetricFamily(
+            "tierstore_rebalance_eta_seconds",
+            "Estimated seconds left in the running rebalance",
+            value=pending["eta_seconds"] or 0.0,
+        )
+        yield CounterMetricFamily(
+            "tierstore_rebalance_shards_moved", "Shards moved by the rebalancer", value=p.total_shards_moved
+        )
+        yield CounterMetricFamily(
+            "tierstore_rebalance_bytes_moved",
+            "Shard bytes copied by the rebalancer",
+            value=p.total_bytes_moved,
+        )
+        yield CounterMetricFamily(
+            "tierstore_rebalance_objects_restriped",
+            "Objects re-striped with a new code",
+            value=p.total_objects_restriped,
+        )
+        yield CounterMetricFamily(
+            "tierstore_rebalance_conflicts",
+            "Moves dropped: the blob changed while copying",
+            value=p.total_conflicts,
+        )
+        yield CounterMetricFamily(
+            "tierstore_rebalance_failures", "Shard moves or re-stripes that failed", value=p.total_failures
+        )
+        yield CounterMetricFamily(
+            "tierstore_rebalance_passes", "Rebalance passes run by this process", value=p.total_passes
+        )
 
     def _codec(self) -> Iterator[Metric]:
-        codec = CounterMetricFamily("tierstore_ec_seconds", "CPU seconds spent in the erasure codec", labels=["op"])
+        codec = CounterMetricFamily(
+            "tierstore_ec_seconds", "CPU seconds spent in the erasure codec", labels=["op"]
+        )
         codec.add_metric(["encode"], CODEC.encode_seconds)
         codec.add_metric(["decode"], CODEC.decode_seconds)
         yield codec
-        codec_bytes = CounterMetricFamily("tierstore_ec_bytes", "Bytes through the erasure codec", labels=["op"])
+        codec_bytes = CounterMetricFamily(
+            "tierstore_ec_bytes", "Bytes through the erasure codec", labels=["op"]
+        )
         codec_bytes.add_metric(["encode"], CODEC.encode_bytes)
         codec_bytes.add_metric(["decode"], CODEC.decode_bytes)
         yield codec_bytes
 
     def _lifecycle(self) -> Iterator[Metric]:
         pair = ["from_tier", "to_tier"]
-        moves = CounterMetricFamily("tierstore_lifecycle_transitions", "Objects moved between tiers (catalog)",
-                                    labels=pair)
-        moved = CounterMetricFamily("tierstore_lifecycle_transition_bytes", "Bytes moved between tiers (catalog)",
-                                    labels=pair)
+        moves = CounterMetricFamily(
+            "tierstore_lifecycle_transitions", "Objects moved between tiers (catalog)", labels=pair
+        )
+        moved = CounterMetricFamily(
+            "tierstore_lifecycle_transition_bytes", "Bytes moved between tiers (catalog)", labels=pair
+        )
         energy = CounterMetricFamily(
             "tierstore_lifecycle_transition_energy_joules",
-            "Estimated energy of moves: GB x (source + target media joules per GB)", labels=pair,
+            "Estimated energy of moves: GB x (source + target media joules per GB)",
+            labels=pair,
         )
         tiers = self.store.tiers
         for (src, dst), (n, size) in sorted(self.store.catalog.count_moves().items()):
             moves.add_metric([src, dst], n)
             moved.add_metric([src, dst], size)
-            per_gb = sum(joules_per_gb(tiers[t].media.media) if t in tiers else DEFAULT_JOULES_PER_GB
-                         for t in (src, dst))
+            per_gb = sum(
+                joules_per_gb(tiers[t].media.media) if t in tiers else DEFAULT_JOULES_PER_GB
+                for t in (src, dst)
+            )
             energy.add_metric([src, dst], size / 1e9 * per_gb)
         yield from (moves, moved, energy)
         lifecycle = self.view.lifecycle
@@ -368,26 +466,34 @@ class StorageCollector(Collector):
             return
         daemon = lifecycle.daemon
         stats = daemon.mover.stats
-        yield CounterMetricFamily("tierstore_lifecycle_passes", "Lifecycle daemon passes in this process",
-                                  value=daemon.passes)
+        yield CounterMetricFamily(
+            "tierstore_lifecycle_passes", "Lifecycle daemon passes in this process", value=daemon.passes
+        )
         yield GaugeMetricFamily("tierstore_mover_active", "Moves copying now", value=stats.active)
         yield CounterMetricFamily("tierstore_mover_queued", "Moves handed to the mover", value=stats.queued)
-        yield CounterMetricFamily("tierstore_mover_skipped", "Moves dropped: the object changed while copying",
-                                  value=stats.skipped)
+        yield CounterMetricFamily(
+            "tierstore_mover_skipped", "Moves dropped: the object changed while copying", value=stats.skipped
+        )
         yield CounterMetricFamily("tierstore_mover_failed", "Moves that failed", value=stats.failed)
-        yield CounterMetricFamily("tierstore_mover_restores", "Archive restores completed", value=stats.restores)
-        done = CounterMetricFamily("tierstore_mover_moves", "Moves completed by this process's mover", labels=pair)
-        done_bytes = CounterMetricFamily("tierstore_mover_bytes", "Bytes moved by this process's mover", labels=pair)
+        yield CounterMetricFamily(
+            "tierstore_mover_restores", "Archive restores completed", value=stats.restores
+        )
+        done = CounterMetricFamily(
+            "tierstore_mover_moves", "Moves completed by this process's mover", labels=pair
+        )
+        done_bytes = CounterMetricFamily(
+            "tierstore_mover_bytes", "Bytes moved by this process's mover", labels=pair
+        )
         for (src, dst), n in sorted(stats.moves.items()):
             done.add_metric([src, dst], n)
             done_bytes.add_metric([src, dst], stats.bytes[(src, dst)])
         yield from (done, done_bytes)
-        pending = GaugeMetricFamily("tierstore_mover_pending", "Moves queued or running, by target tier",
-                                    labels=["tier"])
+        pending = GaugeMetricFamily(
+            "tierstore_mover_pending", "Moves queued or running, by target tier", labels=["tier"]
+        )
         for tier in tiers:
             pending.add_metric([tier], daemon.pending_by_tier().get(tier, 0))
         yield pending
-
 
 
 class BucketCollector(Collector):
@@ -401,13 +507,20 @@ class BucketCollector(Collector):
         self.view = view
 
     def collect(self) -> Iterator[Metric]:
-        objects = GaugeMetricFamily("tierstore_bucket_objects", "Objects in a bucket, by tier (cached 15 s)",
-                                    labels=["bucket", "tier"])
-        size = GaugeMetricFamily("tierstore_bucket_bytes", "Logical bytes in a bucket, by tier (cached 15 s)",
-                                 labels=["bucket", "tier"])
+        objects = GaugeMetricFamily(
+            "tierstore_bucket_objects",
+            "Objects in a bucket, by tier (cached 15 s)",
+            labels=["bucket", "tier"],
+        )
+        size = GaugeMetricFamily(
+            "tierstore_bucket_bytes",
+            "Logical bytes in a bucket, by tier (cached 15 s)",
+            labels=["bucket", "tier"],
+        )
         watts = GaugeMetricFamily(
             "tierstore_bucket_power_watts",
-            "Estimated power of a bucket: its stored bytes x watts_per_tb of the tiers holding them", labels=["bucket"],
+            "Estimated power of a bucket: its stored bytes x watts_per_tb of the tiers holding them",
+            labels=["bucket"],
         )
         usage = self.view.bucket_usage()
         buckets = self.view.buckets(usage)
@@ -440,37 +553,55 @@ class Metrics:
     """`registry`: what every scrape shows; `bucket_registry`: the per bucket series, added to an
     administrator's scrape, and to every scrape with `per_bucket`."""
 
-    def __init__(self, store: ObjectStore, lifecycle: Lifecycle | None = None, *, per_bucket: bool = False) -> None:
+    def __init__(
+        self, store: ObjectStore, lifecycle: Lifecycle | None = None, *, per_bucket: bool = False
+    ) -> None:
         self.registry = CollectorRegistry()
         self.bucket_registry = CollectorRegistry()
         self.per_bucket = per_bucket
         self.view = StorageView(store, lifecycle)
         op = ["operation"]
         self.requests = Counter(
-            "tierstore_s3_requests", "S3 requests by operation and HTTP status", ["operation", "status"],
+            "tierstore_s3_requests",
+            "S3 requests by operation and HTTP status",
+            ["operation", "status"],
             registry=self.registry,
         )
         self.latency = Histogram(
-            "tierstore_s3_request_duration_seconds", "Time to the response head, by S3 operation", op,
-            buckets=LATENCY_BUCKETS, registry=self.registry,
+            "tierstore_s3_request_duration_seconds",
+            "Time to the response head, by S3 operation",
+            op,
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
         )
-        self.received = Counter("tierstore_s3_received_bytes", "Request body bytes received, by operation", op,
-                                registry=self.registry)
-        self.sent = Counter("tierstore_s3_sent_bytes", "Response body bytes sent, by operation", op,
-                            registry=self.registry)
+        self.received = Counter(
+            "tierstore_s3_received_bytes",
+            "Request body bytes received, by operation",
+            op,
+            registry=self.registry,
+        )
+        self.sent = Counter(
+            "tierstore_s3_sent_bytes", "Response body bytes sent, by operation", op, registry=self.registry
+        )
         self.first_byte = Histogram(
-            "tierstore_s3_time_to_first_byte_seconds", "Time to the first body byte of a successful GET", op,
-            buckets=LATENCY_BUCKETS, registry=self.registry,
+            "tierstore_s3_time_to_first_byte_seconds",
+            "Time to the first body byte of a successful GET",
+            op,
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
         )
         self._request_counts: dict[tuple[str, int], Any] = {}
         self._children: dict[tuple[int, str], Any] = {}
-        self.in_flight = Gauge("tierstore_http_requests_in_flight", "HTTP requests being served",
-                               registry=self.registry)
-        Gauge("tierstore_build_info", "The running version (always 1)", ["version"],
-              registry=self.registry).labels(_version()).set(1)
+        self.in_flight = Gauge(
+            "tierstore_http_requests_in_flight", "HTTP requests being served", registry=self.registry
+        )
+        Gauge(
+            "tierstore_build_info", "The running version (always 1)", ["version"], registry=self.registry
+        ).labels(_version()).set(1)
         self.started = time.time()
-        Gauge("tierstore_start_time_seconds", "When this server started (Unix time)",
-              registry=self.registry).set(self.started)
+        Gauge(
+            "tierstore_start_time_seconds", "When this server started (Unix time)", registry=self.registry
+        ).set(self.started)
         with contextlib.suppress(Exception):  # /proc may be absent (macOS): no process metrics then
             ProcessCollector(registry=self.registry)
         self.registry.register(StorageCollector(store, self.view))
@@ -570,26 +701,35 @@ class RequestObserver:
                 metrics.child(metrics.received, operation).inc(seen["in"])
             if seen["out"]:
                 metrics.child(metrics.sent, operation).inc(seen["out"])
-            if seen["first"] and scope["method"] == "GET" and seen["status"] in (200, 206) and \
-                    operation == "GetObject":
+            if (
+                seen["first"]
+                and scope["method"] == "GET"
+                and seen["status"] in (200, 206)
+                and operation == "GetObject"
+            ):
                 metrics.child(metrics.first_byte, operation).observe(seen["first"] - started)
             if self.log:
                 client = scope.get("client")
-                access_log.info(json.dumps({
-                    "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
-                    "request_id": request_id or None,
-                    "remote_addr": client[0] if client else None,
-                    "method": scope["method"],
-                    "operation": operation,
-                    "bucket": state.get("bucket"),
-                    "status": seen["status"] or None,
-                    "bytes_in": seen["in"],
-                    "bytes_out": seen["out"],
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-                    "error_code": state.get("error_code"),
-                    # Which rule decided (server.access.decision): allow:bucket-policy:Sid, deny:implicit, ...
-                    "authz": state.get("authz"),
-                }, separators=(",", ":")))
+                access_log.info(
+                    json.dumps(
+                        {
+                            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+                            "request_id": request_id or None,
+                            "remote_addr": client[0] if client else None,
+                            "method": scope["method"],
+                            "operation": operation,
+                            "bucket": state.get("bucket"),
+                            "status": seen["status"] or None,
+                            "bytes_in": seen["in"],
+                            "bytes_out": seen["out"],
+                            "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                            "error_code": state.get("error_code"),
+                            # Which rule decided (server.access.decision): allow:bucket-policy:Sid, deny:implicit, ...
+                            "authz": state.get("authz"),
+                        },
+                        separators=(",", ":"),
+                    )
+                )
 
 
 def _path_operation(path: str) -> str:

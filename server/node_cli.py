@@ -32,7 +32,9 @@ log = logging.getLogger("tierstore.node")
 def add_node_parser(commands: Any) -> None:
     node = commands.add_parser("node", help="run a storage node (drives served to the gateways)")
     where = node.add_mutually_exclusive_group(required=True)
-    where.add_argument("--catalog", help="the gateways' catalog URL (postgresql://user:password@host:port/db)")
+    where.add_argument(
+        "--catalog", help="the gateways' catalog URL (postgresql://user:password@host:port/db)"
+    )
     where.add_argument("--data-catalog", type=Path, help="the gateways' SQLite catalog file")
     node.add_argument("--listen", required=True, help="HOST:PORT to serve the drives on")
     node.add_argument("--advertise", help="address gateways reach this node at (default: http://<listen>)")
@@ -42,8 +44,13 @@ def add_node_parser(commands: Any) -> None:
     node.add_argument("--zone", default="zone1")
     node.add_argument("--drives", type=int, metavar="N", help="create drives d1..dN when --data has none")
     node.add_argument("--secret-file", type=Path, help="file holding the cluster secret")
-    node.add_argument("--pack-threshold-bytes", type=int, default=0, metavar="N",
-                      help="append shards up to N bytes to pack files instead of a file each (0: off)")
+    node.add_argument(
+        "--pack-threshold-bytes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="append shards up to N bytes to pack files instead of a file each (0: off)",
+    )
 
 
 def run_node(args: argparse.Namespace) -> int:
@@ -63,7 +70,9 @@ def run_node(args: argparse.Namespace) -> int:
         print(f"tierstore node: no drives under {data} (make subdirectories, or pass --drives N)", flush=True)
         return 2
     host, _, port = args.listen.rpartition(":")
-    server = NodeHTTPServer((host, int(port)), NodeDrives(data, drives, max(0, args.pack_threshold_bytes)), secret)
+    server = NodeHTTPServer(
+        (host, int(port)), NodeDrives(data, drives, max(0, args.pack_threshold_bytes)), secret
+    )
     address = args.advertise or f"http://{host}:{server.server_address[1]}"
 
     from tiering.catalog import Catalog
@@ -73,8 +82,14 @@ def run_node(args: argparse.Namespace) -> int:
 
     def record() -> dict[str, Any]:
         usage = [(d, shutil.disk_usage(data / d)) for d in drives]
-        return {"name": args.name, "address": address, "rack": args.rack, "zone": args.zone, "pid": os.getpid(),
-                "drives": [{"name": d, "total": u.total, "free": u.free} for d, u in usage]}
+        return {
+            "name": args.name,
+            "address": address,
+            "rack": args.rack,
+            "zone": args.zone,
+            "pid": os.getpid(),
+            "drives": [{"name": d, "total": u.total, "free": u.free} for d, u in usage],
+        }
 
     def heartbeat() -> None:
         while not stop.is_set():
@@ -88,9 +103,18 @@ def run_node(args: argparse.Namespace) -> int:
     beat = threading.Thread(target=heartbeat, name="heartbeat", daemon=True)
     beat.start()
     if args.pack_threshold_bytes > 0:
-        threading.Thread(target=server.drives.compact_packs_forever, args=(stop,), name="packs", daemon=True).start()
+        threading.Thread(
+            target=server.drives.compact_packs_forever, args=(stop,), name="packs", daemon=True
+        ).start()
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
-    log.info("node %s serving %s at %s (rack %s, zone %s)", args.name, ", ".join(drives), address, args.rack, args.zone)
+    log.info(
+        "node %s serving %s at %s (rack %s, zone %s)",
+        args.name,
+        ", ".join(drives),
+        address,
+        args.rack,
+        args.zone,
+    )
     print(f"tierstore node {args.name} listening on {address}", flush=True)
     try:
         server.serve_forever()

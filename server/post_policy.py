@@ -104,7 +104,9 @@ def verify_signature(fields: dict[str, str], creds: Credentials) -> PostSigner |
     sigv4 = ("x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-signature")
     if not any(name in fields for name in sigv4):
         return None
-    for name, shown in zip(sigv4, ("X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Signature"), strict=True):
+    for name, shown in zip(
+        sigv4, ("X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Signature"), strict=True
+    ):
         if name not in fields:
             raise _argument_missing(shown)
     if "policy" not in fields:
@@ -131,13 +133,19 @@ def verify_signature(fields: dict[str, str], creds: Credentials) -> PostSigner |
 
 
 def _verify_v2(fields: dict[str, str], creds: Credentials) -> PostSigner:
-    for name, shown in (("awsaccesskeyid", "AWSAccessKeyId"), ("signature", "Signature"), ("policy", "Policy")):
+    for name, shown in (
+        ("awsaccesskeyid", "AWSAccessKeyId"),
+        ("signature", "Signature"),
+        ("policy", "Policy"),
+    ):
         if name not in fields:
             raise _argument_missing(shown)
     access_key = fields["awsaccesskeyid"]
     secret = secret_of(creds, access_key)
     policy = fields["policy"]
-    digest = hmac.new(secret.encode("utf-8"), policy.encode("utf-8", "surrogateescape"), hashlib.sha1).digest()
+    digest = hmac.new(
+        secret.encode("utf-8"), policy.encode("utf-8", "surrogateescape"), hashlib.sha1
+    ).digest()
     if not same(base64.b64encode(digest).decode(), fields["signature"]):
         raise _mismatch(access_key, policy, fields["signature"])
     return PostSigner(access_key)
@@ -203,7 +211,9 @@ def parse_policy(encoded: str) -> PostPolicy:
     for item in document["conditions"]:
         if isinstance(item, dict):
             if len(item) != 1:
-                raise _invalid("Invalid Simple-Condition: Simple-Conditions must have exactly one property specified.")
+                raise _invalid(
+                    "Invalid Simple-Condition: Simple-Conditions must have exactly one property specified."
+                )
             ((name, value),) = item.items()
             if value is None:
                 raise _invalid("Invalid JSON.")
@@ -248,7 +258,9 @@ def check_form(policy: PostPolicy, fields: list[tuple[str, str]], bucket: str, n
         actual = values.get(condition.name) if condition.name is not None else None
         if actual is None:
             raise _refused(f"Policy Condition failed: {condition.text}")
-        holds = actual == condition.value if condition.operation == "eq" else actual.startswith(condition.value)
+        holds = (
+            actual == condition.value if condition.operation == "eq" else actual.startswith(condition.value)
+        )
         if not holds:
             raise _refused(f"Policy Condition failed: {condition.text}")
     for bounds in policy.length_ranges:
@@ -275,7 +287,9 @@ def check_size(policy: PostPolicy, size: int) -> None:
         assert bounds.low is not None and bounds.high is not None  # check_form refused the others
         if size > bounds.high:
             raise s3.EntityTooLarge(
-                "Your proposed upload exceeds the maximum allowed size", ProposedSize=size, MaxSizeAllowed=bounds.high
+                "Your proposed upload exceeds the maximum allowed size",
+                ProposedSize=size,
+                MaxSizeAllowed=bounds.high,
             )
         if size < bounds.low:
             raise s3.EntityTooSmall(

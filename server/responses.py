@@ -70,7 +70,9 @@ class StreamedBody(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            await send(
+                {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+            )
             if self._send_body:
                 async for chunk in self._chunks:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})

@@ -87,7 +87,10 @@ class OpsEndpoints:
         app.router.routes.extend(self.routes())
 
     def _virtual_host(self, request: Request) -> bool:
-        return bucket_from_host(request.headers.get("host", ""), self.gateway.config.virtual_host_domains) is not None
+        return (
+            bucket_from_host(request.headers.get("host", ""), self.gateway.config.virtual_host_domains)
+            is not None
+        )
 
     async def metrics(self, request: Request) -> Response:
         if _signed(request) or self._virtual_host(request):
@@ -101,7 +104,9 @@ class OpsEndpoints:
             administrator = self._administrator(request)
         except s3.S3Error as exc:
             request.state.operation = "Metrics"
-            return PlainTextResponse(f"{exc.code}: bad signature on a metrics scrape\n", status_code=exc.status)
+            return PlainTextResponse(
+                f"{exc.code}: bad signature on a metrics scrape\n", status_code=exc.status
+            )
         return await self.gateway.metrics.endpoint(request, administrator=administrator)
 
     def _administrator(self, request: Request) -> bool:
@@ -128,12 +133,15 @@ class OpsEndpoints:
         if self.mode == "loopback":
             if _loopback(request):
                 return None
-            return PlainTextResponse("the status page answers loopback clients only (server.status_page)\n",
-                                     status_code=403)
+            return PlainTextResponse(
+                "the status page answers loopback clients only (server.status_page)\n", status_code=403
+            )
         try:
             self.gateway.authenticate_request(request)
         except s3.S3Error as exc:
-            return PlainTextResponse(f"{exc.code}: the status page needs a signed request\n", status_code=exc.status)
+            return PlainTextResponse(
+                f"{exc.code}: the status page needs a signed request\n", status_code=exc.status
+            )
         return None
 
     async def page(self, request: Request) -> Response:
@@ -143,8 +151,11 @@ class OpsEndpoints:
         if self.mode == "off":
             return PlainTextResponse("the status page is off (server.status_page)\n", status_code=404)
         # The page itself holds no data; status.json enforces who may read it.
-        return Response(_page_file("index.html"), media_type="text/html; charset=utf-8",
-                        headers={"cache-control": "no-store"})
+        return Response(
+            _page_file("index.html"),
+            media_type="text/html; charset=utf-8",
+            headers={"cache-control": "no-store"},
+        )
 
     async def asset(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -165,10 +176,15 @@ class OpsEndpoints:
         try:
             administrator = self._administrator(request)
         except s3.S3Error as exc:
-            return PlainTextResponse(f"{exc.code}: the status page needs a valid signature\n", status_code=exc.status)
+            return PlainTextResponse(
+                f"{exc.code}: the status page needs a valid signature\n", status_code=exc.status
+            )
         body = await asyncio.to_thread(self.snapshot, administrator=administrator)
-        return Response(json.dumps(body, default=str), media_type="application/json",
-                        headers={"cache-control": "no-store"})
+        return Response(
+            json.dumps(body, default=str),
+            media_type="application/json",
+            headers={"cache-control": "no-store"},
+        )
 
     def snapshot(self, *, administrator: bool = False) -> dict[str, Any]:
         """Everything the status page shows (blocking: reads the catalog).
@@ -189,8 +205,10 @@ class OpsEndpoints:
         now = time.time()
         domains = list_domains(store)
         # Storage nodes (tiering.nodes) with up/down; where they listen only for an administrator.
-        node_rows = [{k: v for k, v in n.items() if k in ("name", "rack", "zone", "state", "heartbeat_age", "address")}
-                     for n in nodes.node_status(store.catalog)]
+        node_rows = [
+            {k: v for k, v in n.items() if k in ("name", "rack", "zone", "state", "heartbeat_age", "address")}
+            for n in nodes.node_status(store.catalog)
+        ]
         if not administrator:
             del heal["lost"]
             for domain in domains:

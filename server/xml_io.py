@@ -79,7 +79,11 @@ def _iso_hour(hours: int) -> str:
 def iso_time(timestamp: float) -> str:
     """S3's XML timestamp form: 2024-01-02T03:04:05.000Z (milliseconds truncated, not rounded)."""
     seconds = int(timestamp)
-    return _iso_hour(seconds // 3600) + _MINUTE_SECOND[seconds % 3600] + _MILLIS[int((timestamp - seconds) * 1000)]
+    return (
+        _iso_hour(seconds // 3600)
+        + _MINUTE_SECOND[seconds % 3600]
+        + _MILLIS[int((timestamp - seconds) * 1000)]
+    )
 
 
 def http_date(timestamp: float) -> str:

@@ -36,19 +36,23 @@ CATALOG_ENV = "TIERSTORE_TEST_CATALOG"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--soak", action="store_true", help="also run long soak tests")
-    parser.addoption("--catalog", choices=("sqlite", "postgresql"), default=None,
-                     help=f"the catalog of the servers tests start (default: ${CATALOG_ENV} or sqlite)")
+    parser.addoption(
+        "--catalog",
+        choices=("sqlite", "postgresql"),
+        default=None,
+        help=f"the catalog of the servers tests start (default: ${CATALOG_ENV} or sqlite)",
+    )
 
 
 def catalog_kind() -> str:
     return os.environ.get(CATALOG_ENV) or "sqlite"
 
 
-
-
 def pytest_configure(config: pytest.Config) -> None:
     reliability_plugin.register(config)
-    config.addinivalue_line("markers", "sqlite_only: needs the SQLite catalog (reads its file); skipped on PostgreSQL")
+    config.addinivalue_line(
+        "markers", "sqlite_only: needs the SQLite catalog (reads its file); skipped on PostgreSQL"
+    )
     config.addinivalue_line("markers", "postgresql: needs a PostgreSQL server (tests/postgres.py)")
     if config.getoption("--catalog"):
         os.environ[CATALOG_ENV] = config.getoption("--catalog")  # servers and subprocesses see it
@@ -62,7 +66,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     no_postgresql = postgres.unavailable()
     for item in items:
         if on_postgresql and "sqlite_only" in item.keywords:
-            item.add_marker(pytest.mark.skip(reason="reads the SQLite catalog file; this run uses PostgreSQL"))
+            item.add_marker(
+                pytest.mark.skip(reason="reads the SQLite catalog file; this run uses PostgreSQL")
+            )
         if (on_postgresql or "postgresql" in item.keywords) and no_postgresql:
             item.add_marker(pytest.mark.skip(reason=no_postgresql))
     if config.getoption("--soak"):
@@ -75,7 +81,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def catalog_env(data_dir: Path) -> dict[str, str]:
     """The environment a process needs to open the catalog of the server whose data is in `data_dir`."""
-    return {"TIERSTORE_CATALOG_URL": postgres.database_for(data_dir)} if catalog_kind() == "postgresql" else {}
+    return (
+        {"TIERSTORE_CATALOG_URL": postgres.database_for(data_dir)} if catalog_kind() == "postgresql" else {}
+    )
 
 
 def catalog_location(data_dir: Path) -> str | Path:
@@ -123,13 +131,31 @@ class ServerProcess:
             # On PostgreSQL: this server's own database, the same one each time it (re)starts on this data.
             self.env.update(catalog_env(self.data_dir))
         # The access log is off by default; tests read it (status, error codes) as an operator would.
-        env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS_KEY, "TIERSTORE_SECRET_KEY": SECRET_KEY,
-               "TIERSTORE_SERVER_ACCESS_LOG": "true", "PYTHONUNBUFFERED": "1", **self.env}
+        env = {
+            **os.environ,
+            "TIERSTORE_ACCESS_KEY": ACCESS_KEY,
+            "TIERSTORE_SECRET_KEY": SECRET_KEY,
+            "TIERSTORE_SERVER_ACCESS_LOG": "true",
+            "PYTHONUNBUFFERED": "1",
+            **self.env,
+        }
         log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "serve", "--data", str(self.data_dir),
-             "--listen", f"127.0.0.1:{self.port}", *self.extra_args],
-            stdout=log, stderr=subprocess.STDOUT, env=env, text=True,
+            [
+                sys.executable,
+                "-m",
+                "server.cli",
+                "serve",
+                "--data",
+                str(self.data_dir),
+                "--listen",
+                f"127.0.0.1:{self.port}",
+                *self.extra_args,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            text=True,
         )
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:

@@ -61,7 +61,9 @@ class ReliabilityPlugin:
         self.recorders.append((recorder, outcome))
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    def pytest_runtest_makereport(
+        self, item: pytest.Item
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         if report.when == "call":
             item.stash[CALL_REPORT] = report  # the fixture's teardown reads the test's outcome
@@ -98,10 +100,14 @@ class ReliabilityPlugin:
             "|---|---:|---:|---:|---:|---:|---:|",
         ]
         for family, (tally, tests) in sorted(families.items()):
-            lines.append(f"| {family} | {tests} | {tally.inputs} | {tally.faults} | {tally.operations} "
-                         f"| {tally.verified} | {tally.lost} |")
-        lines.append(f"| **total** | {len(self.recorders)} | {total.inputs} | {total.faults} | {total.operations} "
-                     f"| {total.verified} | {total.lost} |")
+            lines.append(
+                f"| {family} | {tests} | {tally.inputs} | {tally.faults} | {tally.operations} "
+                f"| {tally.verified} | {tally.lost} |"
+            )
+        lines.append(
+            f"| **total** | {len(self.recorders)} | {total.inputs} | {total.faults} | {total.operations} "
+            f"| {total.verified} | {total.lost} |"
+        )
         lines += ["", "## What ran", ""]
         lines += [f"- `{recorder.nodeid}`: {outcome}" for recorder, outcome in self.recorders]
         return "\n".join(lines) + "\n"
@@ -109,10 +115,21 @@ class ReliabilityPlugin:
 
 def _commit() -> str:
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=REPORT.parent, timeout=10, check=True).stdout.strip()
-        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                                 text=True, cwd=REPORT.parent, timeout=10).stdout.splitlines()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=REPORT.parent,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            cwd=REPORT.parent,
+            timeout=10,
+        ).stdout.splitlines()
         dirty = [line for line in changed if not line.endswith(REPORT.name)]  # this file is not the code
     except (OSError, subprocess.SubprocessError):
         return "unknown"

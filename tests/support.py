@@ -36,13 +36,17 @@ class AdminError(Exception):
     """`tierstore admin` exited non-zero; the message is its stderr."""
 
 
-def run_admin(endpoint: str, *args: str, timeout: float = 300,
-              keys: tuple[str, str] = (ACCESS_KEY, SECRET_KEY)) -> subprocess.CompletedProcess[str]:
+def run_admin(
+    endpoint: str, *args: str, timeout: float = 300, keys: tuple[str, str] = (ACCESS_KEY, SECRET_KEY)
+) -> subprocess.CompletedProcess[str]:
     """`tierstore admin ARGS --endpoint E --json` as a subprocess; whatever it exited with."""
     env = {**os.environ, "TIERSTORE_ACCESS_KEY": keys[0], "TIERSTORE_SECRET_KEY": keys[1]}
     return subprocess.run(
         [*tierstore_cmd(), "admin", *args, "--endpoint", endpoint, "--json"],
-        env=env, capture_output=True, text=True, timeout=timeout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -50,5 +54,7 @@ def admin(endpoint: str, *args: str, timeout: float = 300) -> Any:
     """`tierstore admin ARGS --json`, which must succeed; the JSON it printed."""
     done = run_admin(endpoint, *args, timeout=timeout)
     if done.returncode != 0:
-        raise AdminError(f"tierstore admin {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
+        raise AdminError(
+            f"tierstore admin {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}"
+        )
     return json.loads(done.stdout)

@@ -22,7 +22,11 @@ ALGORITHMS = ("CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256")
 COMPOSITE = "COMPOSITE"
 FULL_OBJECT = "FULL_OBJECT"
 CHECKSUM_TYPES = (COMPOSITE, FULL_OBJECT)
-_COMBINE = {"CRC32": (crt.combine_crc32, 4), "CRC32C": (crt.combine_crc32c, 4), "CRC64NVME": (crt.combine_crc64nvme, 8)}
+_COMBINE = {
+    "CRC32": (crt.combine_crc32, 4),
+    "CRC32C": (crt.combine_crc32c, 4),
+    "CRC64NVME": (crt.combine_crc64nvme, 8),
+}
 
 
 class Digest(Protocol):

@@ -84,8 +84,10 @@ class FsckReport:
             "queued_garbage": self.queued_garbage,
             "repaired": self.repaired,
             "counts": {
-                "dangling": len(self.dangling), "lost": len(self.lost),
-                "corrupt": len(self.corrupt), "orphans": len(self.orphans),
+                "dangling": len(self.dangling),
+                "lost": len(self.lost),
+                "corrupt": len(self.corrupt),
+                "orphans": len(self.orphans),
             },
             "dangling": self.dangling[:LIST_LIMIT],
             "lost": self.lost[:LIST_LIMIT],
@@ -197,7 +199,11 @@ async def _references(store: ObjectStore) -> AsyncIterator[_Reference]:
         key_marker, upload_marker = "", ""
         while True:
             uploads = await asyncio.to_thread(
-                catalog.list_uploads, b.name, key_marker=key_marker, upload_id_marker=upload_marker, limit=PAGE
+                catalog.list_uploads,
+                b.name,
+                key_marker=key_marker,
+                upload_id_marker=upload_marker,
+                limit=PAGE,
             )
             if not uploads:
                 break
@@ -207,7 +213,9 @@ async def _references(store: ObjectStore) -> AsyncIterator[_Reference]:
             key_marker, upload_marker = uploads[-1].key, uploads[-1].upload_id
 
 
-async def _find_orphans(store: ObjectStore, report: FsckReport, named: dict[str, set[tuple[str, int]]]) -> None:
+async def _find_orphans(
+    store: ObjectStore, report: FsckReport, named: dict[str, set[tuple[str, int]]]
+) -> None:
     """Listed pieces that no reference names, older than the safe age and in no garbage queue."""
     catalog = store.catalog
     for name, tier in store.tiers.items():
@@ -232,10 +240,17 @@ async def _find_orphans(store: ObjectStore, report: FsckReport, named: dict[str,
             if referenced and f.data_id not in named:
                 report.queued_garbage += 1  # retired (garbage table) or committed since the walk
                 continue
-            report.orphans.append({
-                "tier": name, "domain": f.place, "data_id": f.data_id, "shard": f.piece,
-                "size": f.size, "age_s": round(now - f.mtime), "referenced_blob": referenced,
-            })
+            report.orphans.append(
+                {
+                    "tier": name,
+                    "domain": f.place,
+                    "data_id": f.data_id,
+                    "shard": f.piece,
+                    "size": f.size,
+                    "age_s": round(now - f.mtime),
+                    "referenced_blob": referenced,
+                }
+            )
 
 
 async def _collect(store: ObjectStore, orphans: list[dict[str, Any]]) -> int:

@@ -15,5 +15,7 @@ def decayed(heat: float, since: float, now: float, half_life: float = DEFAULT_HA
     return heat * 0.5 ** ((now - since) / half_life)
 
 
-def bump(heat: float, since: float, now: float, half_life: float = DEFAULT_HALF_LIFE, weight: float = 1.0) -> float:
+def bump(
+    heat: float, since: float, now: float, half_life: float = DEFAULT_HALF_LIFE, weight: float = 1.0
+) -> float:
     return decayed(heat, since, now, half_life) + weight

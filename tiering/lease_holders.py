@@ -50,7 +50,7 @@ def _start_time(pid: int) -> str | None:
     except OSError:
         return ""
     # Field 2 (the command) may hold spaces and parentheses: count from the last ')'.
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     return fields[19] if len(fields) > 19 else ""
 
 

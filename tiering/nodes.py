@@ -76,8 +76,10 @@ def alive(record: dict[str, Any], now: float | None = None) -> bool:
 def node_status(catalog: Catalog) -> list[dict[str, Any]]:
     """For `tierstore admin nodes`: every node with its state and the age of its last heartbeat."""
     now = time.time()
-    return [{**r, "state": "up" if alive(r, now) else "down", "heartbeat_age": round(now - r["heartbeat"], 1)}
-            for r in registered(catalog)]
+    return [
+        {**r, "state": "up" if alive(r, now) else "down", "heartbeat_age": round(now - r["heartbeat"], 1)}
+        for r in registered(catalog)
+    ]
 
 
 def remote_domains(tier: str, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -85,16 +87,25 @@ def remote_domains(tier: str, nodes: list[dict[str, Any]]) -> list[dict[str, Any
     out = []
     for node in nodes:
         for drive in node["drives"]:
-            out.append({
-                "id": f"{tier}-{node['name']}-{drive['name']}", "path": f"{drive['name']}/{tier}",
-                "address": node["address"], "node": node["name"], "rack": node.get("rack", "rack1"),
-                "zone": node.get("zone", "zone1"), "weight": max(drive.get("total", 0) / float(1 << 40), 0.001),
-            })
+            out.append(
+                {
+                    "id": f"{tier}-{node['name']}-{drive['name']}",
+                    "path": f"{drive['name']}/{tier}",
+                    "address": node["address"],
+                    "node": node["name"],
+                    "rack": node.get("rack", "rack1"),
+                    "zone": node.get("zone", "zone1"),
+                    "weight": max(drive.get("total", 0) / float(1 << 40), 0.001),
+                }
+            )
     return out
 
 
 def place_on_nodes(
-    tiers: list[TierConfig], nodes: list[dict[str, Any]], secret: bytes, timeout: float = 3.0,
+    tiers: list[TierConfig],
+    nodes: list[dict[str, Any]],
+    secret: bytes,
+    timeout: float = 3.0,
 ) -> list[TierConfig]:
     """The tier configs with every erasure-coded tier's domains on the registered nodes."""
     if not secret:
@@ -102,15 +113,22 @@ def place_on_nodes(
     out = []
     for tier in tiers:
         if tier.backend == "erasure":
-            options = {**tier.options, "remote_domains": remote_domains(tier.name, nodes), "cluster_secret": secret,
-                       "node_timeout": timeout}
+            options = {
+                **tier.options,
+                "remote_domains": remote_domains(tier.name, nodes),
+                "cluster_secret": secret,
+                "node_timeout": timeout,
+            }
             tier = replace(tier, options=options)
         out.append(tier)
     return out
 
 
 def apply_liveness(
-    store: ObjectStore, nodes: list[dict[str, Any]], known: dict[str, bool], now: float | None = None,
+    store: ObjectStore,
+    nodes: list[dict[str, Any]],
+    known: dict[str, bool],
+    now: float | None = None,
 ) -> None:
     """When a node goes down (or comes back) mark its drives offline (online) in this process.
 
@@ -170,8 +188,15 @@ def join_new_nodes(store: ObjectStore, records: list[dict[str, Any]]) -> list[st
         for d in new:
             if status.get(d["id"]) == "removed":
                 continue
-            domain = Domain(id=d["id"], path=Path(d["path"]), node=d["node"], rack=d["rack"], zone=d["zone"],
-                            weight=d["weight"], address=d["address"])
+            domain = Domain(
+                id=d["id"],
+                path=Path(d["path"]),
+                node=d["node"],
+                rack=d["rack"],
+                zone=d["zone"],
+                weight=d["weight"],
+                address=d["address"],
+            )
             domain.draining = status.get(d["id"]) == "draining"
             placement.add_domain(pool, domain)
             added.append(d["id"])
@@ -188,8 +213,11 @@ async def drain_node(store: ObjectStore, name: str, wait: bool) -> dict[str, Any
     targets = _node_targets(store, name)
     drained = [await rebalance.drain_domain(store, target) for target in targets]
     token = await store.rebalancer.request()
-    result: dict[str, Any] = {"node": name, "domains": [d for r in drained for d in r["domains"]],
-                              "status": "draining"}
+    result: dict[str, Any] = {
+        "node": name,
+        "domains": [d for r in drained for d in r["domains"]],
+        "status": "draining",
+    }
     if wait:
         result["drain"] = [await rebalance.wait_drained(store, target, token) for target in targets]
         result["status"] = "drained"
@@ -208,8 +236,11 @@ async def remove_node(store: ObjectStore, name: str) -> dict[str, Any]:
 def _node_targets(store: ObjectStore, name: str) -> list[str]:
     from tiering.domains import UnknownDomain
 
-    targets = [f"{tier}-{name}" for tier, pool in _node_tiers(store).items()
-               if any(d.node == name for d in pool.topology)]
+    targets = [
+        f"{tier}-{name}"
+        for tier, pool in _node_tiers(store).items()
+        if any(d.node == name for d in pool.topology)
+    ]
     if not targets:
         raise UnknownDomain(name)
     return targets

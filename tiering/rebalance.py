@@ -150,15 +150,19 @@ class RebalanceProgress:
 
     def remaining_bytes(self) -> int:
         return max(self.bytes_planned - self.bytes_moved, 0) + max(
-            self.per_tier_restripe_bytes() - self.bytes_restriped, 0)
+            self.per_tier_restripe_bytes() - self.bytes_restriped, 0
+        )
 
     def per_tier_restripe_bytes(self) -> int:
         return sum(t.get("restripe_bytes", 0) for t in self.per_tier.values())
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        elapsed = ((self.finished if not self.running and self.finished else time.time()) - self.started
-                   if self.started else 0.0)
+        elapsed = (
+            (self.finished if not self.running and self.finished else time.time()) - self.started
+            if self.started
+            else 0.0
+        )
         done = self.bytes_moved + self.bytes_restriped
         rate = done / elapsed if elapsed > 0 else 0.0
         out["elapsed_seconds"] = elapsed
@@ -169,19 +173,31 @@ class RebalanceProgress:
         return out
 
 
-def _stored_blobs(catalog: Catalog, batch: list[tuple[str, str | None, str | None]]) -> list[StoredData | None]:
+def _stored_blobs(
+    catalog: Catalog, batch: list[tuple[str, str | None, str | None]]
+) -> list[StoredData | None]:
     """The recorded StoredData of each (data_id, bucket, key) of a scan batch (one thread trip)."""
     return [catalog.stored_blob(data_id) for data_id, _, _ in batch]
 
 
 def _row(tier: str, domain: Domain, status: str = "active") -> dict[str, Any]:
-    return {"id": domain.id, "tier": tier, "path": str(domain.path), "node": domain.node, "rack": domain.rack,
-            "zone": domain.zone, "weight": domain.weight, "status": status}
+    return {
+        "id": domain.id,
+        "tier": tier,
+        "path": str(domain.path),
+        "node": domain.node,
+        "rack": domain.rack,
+        "zone": domain.zone,
+        "weight": domain.weight,
+        "status": status,
+    }
 
 
 def _references(location: dict[str, Any], domain_id: str, shard: int) -> bool:
     shards = location.get("shards") or []
-    return shard < len(shards) and shards[shard] == domain_id and shard not in set(location.get("missing") or ())
+    return (
+        shard < len(shards) and shards[shard] == domain_id and shard not in set(location.get("missing") or ())
+    )
 
 
 class Rebalancer:
@@ -251,14 +267,20 @@ class Rebalancer:
             if domain is None and any(d.address is not None for d in pool.topology):
                 continue  # a tier on storage nodes takes its drives from the nodes' records (tiering.nodes)
             if domain is None:
-                domain = Domain(id=row["id"], path=Path(row["path"]), node=row["node"], rack=row["rack"],
-                                zone=row["zone"], weight=float(row["weight"]))
+                domain = Domain(
+                    id=row["id"],
+                    path=Path(row["path"]),
+                    node=row["node"],
+                    rack=row["rack"],
+                    zone=row["zone"],
+                    weight=float(row["weight"]),
+                )
                 await asyncio.to_thread(domain.path.mkdir, parents=True, exist_ok=True)
                 placement.add_domain(pool, domain)
                 log.info("domain %s added to tier %s (from the catalog)", domain.id, row["tier"])
             domain.draining = row["status"] == "draining"
         for name, raw in codes.items():
-            pool = pools.get(name[len(CODE_PREFIX):])
+            pool = pools.get(name[len(CODE_PREFIX) :])
             if pool is None:
                 continue
             code = json.loads(raw)
@@ -270,7 +292,9 @@ class Rebalancer:
 
     async def _changed(self) -> None:
         """After a topology change here: tell the other processes, and ask for a rebalance."""
-        await asyncio.to_thread(self.store.catalog.put_setting, TOPOLOGY_VERSION, f"{time.time():.6f}:{id(self)}")
+        await asyncio.to_thread(
+            self.store.catalog.put_setting, TOPOLOGY_VERSION, f"{time.time():.6f}:{id(self)}"
+        )
 
     async def _follow(self) -> None:
         version = await asyncio.to_thread(self.store.catalog.get_setting, TOPOLOGY_VERSION)
@@ -285,7 +309,9 @@ class Rebalancer:
         if holder is not None and holder != self._holder:
             if not holder_is_dead(holder):
                 return False
-            log.warning("the rebalancer lease was held by %s, which is no longer running: taking it over", holder)
+            log.warning(
+                "the rebalancer lease was held by %s, which is no longer running: taking it over", holder
+            )
         return catalog.acquire_lease(LEASE, self._holder, LEASE_TTL, now, replacing=holder)
 
     async def _loop(self) -> None:
@@ -296,7 +322,9 @@ class Rebalancer:
                 if self._leader:
                     await self.collect_shard_garbage()
                     requested, done = await self._request_state()
-                    settled = requested is not None and time.time() - requested >= self.settings.settle_seconds
+                    settled = (
+                        requested is not None and time.time() - requested >= self.settings.settle_seconds
+                    )
                     if requested is not None and (done is None or done < requested) and settled:
                         await self._run(requested)
             except asyncio.CancelledError:
@@ -344,21 +372,35 @@ class Rebalancer:
         tiers = []
         for name, pool in self.pools.items():
             domains = [d for d in pool.topology]
-            tiers.append({
-                "tier": name, "k": pool.k, "m": pool.m, "spread_level": pool.spread_level,
-                "groups": len(pool.topology.groups(pool.spread_level)),
-                "active_groups": placement.writable_groups(pool),
-                "draining": sorted(d.id for d in domains if d.draining),
-                "domains": len(domains),
-            })
+            tiers.append(
+                {
+                    "tier": name,
+                    "k": pool.k,
+                    "m": pool.m,
+                    "spread_level": pool.spread_level,
+                    "groups": len(pool.topology.groups(pool.spread_level)),
+                    "active_groups": placement.writable_groups(pool),
+                    "draining": sorted(d.id for d in domains if d.draining),
+                    "domains": len(domains),
+                }
+            )
         return {**progress, "pending": pending, "tiers": tiers}
 
     # --- a run: passes until nothing is left to do -----------------------------------------------
 
     async def _run(self, requested: float) -> None:
         p = self.progress
-        totals = {k: getattr(p, k) for k in ("total_shards_moved", "total_bytes_moved", "total_objects_restriped",
-                                             "total_conflicts", "total_failures", "total_passes")}
+        totals = {
+            k: getattr(p, k)
+            for k in (
+                "total_shards_moved",
+                "total_bytes_moved",
+                "total_objects_restriped",
+                "total_conflicts",
+                "total_failures",
+                "total_passes",
+            )
+        }
         self.progress = p = RebalanceProgress(running=True, state="planning", started=time.time(), **totals)
         ticker = asyncio.create_task(self._tick())
         try:
@@ -380,8 +422,15 @@ class Rebalancer:
             p.finished = time.time()
             await self._publish(force=True)
         await asyncio.to_thread(self.store.catalog.put_setting, DONE, f"{requested:.6f}")
-        log.info("rebalance %s: %d shards moved (%d bytes), %d objects re-striped, %d conflicts, %d failures",
-                 p.state, p.shards_moved, p.bytes_moved, p.objects_restriped, p.conflicts, p.failures)
+        log.info(
+            "rebalance %s: %d shards moved (%d bytes), %d objects re-striped, %d conflicts, %d failures",
+            p.state,
+            p.shards_moved,
+            p.bytes_moved,
+            p.objects_restriped,
+            p.conflicts,
+            p.failures,
+        )
 
     async def _tick(self) -> None:
         """While a run goes on: keep the lease, publish progress, retire what is due."""
@@ -397,7 +446,9 @@ class Rebalancer:
         now = time.monotonic()
         if force or now - self._last_publish >= PUBLISH_INTERVAL:
             self._last_publish = now
-            await asyncio.to_thread(self.store.catalog.put_setting, PROGRESS, json.dumps(self.progress.to_json()))
+            await asyncio.to_thread(
+                self.store.catalog.put_setting, PROGRESS, json.dumps(self.progress.to_json())
+            )
 
     async def _pass(self) -> tuple[int, int, int]:
         """One pass over every erasure-coded tier: (actions done, actions planned, failures)."""
@@ -474,7 +525,9 @@ class Rebalancer:
                     if bucket is not None and key is not None and (bucket, key) not in restripe:
                         restripe[(bucket, key)] = None
                         p.objects_planned += 1
-                        p.per_tier[tier] = p.per_tier.get(tier, {"restripe_bytes": 0, "scanned": 0, "planned": 0})
+                        p.per_tier[tier] = p.per_tier.get(
+                            tier, {"restripe_bytes": 0, "scanned": 0, "planned": 0}
+                        )
                         p.per_tier[tier]["restripe_bytes"] += stored.size
                     continue
                 plan = placement.plan_moves(data_id, loc, pool.topology, pool.spread_level, pool.writable)
@@ -484,7 +537,9 @@ class Rebalancer:
                     moves.append(data_id)
                     shard_moves += len(plan.moves)
                     p.shards_planned += len(plan.moves)
-                    p.bytes_planned += len(plan.moves) * StripeLayout(stored.size, loc.k, loc.block_size).shard_bytes()
+                    p.bytes_planned += (
+                        len(plan.moves) * StripeLayout(stored.size, loc.k, loc.block_size).shard_bytes()
+                    )
             await asyncio.sleep(0)
         return list(restripe), moves, scanned, shard_moves
 
@@ -619,18 +674,28 @@ def resolve_domains(store: ObjectStore, target: str) -> tuple[str, ErasurePool, 
         if domain is not None:
             return tier, pool, [domain]
         if target.startswith(f"{tier}-"):
-            short = target[len(tier) + 1:]
-            found = [d for d in pool.topology
-                     if short in (d.node, d.rack, d.zone, d.region) or short in (d.label(lv) for lv in
-                                                                                 ("node", "rack", "zone"))]
+            short = target[len(tier) + 1 :]
+            found = [
+                d
+                for d in pool.topology
+                if short in (d.node, d.rack, d.zone, d.region)
+                or short in (d.label(lv) for lv in ("node", "rack", "zone"))
+            ]
             if found:
                 return tier, pool, found
     raise UnknownDomain(target)
 
 
 async def add_domain(
-    store: ObjectStore, tier: str, path: str, node: str, rack: str, *, zone: str = "zone1",
-    weight: float = 0.0, domain_id: str | None = None,
+    store: ObjectStore,
+    tier: str,
+    path: str,
+    node: str,
+    rack: str,
+    *,
+    zone: str = "zone1",
+    weight: float = 0.0,
+    domain_id: str | None = None,
 ) -> dict[str, Any]:
     """Add a drive to a tier now (recorded in the catalog); the caller asks for a rebalance."""
     async with store.rebalancer.topology_lock:
@@ -638,7 +703,14 @@ async def add_domain(
 
 
 async def _add_domain(
-    store: ObjectStore, tier: str, path: str, node: str, rack: str, zone: str, weight: float, domain_id: str | None,
+    store: ObjectStore,
+    tier: str,
+    path: str,
+    node: str,
+    rack: str,
+    zone: str,
+    weight: float,
+    domain_id: str | None,
 ) -> dict[str, Any]:
     pool = _pool(store, tier)
     if not path or not node or not rack:
@@ -727,9 +799,13 @@ async def drain_state(store: ObjectStore, target: str) -> dict[str, Any]:
             due = latest if due is None else max(due, latest)
     writers = pool.writes_placed_on(ids)
     return {
-        "tier": tier, "target": target, "domains": ids,
+        "tier": tier,
+        "target": target,
+        "domains": ids,
         "draining": all(d.draining for d in domains),
-        "blobs": blobs, "writers": writers, "retired_files": retired,
+        "blobs": blobs,
+        "writers": writers,
+        "retired_files": retired,
         "retired_wait_seconds": max((due or 0.0) - time.time(), 0.0) if retired else 0.0,
         "removable": blobs == 0 and writers == 0 and retired == 0,
     }
@@ -768,7 +844,9 @@ async def wait_drained(store: ObjectStore, target: str, token: float) -> dict[st
                     f"back or add capacity, then drain again"
                 )
             left, rescan = state["blobs"], False
-            log.info("drain of %s: %d blob(s) on it after the last run; rebalancing again", target, state["blobs"])
+            log.info(
+                "drain of %s: %d blob(s) on it after the last run; rebalancing again", target, state["blobs"]
+            )
             token = await rebalancer.request()
             continue
         if state["removable"]:
@@ -811,8 +889,10 @@ async def _remove_domain(store: ObjectStore, target: str) -> dict[str, Any]:
                     f"for {wait:.0f}s more; retry then"
                 )
         if placement.writable_groups(pool) < pool.k + pool.m:
-            raise RebalanceRefused(f"removing {target} would leave tier {tier} fewer {pool.spread_level}s "
-                                   f"than its code {pool.k}+{pool.m} needs")
+            raise RebalanceRefused(
+                f"removing {target} would leave tier {tier} fewer {pool.spread_level}s "
+                f"than its code {pool.k}+{pool.m} needs"
+            )
     except BaseException:
         for d in domains:
             d.draining = before[d.id]

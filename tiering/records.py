@@ -49,7 +49,9 @@ class ObjectMeta:
     tags: dict[str, str] = field(default_factory=dict)
     storage_class: str = "STANDARD"  # the class the client asked for, as S3 reports it
     storage_class_explicit: bool = False  # did the client name a class (temperature management)
-    acl: str | None = None  # the object's ACL (owner and grants) as server.access.acl stores it; None: private
+    acl: str | None = (
+        None  # the object's ACL (owner and grants) as server.access.acl stores it; None: private
+    )
     # Encryption at rest (`tiering.encryption.ObjectEncryption.to_json()`); None: stored in the clear.
     encryption: dict[str, Any] | None = None
 

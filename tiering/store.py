@@ -159,8 +159,11 @@ class PendingWrite:
         # (ETag, checksums) and sealed in chunks before the backend sees a byte of it.
         self.encryption = sealing[0] if sealing else None
         self._data_key = sealing[1] if sealing else b""
-        self._sealer = ChunkSealer(sealing[1], sealing[0].object_id_bytes, sealing[2], sealing[0].chunk_size) \
-            if sealing else None
+        self._sealer = (
+            ChunkSealer(sealing[1], sealing[0].object_id_bytes, sealing[2], sealing[0].chunk_size)
+            if sealing
+            else None
+        )
         if sealing and size_hint is not None:
             size_hint = sealed_size(size_hint, sealing[0].chunk_size)
         self.tier = tier
@@ -469,8 +472,9 @@ class OpenedObject:
                 yield chunk
             return
         key = self.data_key()
-        async for chunk in self._stream(start, end, on_chunk, self.record.segment_sizes(self.segments),
-                                        (enc, key)):
+        async for chunk in self._stream(
+            start, end, on_chunk, self.record.segment_sizes(self.segments), (enc, key)
+        ):
             yield chunk
 
     async def stream_stored(
@@ -514,7 +518,9 @@ class OpenedObject:
             try:
                 lo = max(start, seg_start) - seg_start
                 hi = min(end, seg_end) - seg_start
-                chunks = reader.stream(lo, hi) if opening is None else _opened(reader, segment, lo, hi, *opening)
+                chunks = (
+                    reader.stream(lo, hi) if opening is None else _opened(reader, segment, lo, hi, *opening)
+                )
                 async for chunk in chunks:
                     if on_chunk is not None:
                         await on_chunk(len(chunk))
@@ -523,7 +529,9 @@ class OpenedObject:
                 raise DataUnreadable(self.record.bucket, self.record.key, str(exc)) from exc
             except ChunkAuthError as exc:
                 # Bytes that do not authenticate are never served: the read fails instead.
-                log.error("%s/%s: sealed data does not authenticate: %s", self.record.bucket, self.record.key, exc)
+                log.error(
+                    "%s/%s: sealed data does not authenticate: %s", self.record.bucket, self.record.key, exc
+                )
                 raise DataUnreadable(self.record.bucket, self.record.key, str(exc)) from exc
             finally:
                 await reader.close()
@@ -565,14 +573,20 @@ async def _opened(
                 piece = piece[need:]
                 if len(header) < HEADER_BYTES:
                     continue
-            opener = ChunkOpener(key, enc.object_id_bytes, segment.part_number, parse_header(header), first,
-                                 enc.chunk_size)
-        plain = await asyncio.to_thread(opener.feed, piece) if len(piece) >= HASH_OFFLOAD_BYTES else opener.feed(piece)
+            opener = ChunkOpener(
+                key, enc.object_id_bytes, segment.part_number, parse_header(header), first, enc.chunk_size
+            )
+        plain = (
+            await asyncio.to_thread(opener.feed, piece)
+            if len(piece) >= HASH_OFFLOAD_BYTES
+            else opener.feed(piece)
+        )
         if plain := take(plain):
             yield plain
     if opener is None:
-        opener = ChunkOpener(key, enc.object_id_bytes, segment.part_number, parse_header(header), first,
-                             enc.chunk_size)
+        opener = ChunkOpener(
+            key, enc.object_id_bytes, segment.part_number, parse_header(header), first, enc.chunk_size
+        )
     if plain := take(opener.finish()):
         yield plain
     if remaining:
@@ -612,7 +626,9 @@ class ObjectStore:
         """Keys for encryption at rest: the server passes its configured ones; a store built
         without (tools, unit tests) keeps an embedded keyring beside its catalog."""
         if self._keys is None:
-            self._keys = KeyService(KeySettings(keyring_dir=self.state_dir / "encryption" if self.state_dir else None))
+            self._keys = KeyService(
+                KeySettings(keyring_dir=self.state_dir / "encryption" if self.state_dir else None)
+            )
         return self._keys
 
     # --- lifecycle of the store itself -------------------------------------------------------
@@ -698,7 +714,12 @@ class ObjectStore:
             if not await asyncio.to_thread(self.catalog.is_referenced, stored.data_id):
                 await self.tiers[name].backend.delete(stored)
                 removed += 1
-        log.info("orphan sweep: %d candidates, %d removed in %.1fs", len(candidates), removed, time.time() - started)
+        log.info(
+            "orphan sweep: %d candidates, %d removed in %.1fs",
+            len(candidates),
+            removed,
+            time.time() - started,
+        )
 
     async def _collect_forever(self) -> None:
         while True:
@@ -748,11 +769,21 @@ class ObjectStore:
         for name, tier in self.tiers.items():
             stats = tier.backend.stats()
             objects, size = usage.get(name, (0, 0))
-            entry: dict[str, object] = {"name": name, "backend": tier.config.backend, "objects": objects,
-                                        "bytes": size, "media": tier.media.media}
+            entry: dict[str, object] = {
+                "name": name,
+                "backend": tier.config.backend,
+                "objects": objects,
+                "bytes": size,
+                "media": tier.media.media,
+            }
             if "domains" in stats:
-                entry.update(k=stats["k"], m=stats["m"], spread_level=stats["spread_level"],
-                             domains=len(stats["domains"]), domains_online=stats["online"])
+                entry.update(
+                    k=stats["k"],
+                    m=stats["m"],
+                    spread_level=stats["spread_level"],
+                    domains=len(stats["domains"]),
+                    domains_online=stats["online"],
+                )
             tiers.append(entry)
         degraded = self.maintenance.progress.degraded
         return {
@@ -770,15 +801,17 @@ class ObjectStore:
         for name, tier in self.tiers.items():
             objects, size = usage.get(name, (0, 0))
             heats = await asyncio.to_thread(self.catalog.tier_heats, name)
-            report.append({
-                "name": name,
-                "backend": tier.config.backend,
-                "objects": objects,
-                "bytes": size,
-                "capacity_bytes": tier.config.capacity_bytes,
-                "media": tier.media.__dict__,
-                "heats": [decayed(h, at, now, half_life) for h, at in heats],
-            })
+            report.append(
+                {
+                    "name": name,
+                    "backend": tier.config.backend,
+                    "objects": objects,
+                    "bytes": size,
+                    "capacity_bytes": tier.config.capacity_bytes,
+                    "media": tier.media.__dict__,
+                    "heats": [decayed(h, at, now, half_life) for h, at in heats],
+                }
+            )
         return report
 
     # --- helpers ----------------------------------------------------------------------------
@@ -884,7 +917,10 @@ class ObjectStore:
             enc, data_key = self.keys.new_object(encryption)
             sealing = (enc, data_key, 0)
         return await self.begin_write(
-            self.tier_for(storage_class), size_hint=size_hint, checksum_algorithm=checksum_algorithm, sealing=sealing
+            self.tier_for(storage_class),
+            size_hint=size_hint,
+            checksum_algorithm=checksum_algorithm,
+            sealing=sealing,
         )
 
     def bucket_default_encryption(self, bucket: str) -> EncryptionRequest | None:
@@ -915,8 +951,9 @@ class ObjectStore:
         With `check_customer_key` (a client's read), an object sealed with a customer key (SSE-C)
         needs `customer_key` and the right one, and no other object may be given one.
         """
-        opened = await self._read(self._open, bucket, key, allow_archived, read_up_to, customer_key,
-                                  check_customer_key)
+        opened = await self._read(
+            self._open, bucket, key, allow_archived, read_up_to, customer_key, check_customer_key
+        )
         self._pin(opened.segments)
         return opened
 
@@ -947,8 +984,13 @@ class ObjectStore:
             data = self.tiers[opened.tier].backend.read_whole(opened.segments[0].stored)
             if data is not None and enc is not None:
                 try:
-                    data = open_blob(opened.data_key(), enc.object_id_bytes, opened.segments[0].part_number, data,
-                                     enc.chunk_size)
+                    data = open_blob(
+                        opened.data_key(),
+                        enc.object_id_bytes,
+                        opened.segments[0].part_number,
+                        data,
+                        enc.chunk_size,
+                    )
                 except ChunkAuthError:
                     data = None  # the streamed read says what is wrong (and never serves it)
             opened.data = data
@@ -959,11 +1001,19 @@ class ObjectStore:
 
     async def delete_object_if(self, bucket: str, key: str, generation: int) -> bool:
         """Delete only the version a policy looked at (lifecycle expiration); False if it changed."""
-        deleted = await self._in_writer(self.catalog.delete_object, bucket, key, expected_generation=generation)
+        deleted = await self._in_writer(
+            self.catalog.delete_object, bucket, key, expected_generation=generation
+        )
         return deleted is not None
 
     async def list_objects(
-        self, bucket: str, *, prefix: str = "", delimiter: str = "", start_after: str = "", max_keys: int = 1000
+        self,
+        bucket: str,
+        *,
+        prefix: str = "",
+        delimiter: str = "",
+        start_after: str = "",
+        max_keys: int = 1000,
     ) -> ListPage:
         return await self._read(
             self.catalog.list_objects,
@@ -989,13 +1039,17 @@ class ObjectStore:
         off the event loop and costs no second thread hop."""
 
         def page_then_render() -> _Rendered:
-            return render(self.catalog.list_objects(
-                bucket, prefix=prefix, delimiter=delimiter, start_after=start_after, max_keys=max_keys
-            ))
+            return render(
+                self.catalog.list_objects(
+                    bucket, prefix=prefix, delimiter=delimiter, start_after=start_after, max_keys=max_keys
+                )
+            )
 
         return await asyncio.to_thread(page_then_render)
 
-    async def replace_metadata(self, bucket: str, key: str, meta: ObjectMeta, *, if_etag: str | None) -> ObjectRecord:
+    async def replace_metadata(
+        self, bucket: str, key: str, meta: ObjectMeta, *, if_etag: str | None
+    ) -> ObjectRecord:
         return await self._in_writer(self.catalog.update_object_meta, bucket, key, meta, if_etag=if_etag)
 
     async def put_object_acl(self, bucket: str, key: str, acl: str) -> None:
@@ -1092,8 +1146,15 @@ class ObjectStore:
             source.close()
         try:
             return await self._in_writer(
-                self.catalog.commit_move, bucket, key, expected_generation=record.generation, tier=tier,
-                segments=copied, storage_class=storage_class, now=self.clock(), reason=reason,
+                self.catalog.commit_move,
+                bucket,
+                key,
+                expected_generation=record.generation,
+                tier=tier,
+                segments=copied,
+                storage_class=storage_class,
+                now=self.clock(),
+                reason=reason,
             )
         except (PreconditionFailed, ObjectNotFound):
             if copied is not record.segments:
@@ -1125,7 +1186,11 @@ class ObjectStore:
             source.close()
         try:
             return await self._in_writer(
-                self.catalog.commit_restripe, bucket, key, expected_generation=record.generation, segments=copied
+                self.catalog.commit_restripe,
+                bucket,
+                key,
+                expected_generation=record.generation,
+                segments=copied,
             )
         except (PreconditionFailed, ObjectNotFound):
             await self._discard(tier, copied)
@@ -1145,8 +1210,9 @@ class ObjectStore:
                 new = self.keys.rewrap(ObjectEncryption.from_json(raw)) if raw is not None else None
                 if new is None:
                     continue
-                if await self._in_writer(self.catalog.set_encryption, record.bucket, record.key,
-                                         record.generation, new.to_json()):
+                if await self._in_writer(
+                    self.catalog.set_encryption, record.bucket, record.key, record.generation, new.to_json()
+                ):
                     rewrapped += 1
                 else:
                     skipped += 1
@@ -1161,8 +1227,9 @@ class ObjectStore:
                 if raw is None:
                     continue
                 new = self.keys.rewrap(ObjectEncryption.from_json(raw))
-                if new is not None and await self._in_writer(self.catalog.set_upload_encryption, upload.upload_id,
-                                                             raw, new.to_json()):
+                if new is not None and await self._in_writer(
+                    self.catalog.set_upload_encryption, upload.upload_id, raw, new.to_json()
+                ):
                     rewrapped += 1
             if len(uploads) < batch:
                 break
@@ -1170,7 +1237,9 @@ class ObjectStore:
         log.info("encryption: master key %s current, %d data keys re-wrapped", current, rewrapped)
         return {"current_key_id": current, "rewrapped": rewrapped, "skipped_changed": skipped}
 
-    async def record_accesses(self, accesses: dict[tuple[str, str], tuple[int, float]], half_life: float) -> None:
+    async def record_accesses(
+        self, accesses: dict[tuple[str, str], tuple[int, float]], half_life: float
+    ) -> None:
         await self._in_writer(self.catalog.record_accesses, accesses, half_life)
 
     async def objects_after(self, bucket: str, key: str, limit: int) -> list[ObjectRecord]:
@@ -1198,17 +1267,27 @@ class ObjectStore:
             raise RestoreInProgress(bucket, key)
         if current is not None and current.expiry > self.clock():
             await self._in_writer(
-                self.catalog.set_restore, bucket, key, expected_generation=record.generation,
-                restore=replace(current, expiry=expiry, days=days), now=self.clock(),
+                self.catalog.set_restore,
+                bucket,
+                key,
+                expected_generation=record.generation,
+                restore=replace(current, expiry=expiry, days=days),
+                now=self.clock(),
             )
             return True
         await self._in_writer(
-            self.catalog.set_restore, bucket, key, expected_generation=record.generation,
-            restore=RestoreState(ongoing=True, expiry=expiry, days=days), now=self.clock(),
+            self.catalog.set_restore,
+            bucket,
+            key,
+            expected_generation=record.generation,
+            restore=RestoreState(ongoing=True, expiry=expiry, days=days),
+            now=self.clock(),
         )
         return False
 
-    async def complete_restore(self, record: ObjectRecord, tier: str, on_chunk: Throttle | None = None) -> bool:
+    async def complete_restore(
+        self, record: ObjectRecord, tier: str, on_chunk: Throttle | None = None
+    ) -> bool:
         """Copy an archived object to `tier` as its restored copy. False if it changed meanwhile."""
         assert record.restore is not None
         source = await self.open_object(record.bucket, record.key, allow_archived=True)
@@ -1218,11 +1297,18 @@ class ObjectStore:
             copied = await self._copy_segments(source, tier, on_chunk, verify=True)
         finally:
             source.close()
-        done = RestoreState(ongoing=False, expiry=record.restore.expiry, days=record.restore.days,
-                            tier=tier, segments=copied)
+        done = RestoreState(
+            ongoing=False, expiry=record.restore.expiry, days=record.restore.days, tier=tier, segments=copied
+        )
         try:
-            await self._in_writer(self.catalog.set_restore, record.bucket, record.key,
-                                  expected_generation=record.generation, restore=done, now=self.clock())
+            await self._in_writer(
+                self.catalog.set_restore,
+                record.bucket,
+                record.key,
+                expected_generation=record.generation,
+                restore=done,
+                now=self.clock(),
+            )
         except (PreconditionFailed, ObjectNotFound):
             await self._discard(tier, copied)
             return False
@@ -1230,8 +1316,14 @@ class ObjectStore:
 
     async def expire_restore(self, record: ObjectRecord) -> None:
         with contextlib.suppress(PreconditionFailed, ObjectNotFound):
-            await self._in_writer(self.catalog.set_restore, record.bucket, record.key,
-                                  expected_generation=record.generation, restore=None, now=self.clock())
+            await self._in_writer(
+                self.catalog.set_restore,
+                record.bucket,
+                record.key,
+                expected_generation=record.generation,
+                restore=None,
+                now=self.clock(),
+            )
 
     # --- multipart uploads ------------------------------------------------------------------
 
@@ -1290,15 +1382,25 @@ class ObjectStore:
         elif customer_key is not None:
             raise SSENotApplicable()
         return await self.begin_write(
-            upload.tier, size_hint=size_hint, checksum_algorithm=checksum_algorithm or upload.checksum_algorithm,
+            upload.tier,
+            size_hint=size_hint,
+            checksum_algorithm=checksum_algorithm or upload.checksum_algorithm,
             sealing=sealing,
         )
 
-    async def list_parts(self, upload: UploadRecord, *, marker: int = 0, limit: int = 1000) -> list[PartRecord]:
+    async def list_parts(
+        self, upload: UploadRecord, *, marker: int = 0, limit: int = 1000
+    ) -> list[PartRecord]:
         return await self._read(self.catalog.list_parts, upload.upload_id, marker=marker, limit=limit)
 
     async def list_uploads(
-        self, bucket: str, *, prefix: str = "", key_marker: str = "", upload_id_marker: str = "", limit: int = 1000
+        self,
+        bucket: str,
+        *,
+        prefix: str = "",
+        key_marker: str = "",
+        upload_id_marker: str = "",
+        limit: int = 1000,
     ) -> list[UploadRecord]:
         return await self._read(
             self.catalog.list_uploads,
@@ -1376,13 +1478,21 @@ class ObjectStore:
         checksum = None
         if upload.checksum_algorithm and all(p.checksum for p in chosen):
             if upload.checksum_type == FULL_OBJECT:
-                checksum = combine_full_object(upload.checksum_algorithm, [(p.checksum or "", p.size) for p in chosen])
+                checksum = combine_full_object(
+                    upload.checksum_algorithm, [(p.checksum or "", p.size) for p in chosen]
+                )
             else:
-                checksum = combine_part_checksums(upload.checksum_algorithm, [p.checksum or "" for p in chosen])
+                checksum = combine_part_checksums(
+                    upload.checksum_algorithm, [p.checksum or "" for p in chosen]
+                )
         if expected_checksum is not None:
             algorithm, value = expected_checksum
             # A composite value may be given with or without its "-<parts>" suffix.
-            if algorithm != upload.checksum_algorithm or checksum is None or value.split("-")[0] != checksum.split("-")[0]:
+            if (
+                algorithm != upload.checksum_algorithm
+                or checksum is None
+                or value.split("-")[0] != checksum.split("-")[0]
+            ):
                 raise ChecksumMismatch(algorithm)
         record = ObjectRecord(
             bucket=upload.bucket,
@@ -1397,7 +1507,11 @@ class ObjectStore:
             checksum=checksum,
         )
         return await self._in_writer(
-            self.catalog.complete_upload, upload, record, if_match=if_match, if_none_match=if_none_match,
+            self.catalog.complete_upload,
+            upload,
+            record,
+            if_match=if_match,
+            if_none_match=if_none_match,
             requested=requested,
         )
 

@@ -84,8 +84,17 @@ def _quiet_worker(_: int) -> None:
     torch.set_num_threads(1)
 
 
-def make_loader(source: str, *, uris: Sequence[str], paths: Sequence[Path], endpoint: str,
-                batch_size: int, workers: int, sampler: ShardSampler, prefetch: int) -> DataLoader:
+def make_loader(
+    source: str,
+    *,
+    uris: Sequence[str],
+    paths: Sequence[Path],
+    endpoint: str,
+    batch_size: int,
+    workers: int,
+    sampler: ShardSampler,
+    prefetch: int,
+) -> DataLoader:
     if source == "local":
         dataset: Dataset = LocalFiles(paths)
     else:
@@ -95,6 +104,13 @@ def make_loader(source: str, *, uris: Sequence[str], paths: Sequence[Path], endp
             list(uris), region=REGION, endpoint=endpoint, transform=s3_sample,
             s3client_config=S3ClientConfig(force_path_style=True, max_attempts=1),
         )  # fmt: skip
-    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
-                      prefetch_factor=prefetch, worker_init_fn=_quiet_worker,
-                      multiprocessing_context="fork", drop_last=True)
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        sampler=sampler,
+        num_workers=workers,
+        prefetch_factor=prefetch,
+        worker_init_fn=_quiet_worker,
+        multiprocessing_context="fork",
+        drop_last=True,
+    )

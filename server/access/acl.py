@@ -73,15 +73,22 @@ class Acl:
             if ignore_public and grant.is_public:
                 continue
             if grant.kind == "Group":
-                if grant.grantee == ALL_USERS or (grant.grantee == AUTHENTICATED_USERS and caller_id is not None):
+                if grant.grantee == ALL_USERS or (
+                    grant.grantee == AUTHENTICATED_USERS and caller_id is not None
+                ):
                     return grant
             elif caller_id is not None and grant.grantee == caller_id:
                 return grant
         return None
 
     def to_json(self) -> str:
-        return json.dumps({"owner": self.owner, "name": self.owner_name,
-                           "grants": [[g.kind, g.grantee, g.permission] for g in self.grants]})
+        return json.dumps(
+            {
+                "owner": self.owner,
+                "name": self.owner_name,
+                "grants": [[g.kind, g.grantee, g.permission] for g in self.grants],
+            }
+        )
 
     @classmethod
     def from_json(cls, raw: str | dict[str, Any]) -> Acl:
@@ -90,18 +97,24 @@ class Acl:
 
     def to_xml(self, names: dict[str, str] | None = None) -> bytes:
         names = names or {}
-        out = ['<?xml version="1.0" encoding="UTF-8"?>\n'
-               '<AccessControlPolicy xmlns="http://s3.amazonaws.com/doc/2006-03-01/">',
-               f"<Owner><ID>{self.owner}</ID><DisplayName>{escape_text(self.owner_name)}</DisplayName></Owner>",
-               "<AccessControlList>"]
+        out = [
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            '<AccessControlPolicy xmlns="http://s3.amazonaws.com/doc/2006-03-01/">',
+            f"<Owner><ID>{self.owner}</ID><DisplayName>{escape_text(self.owner_name)}</DisplayName></Owner>",
+            "<AccessControlList>",
+        ]
         for grant in self.grants:
             if grant.kind == "Group":
-                grantee = (f'<Grantee xmlns:xsi="{XSI}" xsi:type="Group"><URI>{escape_text(grant.grantee)}</URI>'
-                           "</Grantee>")
+                grantee = (
+                    f'<Grantee xmlns:xsi="{XSI}" xsi:type="Group"><URI>{escape_text(grant.grantee)}</URI>'
+                    "</Grantee>"
+                )
             else:
                 name = names.get(grant.grantee, self.owner_name if grant.grantee == self.owner else "")
-                grantee = (f'<Grantee xmlns:xsi="{XSI}" xsi:type="CanonicalUser"><ID>{escape_text(grant.grantee)}'
-                           f"</ID><DisplayName>{escape_text(name)}</DisplayName></Grantee>")
+                grantee = (
+                    f'<Grantee xmlns:xsi="{XSI}" xsi:type="CanonicalUser"><ID>{escape_text(grant.grantee)}'
+                    f"</ID><DisplayName>{escape_text(name)}</DisplayName></Grantee>"
+                )
             out.append(f"<Grant>{grantee}<Permission>{grant.permission}</Permission></Grant>")
         out.append("</AccessControlList></AccessControlPolicy>")
         return "".join(out).encode()
@@ -122,8 +135,9 @@ def canned(name: str, owner: str, bucket_owner: str, owner_name: str = "") -> Ac
     if name == "log-delivery-write":
         grants += [Grant("Group", LOG_DELIVERY, "WRITE"), Grant("Group", LOG_DELIVERY, "READ_ACP")]
     if name in ("bucket-owner-read", "bucket-owner-full-control") and bucket_owner != owner:
-        grants.append(Grant("CanonicalUser", bucket_owner,
-                            "READ" if name == "bucket-owner-read" else "FULL_CONTROL"))
+        grants.append(
+            Grant("CanonicalUser", bucket_owner, "READ" if name == "bucket-owner-read" else "FULL_CONTROL")
+        )
     return Acl(owner, tuple(grants), owner_name)
 
 
@@ -155,7 +169,9 @@ def grants_from_headers(headers: Any) -> list[Grant] | None:
     return grants if seen else None
 
 
-def acl_from_request(headers: Any, owner: str, bucket_owner: str, owner_name: str = "") -> tuple[Acl | None, str | None]:
+def acl_from_request(
+    headers: Any, owner: str, bucket_owner: str, owner_name: str = ""
+) -> tuple[Acl | None, str | None]:
     """The ACL a write request asks for (canned or grant headers) and the canned name, or (None, None).
 
     Both at once is refused, as in S3."""
@@ -208,6 +224,10 @@ def is_owner_full_control(acl: Acl, bucket_owner: str) -> bool:
     (private, bucket-owner-full-control, or that written out as grants / XML)."""
     if not acl.grants:
         return True
-    only_owners = all(g.kind == "CanonicalUser" and g.grantee in (bucket_owner, acl.owner)
-                      and g.permission == "FULL_CONTROL" for g in acl.grants)
+    only_owners = all(
+        g.kind == "CanonicalUser"
+        and g.grantee in (bucket_owner, acl.owner)
+        and g.permission == "FULL_CONTROL"
+        for g in acl.grants
+    )
     return only_owners and any(g.grantee == bucket_owner for g in acl.grants)

@@ -78,6 +78,7 @@ def _numeric(op: Callable[[float, float], bool]) -> Compare:
             return op(float(a), float(b))
         except ValueError:
             return False
+
     return compare
 
 
@@ -87,6 +88,7 @@ def _date(op: Callable[[float, float], bool]) -> Compare:
             return op(_parse_date(a), _parse_date(b))
         except ValueError:
             return False
+
     return compare
 
 
@@ -189,19 +191,26 @@ S3_KEYS = frozenset({
     "s3:x-amz-grant-full-control", "s3:tlsversion", "s3:resourceaccount", "s3:object-lock-mode",
     "s3:locationconstraint", "s3:x-amz-object-ownership",
 })  # fmt: skip
-PREFIX_KEYS = ("s3:existingobjecttag/", "s3:requestobjecttag/", "aws:principaltag/", "aws:requesttag/",
-               "aws:resourcetag/")
+PREFIX_KEYS = (
+    "s3:existingobjecttag/",
+    "s3:requestobjecttag/",
+    "aws:principaltag/",
+    "aws:requesttag/",
+    "aws:resourcetag/",
+)
 
 
 def known_key(key: str) -> bool:
     lowered = key.lower()
-    return lowered in GLOBAL_KEYS or lowered in S3_KEYS or any(
-        lowered.startswith(p) and len(lowered) > len(p) for p in PREFIX_KEYS
+    return (
+        lowered in GLOBAL_KEYS
+        or lowered in S3_KEYS
+        or any(lowered.startswith(p) and len(lowered) > len(p) for p in PREFIX_KEYS)
     )
 
 
 def split_operator(name: str) -> tuple[str | None, str, bool]:
-    """"ForAnyValue:StringLikeIfExists" → ("ForAnyValue", "StringLike", True)."""
+    """ "ForAnyValue:StringLikeIfExists" → ("ForAnyValue", "StringLike", True)."""
     qualifier: str | None = None
     if ":" in name:
         qualifier, name = name.split(":", 1)

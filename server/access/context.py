@@ -71,8 +71,13 @@ class RequestContext:
         if name == "s3:authtype":
             if not self.auth_scheme:
                 return None
-            return ["REST-QUERY-STRING" if self.auth_scheme.endswith("query") else
-                    "POST" if self.auth_scheme == "post" else "REST-HEADER"]
+            return [
+                "REST-QUERY-STRING"
+                if self.auth_scheme.endswith("query")
+                else "POST"
+                if self.auth_scheme == "post"
+                else "REST-HEADER"
+            ]
         if name.startswith("s3:requestobjecttag/") or name == "s3:requestobjecttagkeys":
             raw = self._header("x-amz-tagging")
             if raw is None:
@@ -80,12 +85,12 @@ class RequestContext:
             tags = dict(parse_qsl(raw[0], keep_blank_values=True))
             if name == "s3:requestobjecttagkeys":
                 return list(tags)
-            tag = key[len("s3:RequestObjectTag/"):]
+            tag = key[len("s3:RequestObjectTag/") :]
             return [tags[tag]] if tag in tags else None
         if name.startswith("s3:existingobjecttag/"):
             if self.record is None:
                 return None
-            tag = key[len("s3:ExistingObjectTag/"):]
+            tag = key[len("s3:ExistingObjectTag/") :]
             return [self.record.meta.tags[tag]] if tag in self.record.meta.tags else None
         if name.startswith("s3:x-amz-"):
             return self._header(name[3:])

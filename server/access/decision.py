@@ -84,8 +84,9 @@ class Request:
     object_acl: Acl | None = None
 
 
-def _matching(statements: tuple[Statement, ...], request: Request, owner_ids: tuple[str, ...],
-              skip_public: bool = False) -> tuple[Statement | None, Statement | None]:
+def _matching(
+    statements: tuple[Statement, ...], request: Request, owner_ids: tuple[str, ...], skip_public: bool = False
+) -> tuple[Statement | None, Statement | None]:
     """(first matching Deny, first matching Allow) among the statements."""
     deny = allow = None
     assert request.action is not None
@@ -120,7 +121,9 @@ def decide(
     is_owner = bucket is not None and request.caller_id is not None and request.caller_id == bucket.owner
     if request.action is None:
         return Decision(True, "allow:owner") if is_owner else Decision(False, "deny:implicit")
-    block = server_block | (bucket.public_access_block or NONE_BLOCKED) if bucket is not None else server_block
+    block = (
+        server_block | (bucket.public_access_block or NONE_BLOCKED) if bucket is not None else server_block
+    )
     owner_ids = (request.caller_id,) if request.caller_id else ()
     bucket_allow = user_allow = None
     if bucket is not None and bucket.policy is not None:
@@ -148,12 +151,15 @@ def decide(
         grant = None
         object_permission = OBJECT_PERMISSION.get(request.action)
         if object_permission and request.object_acl is not None:
-            grant = request.object_acl.allows(object_permission, request.caller_id,
-                                              ignore_public=block.ignore_public_acls)
+            grant = request.object_acl.allows(
+                object_permission, request.caller_id, ignore_public=block.ignore_public_acls
+            )
             where = "object-acl"
         bucket_permission = BUCKET_PERMISSION.get(request.action)
         if grant is None and bucket_permission and bucket.acl is not None:
-            grant = bucket.acl.allows(bucket_permission, request.caller_id, ignore_public=block.ignore_public_acls)
+            grant = bucket.acl.allows(
+                bucket_permission, request.caller_id, ignore_public=block.ignore_public_acls
+            )
             where = "bucket-acl"
         if grant is not None:
             return Decision(True, f"allow:{where}:{grant.permission}")

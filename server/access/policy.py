@@ -20,8 +20,17 @@ from server.access.conditions import Block, ConditionError, Context, holds, pars
 VERSIONS = ("2012-10-17", "2008-10-17")
 MAX_BUCKET_POLICY_BYTES = 20 * 1024
 MAX_USER_POLICY_BYTES = 10 * 1024
-_STATEMENT_FIELDS = {"Sid", "Effect", "Principal", "NotPrincipal", "Action", "NotAction", "Resource",
-                     "NotResource", "Condition"}
+_STATEMENT_FIELDS = {
+    "Sid",
+    "Effect",
+    "Principal",
+    "NotPrincipal",
+    "Action",
+    "NotAction",
+    "Resource",
+    "NotResource",
+    "Condition",
+}
 _ACCOUNT_RE = re.compile(r"^\d{12}$")
 _IAM_ARN_RE = re.compile(r"^arn:aws:iam::(\d{12}|\*)?:(root|user/[\w+=,.@/*?-]+)$")
 _VARIABLE_RE = re.compile(r"\$\{([^}]*)\}")
@@ -65,7 +74,9 @@ def _substitute(text: str, caller: Caller | None) -> str:
     return _VARIABLE_RE.sub(one, text)
 
 
-def _pattern_matches(pattern: str, value: str, caller: Caller | None = None, *, ignore_case: bool = False) -> bool:
+def _pattern_matches(
+    pattern: str, value: str, caller: Caller | None = None, *, ignore_case: bool = False
+) -> bool:
     pattern = _substitute(pattern, caller)
     if "\x00" in pattern:  # a literal * or ? from ${*} / ${?}
         pieces = re.split(r"(\x00[*?])", pattern)
@@ -91,8 +102,14 @@ class Patterns:
         fold = str.lower if ignore_case else str
         self.exact = frozenset(fold(p) for p in patterns if "*" not in p and "?" not in p and "${" not in p)
         wild = [p for p in patterns if ("*" in p or "?" in p) and "${" not in p]
-        self.regex = re.compile("|".join(f"(?:{wildcard(p).pattern})" for p in wild),
-                                re.DOTALL | (re.IGNORECASE if ignore_case else 0)) if wild else None
+        self.regex = (
+            re.compile(
+                "|".join(f"(?:{wildcard(p).pattern})" for p in wild),
+                re.DOTALL | (re.IGNORECASE if ignore_case else 0),
+            )
+            if wild
+            else None
+        )
         self.variable = tuple(p for p in patterns if "${" in p)
         # Actions are few (s3:GetObject, ...): their answers are remembered. Resources are not.
         self.memo: dict[str, bool] | None = {} if ignore_case and not self.variable else None
@@ -140,7 +157,7 @@ class Principals:
             if who == "root":
                 accounts.add(account)
             else:
-                users.append((account, who[len("user/"):]))
+                users.append((account, who[len("user/") :]))
         object.__setattr__(self, "_names", frozenset(names))
         object.__setattr__(self, "_accounts", frozenset(accounts))
         object.__setattr__(self, "_users", tuple(users))
@@ -157,8 +174,9 @@ class Principals:
         if accounts and ("" in accounts or "*" in accounts or caller.account in accounts):
             return True
         for account, user in self._users:  # type: ignore[attr-defined]
-            if account in ("", "*", caller.account) and (user == caller.name or (
-                    ("*" in user or "?" in user) and _pattern_matches(user, caller.name))):
+            if account in ("", "*", caller.account) and (
+                user == caller.name or (("*" in user or "?" in user) and _pattern_matches(user, caller.name))
+            ):
                 return True
         return any(c in owner_ids for c in self.canonical)
 
@@ -208,15 +226,28 @@ class Statement:
     @property
     def is_public(self) -> bool:
         """S3's "public": Principal * (or NotPrincipal) with no condition that pins the caller down."""
-        public_principal = (self.principal is not None and (self.principal.everyone or "*" in self.principal.aws)) \
-            or self.not_principal is not None
+        public_principal = (
+            self.principal is not None and (self.principal.everyone or "*" in self.principal.aws)
+        ) or self.not_principal is not None
         return self.allow and public_principal and not _restricting(self.condition)
 
 
 # Conditions whose fixed values limit who may call (S3's list for "is this policy public").
-_RESTRICTING_KEYS = {"aws:sourceip", "aws:sourcevpc", "aws:sourcevpce", "aws:sourcearn", "aws:sourceaccount",
-                     "aws:sourceowner", "aws:principalaccount", "aws:principalarn", "aws:principalorgid",
-                     "aws:userid", "aws:username", "s3:dataaccesspointarn", "s3:dataaccesspointaccount"}
+_RESTRICTING_KEYS = {
+    "aws:sourceip",
+    "aws:sourcevpc",
+    "aws:sourcevpce",
+    "aws:sourcearn",
+    "aws:sourceaccount",
+    "aws:sourceowner",
+    "aws:principalaccount",
+    "aws:principalarn",
+    "aws:principalorgid",
+    "aws:userid",
+    "aws:username",
+    "s3:dataaccesspointarn",
+    "s3:dataaccesspointaccount",
+}
 
 
 def _restricting(block: Block) -> bool:
@@ -244,15 +275,21 @@ class Policy:
 
     @property
     def reads_object_tags(self) -> bool:
-        return any(key.lower().startswith("s3:existingobjecttag/") for s in self.statements
-                   for _q, _b, _e, key, _v in s.condition)
+        return any(
+            key.lower().startswith("s3:existingobjecttag/")
+            for s in self.statements
+            for _q, _b, _e, key, _v in s.condition
+        )
 
 
 def _strings(value: Any, name: str) -> tuple[str, ...]:
     values = value if isinstance(value, list) else [value]
     if not values or not all(isinstance(v, str) and v for v in values):
-        raise PolicyError(f"Policy has invalid {name.lower()}" if name in ("Action", "Resource")
-                          else f"Invalid {name} in policy")
+        raise PolicyError(
+            f"Policy has invalid {name.lower()}"
+            if name in ("Action", "Resource")
+            else f"Invalid {name} in policy"
+        )
     return tuple(values)
 
 
@@ -300,7 +337,7 @@ def _check_resource(resource: str, bucket: str | None) -> None:
         raise PolicyError("Policy has invalid resource")
     if bucket is not None:
         # A bucket policy governs its own bucket only.
-        target = resource[len(ARN_PREFIX):].split("/", 1)[0]
+        target = resource[len(ARN_PREFIX) :].split("/", 1)[0]
         if not wildcard(target).fullmatch(bucket):
             raise PolicyError("Policy has invalid resource")
 
@@ -320,7 +357,7 @@ def _kind_of(action: str) -> set[str]:
 def _resource_kind(resource: str) -> set[str]:
     if resource == "*":
         return {"object", "bucket", "service"}
-    rest = resource[len(ARN_PREFIX):]
+    rest = resource[len(ARN_PREFIX) :]
     if "/" in rest:
         return {"object"}
     if "*" in rest or "?" in rest:
@@ -376,8 +413,9 @@ def parse_policy(
     return Policy(version, tuple(statements), raw_text)
 
 
-def _statement(raw: Any, index: int, bucket: str | None, user_policy: bool,
-               check_key: Callable[[str], bool]) -> Statement:
+def _statement(
+    raw: Any, index: int, bucket: str | None, user_policy: bool, check_key: Callable[[str], bool]
+) -> Statement:
     if not isinstance(raw, dict):
         raise PolicyError("Statement is not an object")
     for name in raw:

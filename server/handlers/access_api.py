@@ -132,8 +132,11 @@ async def put_ownership_controls(req: S3Request) -> Response:
     if value not in OWNERSHIP_VALUES:
         raise s3.MalformedXML()
     access = await _access(req)
-    if value == BUCKET_OWNER_ENFORCED and access.acl is not None and \
-            not acls.is_owner_full_control(access.acl, access.owner):
+    if (
+        value == BUCKET_OWNER_ENFORCED
+        and access.acl is not None
+        and not acls.is_owner_full_control(access.acl, access.owner)
+    ):
         raise s3.InvalidBucketAclWithObjectOwnership()
     await _store(req, OWNERSHIP, value)
     return empty_response(200)
@@ -180,8 +183,12 @@ async def get_public_access_block(req: S3Request) -> Response:
     if raw is None:
         raise s3.NoSuchPublicAccessBlockConfiguration(BucketName=req.bucket)
     values = json.loads(raw)
-    return xml_response(document("PublicAccessBlockConfiguration",
-                                 [(name, "true" if values[name] else "false") for name in _BPA_FIELDS]))
+    return xml_response(
+        document(
+            "PublicAccessBlockConfiguration",
+            [(name, "true" if values[name] else "false") for name in _BPA_FIELDS],
+        )
+    )
 
 
 @handles(Operation.DeletePublicAccessBlock)
@@ -194,8 +201,9 @@ async def delete_public_access_block(req: S3Request) -> Response:
 # --- ACLs -----------------------------------------------------------------------------------------------
 
 
-def _check_acl_allowed(req: S3Request, access: BucketAccess, acl: acls.Acl, canned: str | None,
-                       bucket_owner: str) -> None:
+def _check_acl_allowed(
+    req: S3Request, access: BucketAccess, acl: acls.Acl, canned: str | None, bucket_owner: str
+) -> None:
     """Ownership controls and BlockPublicAcls: may this ACL be set at all?"""
     if not access.acls_enabled:
         if canned in ("private", "bucket-owner-full-control"):
@@ -236,18 +244,27 @@ async def bucket_acl_on_create(req: S3Request) -> None:
     default as in S3 since 2023) and its ACL (x-amz-acl / x-amz-grant-*)."""
     ownership = req.header("x-amz-object-ownership") or BUCKET_OWNER_ENFORCED
     if ownership not in OWNERSHIP_VALUES:
-        raise s3.InvalidArgument("Invalid x-amz-object-ownership header", ArgumentName="x-amz-object-ownership",
-                                 ArgumentValue=ownership)
+        raise s3.InvalidArgument(
+            "Invalid x-amz-object-ownership header",
+            ArgumentName="x-amz-object-ownership",
+            ArgumentValue=ownership,
+        )
     owner = _caller_id(req)
     requested, canned = acls.acl_from_request(req.headers, owner, owner, _caller_name(req))
-    if requested is not None and ownership == BUCKET_OWNER_ENFORCED and not (
-        canned in ("private", "bucket-owner-full-control") or acls.is_owner_full_control(requested, owner)
+    if (
+        requested is not None
+        and ownership == BUCKET_OWNER_ENFORCED
+        and not (
+            canned in ("private", "bucket-owner-full-control") or acls.is_owner_full_control(requested, owner)
+        )
     ):
         raise s3.InvalidBucketAclWithObjectOwnership()
     if requested is not None and requested.is_public and _authorizer(req).server_block.block_public_acls:
         raise s3.AccessDenied()
-    req.request.state.new_bucket_documents = {OWNERSHIP: ownership,
-                                              ACL: requested.to_json() if requested is not None else None}
+    req.request.state.new_bucket_documents = {
+        OWNERSHIP: ownership,
+        ACL: requested.to_json() if requested is not None else None,
+    }
 
 
 async def store_bucket_documents(req: S3Request) -> None:

@@ -29,9 +29,7 @@ async def list_buckets(req: S3Request) -> Response:
         ("Bucket", [("Name", b.name), ("CreationDate", iso_time(b.created)), ("BucketRegion", b.region)])
         for b in buckets
     ]
-    return xml_response(
-        document("ListAllMyBucketsResult", [("Owner", owner_xml(req)), ("Buckets", entries)])
-    )
+    return xml_response(document("ListAllMyBucketsResult", [("Owner", owner_xml(req)), ("Buckets", entries)]))
 
 
 @handles(Operation.CreateBucket)
@@ -69,6 +67,8 @@ async def get_bucket_location(req: S3Request) -> Response:
     bucket = await req.store.get_bucket(req.bucket)
     # AWS answers an empty constraint for us-east-1, and clients expect exactly that.
     region = "" if bucket.region == "us-east-1" else bucket.region
-    return xml_response(document("LocationConstraint", []).replace(
-        b"></LocationConstraint>", f">{region}</LocationConstraint>".encode()
-    ))
+    return xml_response(
+        document("LocationConstraint", []).replace(
+            b"></LocationConstraint>", f">{region}</LocationConstraint>".encode()
+        )
+    )

@@ -31,11 +31,15 @@ def int_param(req: S3Request, name: str, default: int, *, low: int = 0, high: in
     try:
         value = int(raw)
     except ValueError:
-        raise InvalidArgument(f"Provided {name} not an integer or within integer range",
-                              ArgumentName=name, ArgumentValue=raw) from None
+        raise InvalidArgument(
+            f"Provided {name} not an integer or within integer range", ArgumentName=name, ArgumentValue=raw
+        ) from None
     if value < low:
-        raise InvalidArgument(f"Argument {name} must be an integer between {low} and 2147483647",
-                              ArgumentName=name, ArgumentValue=raw)
+        raise InvalidArgument(
+            f"Argument {name} must be an integer between {low} and 2147483647",
+            ArgumentName=name,
+            ArgumentValue=raw,
+        )
     return min(value, high) if high is not None else value
 
 

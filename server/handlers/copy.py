@@ -37,8 +37,11 @@ def copy_source(req: S3Request) -> tuple[str, str]:
     path = unquote(path).lstrip("/")
     bucket, sep, key = path.partition("/")
     if not bucket or not sep or not key:
-        raise InvalidArgument("Copy Source must mention the source bucket and key: sourcebucket/sourcekey",
-                              ArgumentName="x-amz-copy-source", ArgumentValue=raw)
+        raise InvalidArgument(
+            "Copy Source must mention the source bucket and key: sourcebucket/sourcekey",
+            ArgumentName="x-amz-copy-source",
+            ArgumentValue=raw,
+        )
     return bucket, key
 
 
@@ -59,7 +62,11 @@ def _copy_meta(req: S3Request, source: ObjectRecord) -> ObjectMeta:
             storage_class=storage_class if explicit else "STANDARD",
             storage_class_explicit=explicit,
         )
-    tags = parse_tagging(req.header("x-amz-tagging") or "") if tagging_directive == "REPLACE" else source.meta.tags
+    tags = (
+        parse_tagging(req.header("x-amz-tagging") or "")
+        if tagging_directive == "REPLACE"
+        else source.meta.tags
+    )
     return ObjectMeta(
         content_type=meta.content_type,
         system=meta.system,
@@ -70,8 +77,13 @@ def _copy_meta(req: S3Request, source: ObjectRecord) -> ObjectMeta:
     )
 
 
-def _result(tag: str, record_etag: str, mtime: float, checksum: tuple[str | None, str | None],
-            headers: dict[str, str] | None = None) -> Response:
+def _result(
+    tag: str,
+    record_etag: str,
+    mtime: float,
+    checksum: tuple[str | None, str | None],
+    headers: dict[str, str] | None = None,
+) -> Response:
     children: list[tuple[str, Value]] = [("ETag", f'"{record_etag}"'), ("LastModified", iso_time(mtime))]
     algorithm, value = checksum
     if algorithm and value:
@@ -87,8 +99,9 @@ async def copy_object(req: S3Request) -> Response:
     source_key = customer_key(req, COPY_SOURCE_CUSTOMER)
     if req.authorizer is not None and req.identity is not None:
         await req.authorizer.check_read(req.identity, src_bucket, src_key, request=req.request)
-    source = await req.store.open_object(src_bucket, src_key, customer_key=source_key.key if source_key else None,
-                                         check_customer_key=True)
+    source = await req.store.open_object(
+        src_bucket, src_key, customer_key=source_key.key if source_key else None, check_customer_key=True
+    )
     if req.lifecycle is not None:
         req.lifecycle.record_access(src_bucket, src_key)  # a copy reads its source: an access
     try:
@@ -110,12 +123,21 @@ async def copy_object(req: S3Request) -> Response:
                 )
             if req.store.tier_for(meta.storage_class) == source.record.tier and encryption is None:
                 # chmod/touch through a FUSE mount: only metadata changes, no byte is copied.
-                record = await req.store.replace_metadata(req.bucket, req.key, meta, if_etag=source.record.etag)
-                return _result("CopyObjectResult", record.etag, record.last_modified,
-                               (record.checksum_algorithm, record.checksum), response_headers(record.meta.encryption))
+                record = await req.store.replace_metadata(
+                    req.bucket, req.key, meta, if_etag=source.record.etag
+                )
+                return _result(
+                    "CopyObjectResult",
+                    record.etag,
+                    record.last_modified,
+                    (record.checksum_algorithm, record.checksum),
+                    response_headers(record.meta.encryption),
+                )
         await req.store.get_bucket(req.bucket)
         pending = await req.store.begin_put(
-            req.bucket, meta.storage_class, size_hint=source.record.size,
+            req.bucket,
+            meta.storage_class,
+            size_hint=source.record.size,
             checksum_algorithm=req.header("x-amz-checksum-algorithm") or source.record.checksum_algorithm,
             encryption=encryption,
         )
@@ -127,8 +149,13 @@ async def copy_object(req: S3Request) -> Response:
             raise
     finally:
         source.close()
-    return _result("CopyObjectResult", record.etag, record.last_modified, (record.checksum_algorithm, record.checksum),
-                   response_headers(record.meta.encryption, ckey))
+    return _result(
+        "CopyObjectResult",
+        record.etag,
+        record.last_modified,
+        (record.checksum_algorithm, record.checksum),
+        response_headers(record.meta.encryption, ckey),
+    )
 
 
 def _copy_range(req: S3Request, size: int) -> tuple[int, int]:
@@ -138,8 +165,11 @@ def _copy_range(req: S3Request, size: int) -> tuple[int, int]:
     unit, _, spec = value.partition("=")
     first, dash, last = spec.partition("-")
     if unit.strip() != "bytes" or not dash or not is_number(first.strip()) or not is_number(last.strip()):
-        raise InvalidArgument("The x-amz-copy-source-range value must be of the form bytes=first-last",
-                              ArgumentName="x-amz-copy-source-range", ArgumentValue=value)
+        raise InvalidArgument(
+            "The x-amz-copy-source-range value must be of the form bytes=first-last",
+            ArgumentName="x-amz-copy-source-range",
+            ArgumentValue=value,
+        )
     start, end = int(first), int(last) + 1
     if start >= end or end > size:
         raise InvalidRange(ActualObjectSize=size, RangeRequested=value)
@@ -155,13 +185,19 @@ async def upload_part_copy(req: S3Request) -> Response:
     ckey = customer_key(req)
     if req.authorizer is not None and req.identity is not None:
         await req.authorizer.check_read(req.identity, src_bucket, src_key, request=req.request)
-    source = await req.store.open_object(src_bucket, src_key, customer_key=source_key.key if source_key else None,
-                                         check_customer_key=True)
+    source = await req.store.open_object(
+        src_bucket, src_key, customer_key=source_key.key if source_key else None, check_customer_key=True
+    )
     try:
         check_read_conditions(req.headers, source.record, for_copy=True)
         start, end = _copy_range(req, source.record.size)
-        pending = await req.store.begin_part(upload, size_hint=end - start, checksum_algorithm=None,
-                                             part_number=part_number, customer_key=ckey.key if ckey else None)
+        pending = await req.store.begin_part(
+            upload,
+            size_hint=end - start,
+            checksum_algorithm=None,
+            part_number=part_number,
+            customer_key=ckey.key if ckey else None,
+        )
         try:
             await req.store.copy_data(source, pending, start, end)
             part = await pending.commit_part(upload, part_number)
@@ -170,5 +206,10 @@ async def upload_part_copy(req: S3Request) -> Response:
             raise
     finally:
         source.close()
-    return _result("CopyPartResult", part.etag, part.last_modified, (upload.checksum_algorithm, part.checksum),
-                   response_headers(upload.meta.encryption, ckey))
+    return _result(
+        "CopyPartResult",
+        part.etag,
+        part.last_modified,
+        (upload.checksum_algorithm, part.checksum),
+        response_headers(upload.meta.encryption, ckey),
+    )

@@ -56,12 +56,27 @@ async def delete_objects(req: S3Request) -> Response:
     for key, version in objects:
         try:
             if version is not None and version != "null":
-                results.append(("Error", [("Key", key), ("VersionId", version), ("Code", "NoSuchVersion"),
-                                          ("Message", "The specified version does not exist.")]))
+                results.append(
+                    (
+                        "Error",
+                        [
+                            ("Key", key),
+                            ("VersionId", version),
+                            ("Code", "NoSuchVersion"),
+                            ("Message", "The specified version does not exist."),
+                        ],
+                    )
+                )
                 continue
             if req.authorizer is not None and req.identity is not None:
-                await req.authorizer.check(req.identity, Operation.DeleteObject, req.bucket, key=key,
-                                           request=req.request, query=req.query)
+                await req.authorizer.check(
+                    req.identity,
+                    Operation.DeleteObject,
+                    req.bucket,
+                    key=key,
+                    request=req.request,
+                    query=req.query,
+                )
             await req.store.delete_object(req.bucket, key)
         except (S3Error, TieringError) as exc:
             error = exc if isinstance(exc, S3Error) else to_s3_error(exc)

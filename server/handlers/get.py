@@ -47,7 +47,9 @@ def part_range(record: ObjectRecord, part_number: int) -> ByteRange:
     raise InvalidPartNumber()
 
 
-async def _multirange(opened: OpenedObject, ranges: list[ByteRange], boundary: str, content_type: str) -> AsyncIterator[bytes | memoryview]:
+async def _multirange(
+    opened: OpenedObject, ranges: list[ByteRange], boundary: str, content_type: str
+) -> AsyncIterator[bytes | memoryview]:
     size = opened.record.size
     for r in ranges:
         yield _part_header(boundary, content_type, r, size)
@@ -72,8 +74,12 @@ async def get_object(req: S3Request) -> Response:
     ckey = customer_key(req)
     # HEAD describes an archived object; only GET needs its bytes (and so a restore).
     opened = await req.store.open_object(
-        req.bucket, req.key, allow_archived=not send_body, read_up_to=SMALL_GET_BYTES if send_body else 0,
-        customer_key=ckey.key if ckey else None, check_customer_key=True,
+        req.bucket,
+        req.key,
+        allow_archived=not send_body,
+        read_up_to=SMALL_GET_BYTES if send_body else 0,
+        customer_key=ckey.key if ckey else None,
+        check_customer_key=True,
     )
     if send_body and req.lifecycle is not None:
         req.lifecycle.record_access(req.bucket, req.key)  # HEAD does not warm an object
@@ -90,7 +96,9 @@ async def get_object(req: S3Request) -> Response:
 def _respond(req: S3Request, opened: OpenedObject, send_body: bool, ckey: CustomerKey | None) -> Response:
     record = opened.record
     check_read_conditions(req.headers, record)
-    headers = object_headers(record, checksum_mode=(req.header("x-amz-checksum-mode") or "").upper() == "ENABLED")
+    headers = object_headers(
+        record, checksum_mode=(req.header("x-amz-checksum-mode") or "").upper() == "ENABLED"
+    )
     headers.update(response_headers(record.meta.encryption, ckey))
     if req.query.get("versionId") == "null":
         headers["x-amz-version-id"] = "null"
@@ -170,8 +178,15 @@ async def get_object_attributes(req: S3Request) -> Response:
         children.append(("ETag", record.etag))
     if "Checksum" in wanted and record.checksum and record.checksum_algorithm:
         # Here AWS gives a composite checksum without its "-<parts>" suffix, and its type beside it.
-        children.append(("Checksum", [(f"Checksum{record.checksum_algorithm}", record.checksum.split("-")[0]),
-                                      ("ChecksumType", checksum_type_of(record.checksum))]))
+        children.append(
+            (
+                "Checksum",
+                [
+                    (f"Checksum{record.checksum_algorithm}", record.checksum.split("-")[0]),
+                    ("ChecksumType", checksum_type_of(record.checksum)),
+                ],
+            )
+        )
     if "ObjectParts" in wanted and record.parts_count:
         children.append(("ObjectParts", [("TotalPartsCount", record.parts_count)]))
     if "StorageClass" in wanted:

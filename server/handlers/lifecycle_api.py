@@ -127,8 +127,9 @@ async def restore_object(req: S3Request) -> Response:
         raw_days = child_text(root, "Days")
         if raw_days is not None:
             if not is_number(raw_days.strip()) or not 1 <= int(raw_days) <= MAX_RESTORE_DAYS:
-                raise s3.InvalidArgument("Days must be a positive integer", ArgumentName="Days",
-                                         ArgumentValue=raw_days)
+                raise s3.InvalidArgument(
+                    "Days must be a positive integer", ArgumentName="Days", ArgumentValue=raw_days
+                )
             days = int(raw_days)
         params = root.find("GlacierJobParameters")
         tier = child_text(params, "Tier") if params is not None else None

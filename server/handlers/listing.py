@@ -24,8 +24,9 @@ MAX_KEYS = 1000
 def _encoding(req: S3Request) -> str | None:
     value = req.query.get("encoding-type")
     if value is not None and value != "url":
-        raise InvalidArgument("Invalid Encoding Method specified in Request",
-                              ArgumentName="encoding-type", ArgumentValue=value)
+        raise InvalidArgument(
+            "Invalid Encoding Method specified in Request", ArgumentName="encoding-type", ArgumentValue=value
+        )
     return value
 
 
@@ -39,6 +40,7 @@ def _owner_text(req: S3Request) -> str:
 # and checksum algorithms come from fixed vocabularies (checked on the way in) and ETags are hex,
 # so only keys and prefixes need escaping.
 
+
 def _key_text(encoding: str | None) -> Callable[[str], str]:
     """How a key or prefix is written: escaped, and URL-encoded first with encoding-type=url."""
     if encoding is None:
@@ -49,24 +51,28 @@ def _key_text(encoding: str | None) -> Callable[[str], str]:
 def _contents(entries: list[ListEntry], encoding: str | None, owner: str) -> str:
     """`<Contents>` per entry; `owner` is the rendered `<Owner>` element, or "" to leave it out."""
     text = _key_text(encoding)
-    return "".join([
-        f"<Contents><Key>{text(key)}</Key>"
-        f"<LastModified>{iso_time(modified)}</LastModified><ETag>\"{etag}\"</ETag><Size>{size}</Size>"
-        f"<StorageClass>{storage_class}</StorageClass>"
-        f"{f'<ChecksumAlgorithm>{algorithm}</ChecksumAlgorithm>' if algorithm else ''}{owner}</Contents>"
-        for key, size, etag, modified, storage_class, algorithm in entries
-    ])
+    return "".join(
+        [
+            f"<Contents><Key>{text(key)}</Key>"
+            f'<LastModified>{iso_time(modified)}</LastModified><ETag>"{etag}"</ETag><Size>{size}</Size>'
+            f"<StorageClass>{storage_class}</StorageClass>"
+            f"{f'<ChecksumAlgorithm>{algorithm}</ChecksumAlgorithm>' if algorithm else ''}{owner}</Contents>"
+            for key, size, etag, modified, storage_class, algorithm in entries
+        ]
+    )
 
 
 def _versions(entries: list[ListEntry], encoding: str | None, owner: str) -> str:
     """`<Version>` per entry: unversioned, each object is its one version, `null`, and the latest."""
     text = _key_text(encoding)
-    return "".join([
-        f"<Version><Key>{text(key)}</Key><VersionId>null</VersionId>"
-        f"<IsLatest>true</IsLatest><LastModified>{iso_time(modified)}</LastModified>"
-        f"<ETag>\"{etag}\"</ETag><Size>{size}</Size><StorageClass>{storage_class}</StorageClass>{owner}</Version>"
-        for key, size, etag, modified, storage_class, _algorithm in entries
-    ])
+    return "".join(
+        [
+            f"<Version><Key>{text(key)}</Key><VersionId>null</VersionId>"
+            f"<IsLatest>true</IsLatest><LastModified>{iso_time(modified)}</LastModified>"
+            f'<ETag>"{etag}"</ETag><Size>{size}</Size><StorageClass>{storage_class}</StorageClass>{owner}</Version>'
+            for key, size, etag, modified, storage_class, _algorithm in entries
+        ]
+    )
 
 
 def _prefixes(prefixes: list[str], encoding: str | None) -> str:
@@ -127,8 +133,11 @@ def _decode_token(token: str) -> str:
         # validate=True: a token with stray characters is refused, not silently read as "" (page 1).
         return base64.b64decode(token.encode(), altchars=b"-_", validate=True).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise InvalidArgument("The continuation token provided is incorrect",
-                              ArgumentName="continuation-token", ArgumentValue=token) from None
+        raise InvalidArgument(
+            "The continuation token provided is incorrect",
+            ArgumentName="continuation-token",
+            ArgumentValue=token,
+        ) from None
 
 
 @handles(Operation.ListObjectsV2)
@@ -257,13 +266,18 @@ async def list_uploads(req: S3Request) -> Response:
     if encoding:
         children.append(("EncodingType", encoding))
     for upload in uploads:
-        children.append(("Upload", [
-            ("Key", encode_key(upload.key, encoding)),
-            ("UploadId", upload.upload_id),
-            ("Initiator", owner_xml(req)),
-            ("Owner", owner_xml(req)),
-            ("StorageClass", upload.meta.storage_class),
-            ("Initiated", iso_time(upload.initiated)),
-        ]))
+        children.append(
+            (
+                "Upload",
+                [
+                    ("Key", encode_key(upload.key, encoding)),
+                    ("UploadId", upload.upload_id),
+                    ("Initiator", owner_xml(req)),
+                    ("Owner", owner_xml(req)),
+                    ("StorageClass", upload.meta.storage_class),
+                    ("Initiated", iso_time(upload.initiated)),
+                ],
+            )
+        )
     children += [("CommonPrefixes", [("Prefix", encode_key(p, encoding))]) for p in prefixes]
     return xml_response(document("ListMultipartUploadsResult", children))

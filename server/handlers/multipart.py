@@ -23,8 +23,11 @@ MAX_PART_NUMBER = 10_000
 def part_number_param(req: S3Request) -> int:
     raw = req.query.get("partNumber", "")
     if not is_number(raw) or not 1 <= int(raw) <= MAX_PART_NUMBER:
-        raise InvalidArgument("Part number must be an integer between 1 and 10000, inclusive",
-                              ArgumentName="partNumber", ArgumentValue=raw)
+        raise InvalidArgument(
+            "Part number must be an integer between 1 and 10000, inclusive",
+            ArgumentName="partNumber",
+            ArgumentValue=raw,
+        )
     return int(raw)
 
 
@@ -39,13 +42,22 @@ async def create_upload(req: S3Request) -> Response:
     checksum_type = _checksum_type(algorithm, req.header("x-amz-checksum-type"))
     owner_id, _ = owner_of(req)
     upload = await req.store.create_upload(
-        req.bucket, req.key, meta, checksum_algorithm=algorithm, owner=owner_id, checksum_type=checksum_type,
+        req.bucket,
+        req.key,
+        meta,
+        checksum_algorithm=algorithm,
+        owner=owner_id,
+        checksum_type=checksum_type,
         encryption=encryption,
     )
     headers = response_headers(upload.meta.encryption, ckey)
     if upload.checksum_algorithm:
-        headers.update({"x-amz-checksum-algorithm": upload.checksum_algorithm,
-                        "x-amz-checksum-type": upload.checksum_type or COMPOSITE})
+        headers.update(
+            {
+                "x-amz-checksum-algorithm": upload.checksum_algorithm,
+                "x-amz-checksum-type": upload.checksum_type or COMPOSITE,
+            }
+        )
     return xml_response(
         document(
             "InitiateMultipartUploadResult",
@@ -62,12 +74,16 @@ def _checksum_type(algorithm: str | None, requested: str | None) -> str | None:
         raise InvalidRequest("Value for x-amz-checksum-type header is invalid.")
     if not algorithm:
         if requested is not None:
-            raise InvalidRequest("The x-amz-checksum-type header can only be used with the x-amz-checksum-algorithm header.")
+            raise InvalidRequest(
+                "The x-amz-checksum-type header can only be used with the x-amz-checksum-algorithm header."
+            )
         return None
     allowed = checksum_types_for(algorithm)
     chosen = requested.upper() if requested is not None else allowed[0]
     if chosen not in allowed:
-        raise InvalidRequest(f"The {chosen} checksum type cannot be used with the {algorithm.lower()} checksum algorithm.")
+        raise InvalidRequest(
+            f"The {chosen} checksum type cannot be used with the {algorithm.lower()} checksum algorithm."
+        )
     return chosen
 
 
@@ -79,12 +95,19 @@ async def upload_part(req: S3Request) -> Response:
     requested = requested_checksum_algorithm(req.headers)
     if requested and upload.checksum_algorithm and requested != upload.checksum_algorithm:
         # The object's checksum is made of its parts' ones: they must all be of its algorithm.
-        raise InvalidRequest(f"Checksum Type mismatch occurred, expected checksum Type: "
-                             f"{upload.checksum_algorithm.lower()}, actual checksum Type: {requested.lower()}")
+        raise InvalidRequest(
+            f"Checksum Type mismatch occurred, expected checksum Type: "
+            f"{upload.checksum_algorithm.lower()}, actual checksum Type: {requested.lower()}"
+        )
     algorithm = requested or upload.checksum_algorithm
     ckey = customer_key(req)
-    pending = await req.store.begin_part(upload, size_hint=size, checksum_algorithm=algorithm,
-                                         part_number=part_number, customer_key=ckey.key if ckey else None)
+    pending = await req.store.begin_part(
+        upload,
+        size_hint=size,
+        checksum_algorithm=algorithm,
+        part_number=part_number,
+        customer_key=ckey.key if ckey else None,
+    )
     try:
         await receive_body(req, pending)
         part = await pending.commit_part(upload, part_number)
@@ -112,8 +135,13 @@ async def complete_upload(req: S3Request) -> Response:
         raise MalformedXML()
     expected = next(((a, v) for a in ALGORITHMS if (v := req.header(f"x-amz-checksum-{a.lower()}"))), None)
     record = await req.store.complete_upload(
-        req.bucket, req.key, req.query.get("uploadId", ""), requested,
-        if_match=req.header("if-match"), if_none_match=req.header("if-none-match"), expected_checksum=expected,
+        req.bucket,
+        req.key,
+        req.query.get("uploadId", ""),
+        requested,
+        if_match=req.header("if-match"),
+        if_none_match=req.header("if-none-match"),
+        expected_checksum=expected,
         expected_checksum_type=req.header("x-amz-checksum-type"),
     )
     children: list[tuple[str, Value]] = [
@@ -125,8 +153,10 @@ async def complete_upload(req: S3Request) -> Response:
     if record.checksum and record.checksum_algorithm:
         children.append((f"Checksum{record.checksum_algorithm}", record.checksum))
         children.append(("ChecksumType", checksum_type_of(record.checksum)))
-    return xml_response(document("CompleteMultipartUploadResult", children),
-                        headers=response_headers(record.meta.encryption) or None)
+    return xml_response(
+        document("CompleteMultipartUploadResult", children),
+        headers=response_headers(record.meta.encryption) or None,
+    )
 
 
 @handles(Operation.AbortMultipartUpload)

@@ -59,7 +59,9 @@ def _object_key(values: dict[str, str], part: FilePart) -> str:
     if part.filename is not None:  # without a filename parameter S3 keeps "${filename}" as is
         key = key.replace("${filename}", part.filename)
     if not key:
-        raise s3.InvalidArgument("User key must have a length greater than 0.", ArgumentName="key", ArgumentValue="")
+        raise s3.InvalidArgument(
+            "User key must have a length greater than 0.", ArgumentName="key", ArgumentValue=""
+        )
     validate_key(key)
     return key
 
@@ -104,8 +106,14 @@ async def post_object(req: S3Request) -> Response:
     identity = ANONYMOUS if signer is None else req.credentials.identity(signer.access_key)
     req.identity = identity
     assert req.authorizer is not None
-    await req.authorizer.check(identity, Operation.PutObject, req.bucket, key=key, request=req.request,
-                               auth_scheme=None if signer is None else "post")
+    await req.authorizer.check(
+        identity,
+        Operation.PutObject,
+        req.bucket,
+        key=key,
+        request=req.request,
+        auth_scheme=None if signer is None else "post",
+    )
     form_request = _form_request(req, values)
     encryption, ckey = write_request(form_request)  # encrypted as a PUT with these headers would be
     meta = meta_from_headers(values)  # Content-Type, Cache-Control, x-amz-meta-*, ... as fields
@@ -117,8 +125,9 @@ async def post_object(req: S3Request) -> Response:
     declared_md5 = content_md5(values)
 
     limit = size_limit(policy) if policy is not None else None
-    pending = await req.store.begin_put(req.bucket, meta.storage_class, checksum_algorithm=algorithm,
-                                        encryption=encryption)
+    pending = await req.store.begin_put(
+        req.bucket, meta.storage_class, checksum_algorithm=algorithm, encryption=encryption
+    )
     try:
         size = 0
         async for chunk in form.file():
@@ -135,7 +144,10 @@ async def post_object(req: S3Request) -> Response:
         digests = pending.digests
         if declared_md5 is not None and declared_md5 != digests.md5_hex:
             raise s3.BadDigest(ExpectedDigest=declared_md5, CalculatedDigest=digests.md5_hex)
-        if algorithm and values.get(f"x-amz-checksum-{algorithm.lower()}", "").strip() not in ("", digests.checksum_b64):
+        if algorithm and values.get(f"x-amz-checksum-{algorithm.lower()}", "").strip() not in (
+            "",
+            digests.checksum_b64,
+        ):
             raise s3.BadDigest(f"The {algorithm} you specified did not match the calculated checksum.")
         record = await pending.commit_object(req.bucket, key, meta)
     except BaseException:
@@ -144,7 +156,9 @@ async def post_object(req: S3Request) -> Response:
     return _answer(req, values, key, record.etag, response_headers(record.meta.encryption, ckey))
 
 
-def _answer(req: S3Request, values: dict[str, str], key: str, etag: str, encryption: dict[str, str]) -> Response:
+def _answer(
+    req: S3Request, values: dict[str, str], key: str, etag: str, encryption: dict[str, str]
+) -> Response:
     location = _object_url(req, key)
     headers = {"etag": f'"{etag}"', "location": location, **encryption}
     redirect = _redirect(values.get("success_action_redirect") or values.get("redirect"))

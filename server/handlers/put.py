@@ -31,8 +31,9 @@ async def put_object(req: S3Request) -> Response:
     meta = await object_acl_for_write(req, meta_from_headers(req.headers))
     size = declared_size(req)
     algorithm = requested_checksum_algorithm(req.headers)
-    pending = await req.store.begin_put(req.bucket, meta.storage_class, size_hint=size, checksum_algorithm=algorithm,
-                                        encryption=encryption)
+    pending = await req.store.begin_put(
+        req.bucket, meta.storage_class, size_hint=size, checksum_algorithm=algorithm, encryption=encryption
+    )
     try:
         await receive_body(req, pending)
         record = await pending.commit_object(
@@ -45,8 +46,11 @@ async def put_object(req: S3Request) -> Response:
     except BaseException:
         await pending.abort()
         raise
-    headers = {"etag": f'"{record.etag}"', "x-tierstore-tier": record.tier,
-               **response_headers(record.meta.encryption, ckey)}
+    headers = {
+        "etag": f'"{record.etag}"',
+        "x-tierstore-tier": record.tier,
+        **response_headers(record.meta.encryption, ckey),
+    }
     if record.checksum and record.checksum_algorithm:
         headers[f"x-amz-checksum-{record.checksum_algorithm.lower()}"] = record.checksum
         headers["x-amz-checksum-type"] = "FULL_OBJECT"

@@ -17,8 +17,13 @@ def parse_amz_date(value: str) -> datetime | None:
         return None
     try:
         return datetime(
-            int(value[0:4]), int(value[4:6]), int(value[6:8]),
-            int(value[9:11]), int(value[11:13]), int(value[13:15]), tzinfo=UTC,
+            int(value[0:4]),
+            int(value[4:6]),
+            int(value[6:8]),
+            int(value[9:11]),
+            int(value[11:13]),
+            int(value[13:15]),
+            tzinfo=UTC,
         )
     except ValueError:
         return None

@@ -48,7 +48,9 @@ EXTRA_SUBRESOURCES = frozenset(
 
 
 def _sign(secret: str, string_to_sign: str) -> str:
-    digest = hmac.new(secret.encode("utf-8"), string_to_sign.encode("utf-8", "surrogateescape"), hashlib.sha1).digest()
+    digest = hmac.new(
+        secret.encode("utf-8"), string_to_sign.encode("utf-8", "surrogateescape"), hashlib.sha1
+    ).digest()
     return base64.b64encode(digest).decode("ascii")
 
 

@@ -24,9 +24,27 @@ def test_bulk_restore_makes_every_archived_object_readable(server: ServerProcess
 
     env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS_KEY, "TIERSTORE_SECRET_KEY": SECRET_KEY}
     out = subprocess.run(
-        [sys.executable, "-m", "server.cli", "admin", "--endpoint", server.endpoint, "restore", bucket,
-         "--prefix", "archive/", "--days", "3", "--wait", "--json"],
-        capture_output=True, text=True, env=env, timeout=240, check=True,
+        [
+            sys.executable,
+            "-m",
+            "server.cli",
+            "admin",
+            "--endpoint",
+            server.endpoint,
+            "restore",
+            bucket,
+            "--prefix",
+            "archive/",
+            "--days",
+            "3",
+            "--wait",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+        check=True,
     )
     result = json.loads(out.stdout)
     # Only objects of an archive class are looked at: "archive/plain" (STANDARD) is not counted.
@@ -41,8 +59,21 @@ def test_malformed_admin_numbers_are_400_not_500(server: ServerProcess, bucket: 
     env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS_KEY, "TIERSTORE_SECRET_KEY": SECRET_KEY}
     for days in ("0", "-3"):
         out = subprocess.run(
-            [sys.executable, "-m", "server.cli", "admin", "--endpoint", server.endpoint, "restore", bucket,
-             "--days", days],
-            capture_output=True, text=True, env=env, timeout=120,
+            [
+                sys.executable,
+                "-m",
+                "server.cli",
+                "admin",
+                "--endpoint",
+                server.endpoint,
+                "restore",
+                bucket,
+                "--days",
+                days,
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
         )
         assert out.returncode != 0 and "InvalidArgument" in out.stderr, (days, out.stderr)

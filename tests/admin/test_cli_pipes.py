@@ -26,8 +26,14 @@ def test_admin_output_into_a_closed_pipe_ends_quietly(server: ServerProcess, arg
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        done = subprocess.run([*_tierstore_cmd(), "admin", *args, "--endpoint", server.endpoint],
-                              stdout=write_end, stderr=subprocess.PIPE, env=env, text=True, timeout=120)
+        done = subprocess.run(
+            [*_tierstore_cmd(), "admin", *args, "--endpoint", server.endpoint],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+            timeout=120,
+        )
     finally:
         os.close(write_end)
     assert done.stderr == "", done.stderr
@@ -39,8 +45,13 @@ def test_admin_status_through_head(server: ServerProcess, tmp_path: Path) -> Non
     env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS_KEY, "TIERSTORE_SECRET_KEY": SECRET_KEY}
     command = " ".join([*_tierstore_cmd(), "admin", "domains", "--endpoint", server.endpoint])
     errors = tmp_path / "stderr"
-    done = subprocess.run(["bash", "-c", f"{command} 2>{errors} | head -4"], capture_output=True, text=True,
-                          env=env, timeout=120)
+    done = subprocess.run(
+        ["bash", "-c", f"{command} 2>{errors} | head -4"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 0 and len(done.stdout.splitlines()) == 4
     assert done.stdout.startswith("ID ")
     assert errors.read_text() == ""

@@ -43,8 +43,13 @@ def test_request_and_tier_metrics_move_with_traffic(server: ServerProcess, s3, b
     s3.put_object(Bucket=bucket, Key="m/one", Body=b"x" * 200_000)
     after = scrape(server)
     assert after[key] == before.get(key, 0) + 1
-    assert after['tierstore_tier_bytes{tier="hot"}'] >= before.get('tierstore_tier_bytes{tier="hot"}', 0) + 200_000
-    assert after['tierstore_ec_bytes_total{op="encode"}'] > before.get('tierstore_ec_bytes_total{op="encode"}', 0)
+    assert (
+        after['tierstore_tier_bytes{tier="hot"}']
+        >= before.get('tierstore_tier_bytes{tier="hot"}', 0) + 200_000
+    )
+    assert after['tierstore_ec_bytes_total{op="encode"}'] > before.get(
+        'tierstore_ec_bytes_total{op="encode"}', 0
+    )
     # Per-bucket usage comes from the catalog's counters, fresh at every scrape (no longer cached).
     bucket_bytes = f'tierstore_bucket_bytes{{bucket="{bucket}",tier="hot"}}'
     assert after[bucket_bytes] == before.get(bucket_bytes, 0) + 200_000
@@ -70,12 +75,28 @@ def test_unknown_domain_and_unauthenticated_admin_are_refused(server: ServerProc
     env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS_KEY, "TIERSTORE_SECRET_KEY": "wrong"}
     bad = subprocess.run(
         [sys.executable, "-m", "server.cli", "admin", "--endpoint", server.endpoint, "status"],
-        capture_output=True, text=True, env=env, timeout=60,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
     assert bad.returncode != 0 and "SignatureDoesNotMatch" in bad.stderr
     env["TIERSTORE_SECRET_KEY"] = SECRET_KEY
     missing = subprocess.run(
-        [sys.executable, "-m", "server.cli", "admin", "--endpoint", server.endpoint, "domain", "offline", "nope"],
-        capture_output=True, text=True, env=env, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "server.cli",
+            "admin",
+            "--endpoint",
+            server.endpoint,
+            "domain",
+            "offline",
+            "nope",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
     assert missing.returncode != 0 and "NoSuchDomain" in missing.stderr

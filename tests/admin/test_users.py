@@ -15,14 +15,20 @@ from tests.conftest import ACCESS_KEY, REGION, SECRET_KEY, ServerProcess
 from tests.support import run_admin
 
 
-def admin(server: ServerProcess, *args: str, keys: tuple[str, str] = (ACCESS_KEY, SECRET_KEY)) -> subprocess.CompletedProcess[str]:
+def admin(
+    server: ServerProcess, *args: str, keys: tuple[str, str] = (ACCESS_KEY, SECRET_KEY)
+) -> subprocess.CompletedProcess[str]:
     return run_admin(server.endpoint, *args, keys=keys, timeout=120)
 
 
 def client(server: ServerProcess, access: str, secret: str):
     return boto3.client(
-        "s3", endpoint_url=server.endpoint, aws_access_key_id=access, aws_secret_access_key=secret,
-        region_name=REGION, config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+        "s3",
+        endpoint_url=server.endpoint,
+        aws_access_key_id=access,
+        aws_secret_access_key=secret,
+        region_name=REGION,
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
     )
 
 
@@ -62,8 +68,9 @@ def test_a_user_cannot_touch_another_users_bucket(server: ServerProcess, users: 
             lambda: bob.list_objects_v2(Bucket="alice-private"),
             lambda: bob.delete_object(Bucket="alice-private", Key="secret.txt"),
             lambda: bob.delete_bucket(Bucket="alice-private"),
-            lambda: bob.copy_object(Bucket="bob-bucket", Key="stolen",
-                                    CopySource={"Bucket": "alice-private", "Key": "secret.txt"}),
+            lambda: bob.copy_object(
+                Bucket="bob-bucket", Key="stolen", CopySource={"Bucket": "alice-private", "Key": "secret.txt"}
+            ),
         ):
             with pytest.raises(ClientError) as exc:
                 call()

@@ -70,5 +70,3 @@ def tls_bucket(tls_s3) -> Iterator[str]:
     for upload in tls_s3.list_multipart_uploads(Bucket=name).get("Uploads", []):
         tls_s3.abort_multipart_upload(Bucket=name, Key=upload["Key"], UploadId=upload["UploadId"])
     tls_s3.delete_bucket(Bucket=name)
-
-

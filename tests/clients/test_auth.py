@@ -98,7 +98,9 @@ def message_of(response: requests.Response) -> str | None:
         (0, "AccessDenied", "Request has expired"),
     ],
 )
-def test_presigned_expires_out_of_range_is_403(v4, bucket: str, expires: int, code: str, message: str | None) -> None:
+def test_presigned_expires_out_of_range_is_403(
+    v4, bucket: str, expires: int, code: str, message: str | None
+) -> None:
     v4.put_object(Bucket=bucket, Key="k", Body=b"data")
     # The range is checked before the signature, so an edited URL shows it as well as a signed one
     # (botocore's CRT signer will not sign a negative or zero expiry).
@@ -128,7 +130,9 @@ def test_tampered_presigned_signatures_are_refused(s3, v4, bucket: str) -> None:
 def test_sigv2_header_auth(server: ServerProcess, bucket: str) -> None:
     v2 = make_client(server.endpoint, signature_version="s3")
     sent: list[bytes] = []
-    v2.meta.events.register("before-send.s3", lambda request, **_: sent.append(request.headers["Authorization"]))
+    v2.meta.events.register(
+        "before-send.s3", lambda request, **_: sent.append(request.headers["Authorization"])
+    )
     keys = ["plain.txt", "with space/and+plus.txt", "ünïcode/データ.bin"]
     bodies = {key: os.urandom(1000 + i) for i, key in enumerate(keys)}
     for key, body in bodies.items():

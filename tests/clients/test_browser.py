@@ -25,7 +25,9 @@ from botocore.exceptions import ClientError
 from tests.conftest import ServerProcess, make_client
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian: chromium)")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="headless Chromium is not installed (Debian: chromium)"
+)
 BROWSER_TIMEOUT = 90
 
 
@@ -91,7 +93,9 @@ def run_page(site: PageServer, path: str, script: str, tmp_path: Path) -> dict[s
                "--dump-dom", site.origin + path]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=BROWSER_TIMEOUT)
     match = re.search(r'<pre id="result">(.*?)</pre>', done.stdout, re.S)
-    assert match, f"no result in the page (rc {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    assert match, (
+        f"no result in the page (rc {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    )
     text = html.unescape(match.group(1))
     assert text != "pending", f"the page did not finish:\n{done.stderr[-2000:]}"
     return json.loads(text)
@@ -118,8 +122,12 @@ done({put: put.status, etag: etag, get: got.status, body: await got.text()});
 
 
 def put_then_get(signer, bucket: str, key: str) -> str:
-    put_url = signer.generate_presigned_url("put_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=300)
-    get_url = signer.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=300)
+    put_url = signer.generate_presigned_url(
+        "put_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=300
+    )
+    get_url = signer.generate_presigned_url(
+        "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=300
+    )
     return f"const PUT_URL = {json.dumps(put_url)}; const GET_URL = {json.dumps(get_url)};" + PUT_THEN_GET
 
 
@@ -145,7 +153,9 @@ def test_a_page_posts_a_form_upload(s3, signer, bucket, sites, tmp_path) -> None
     allowed, _ = sites
     allow(s3, bucket, allowed.origin)
     presigned = signer.generate_presigned_post(
-        bucket, "forms/${filename}", Fields={"success_action_status": "201", "Content-Type": "text/plain"},
+        bucket,
+        "forms/${filename}",
+        Fields={"success_action_status": "201", "Content-Type": "text/plain"},
         Conditions=[{"success_action_status": "201"}, ["starts-with", "$Content-Type", "text/"]],
     )
     script = f"""
@@ -167,15 +177,23 @@ def test_a_submitted_html_form_uploads_and_redirects(s3, signer, bucket, sites, 
     """A plain <form> submission (no CORS involved: a navigation), redirected back to the site."""
     allowed, _ = sites
     presigned = signer.generate_presigned_post(
-        bucket, "submitted/${filename}", Fields={"success_action_redirect": allowed.origin + "/done"},
+        bucket,
+        "submitted/${filename}",
+        Fields={"success_action_redirect": allowed.origin + "/done"},
         Conditions=[["starts-with", "$success_action_redirect", allowed.origin]],
     )
-    inputs = "".join(f'<input type="hidden" name="{html.escape(k)}" value="{html.escape(v)}">'
-                     for k, v in presigned["fields"].items())
+    inputs = "".join(
+        f'<input type="hidden" name="{html.escape(k)}" value="{html.escape(v)}">'
+        for k, v in presigned["fields"].items()
+    )
     script = f"""
 const holder = document.createElement('div');
-holder.innerHTML = {json.dumps(f'<form method="post" enctype="multipart/form-data" action="{presigned["url"]}">'
-                                 f'{inputs}<input type="file" name="file"></form>')};
+holder.innerHTML = {
+        json.dumps(
+            f'<form method="post" enctype="multipart/form-data" action="{presigned["url"]}">'
+            f'{inputs}<input type="file" name="file"></form>'
+        )
+    };
 document.body.appendChild(holder);
 const form = holder.querySelector('form');
 const files = new DataTransfer();

@@ -47,7 +47,9 @@ def capture_headers(client, event: str) -> list[dict[str, str]]:
     seen: list[dict[str, str]] = []
 
     def hook(request, **_: object) -> None:
-        seen.append({k.lower(): (v.decode() if isinstance(v, bytes) else v) for k, v in request.headers.items()})
+        seen.append(
+            {k.lower(): (v.decode() if isinstance(v, bytes) else v) for k, v in request.headers.items()}
+        )
 
     client.meta.events.register(f"before-send.s3.{event}", hook)
     return seen
@@ -112,8 +114,16 @@ def test_explicit_checksum_algorithm(tls_s3, tls_bucket: str, algorithm: str, ex
     assert_stored(tls_s3, tls_bucket, "sum", body)
 
 
-def _unsigned_trailer_put(tls: TlsServer, bucket: str, key: str, chunks: list[bytes], trailer: str,
-                          value: str, *, chunked_transfer: bool = False) -> Reply:
+def _unsigned_trailer_put(
+    tls: TlsServer,
+    bucket: str,
+    key: str,
+    chunks: list[bytes],
+    trailer: str,
+    value: str,
+    *,
+    chunked_transfer: bool = False,
+) -> Reply:
     body = unsigned_chunked_body(chunks, {trailer: value})
     headers = {
         "Content-Encoding": "aws-chunked",
@@ -168,8 +178,16 @@ def test_wrong_trailer_checksum_via_botocore_hook(tls_s3, tls_bucket: str) -> No
     assert "Contents" not in tls_s3.list_objects_v2(Bucket=tls_bucket)
 
 
-def _signed_put(tls: TlsServer, bucket: str, key: str, chunks: list[bytes], *, trailer: bool,
-                tamper_chunk: int | None = None, tamper_trailer: bool = False) -> Reply:
+def _signed_put(
+    tls: TlsServer,
+    bucket: str,
+    key: str,
+    chunks: list[bytes],
+    *,
+    trailer: bool,
+    tamper_chunk: int | None = None,
+    tamper_trailer: bool = False,
+) -> Reply:
     decoded = b"".join(chunks)
     headers = {
         "Content-Encoding": "aws-chunked",

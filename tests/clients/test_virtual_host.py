@@ -42,7 +42,10 @@ def test_virtual_hosted_round_trip(virtual, s3) -> None:
         virtual.put_object(Bucket=name, Key="dir/obj one.bin", Body=body)
         assert s3.get_object(Bucket=name, Key="dir/obj one.bin")["Body"].read() == body  # path style sees it
         assert virtual.get_object(Bucket=name, Key="dir/obj one.bin")["Body"].read() == body
-        assert virtual.get_object(Bucket=name, Key="dir/obj one.bin", Range="bytes=10-19")["Body"].read() == body[10:20]
+        assert (
+            virtual.get_object(Bucket=name, Key="dir/obj one.bin", Range="bytes=10-19")["Body"].read()
+            == body[10:20]
+        )
         listed = virtual.list_objects_v2(Bucket=name, Prefix="dir/", Delimiter="/")
         assert [o["Key"] for o in listed["Contents"]] == ["dir/obj one.bin"]
         virtual.delete_object(Bucket=name, Key="dir/obj one.bin")

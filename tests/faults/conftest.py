@@ -60,8 +60,9 @@ def data_bytes(data_dir: Path) -> int:
 class StreamingPut(threading.Thread):
     """PUT `size` bytes (UNSIGNED-PAYLOAD, SigV4) in pieces from a thread; records how far it got."""
 
-    def __init__(self, server: ServerProcess, path: str, seed: int, size: int, *,
-                 pause_at: int | None = None) -> None:
+    def __init__(
+        self, server: ServerProcess, path: str, seed: int, size: int, *, pause_at: int | None = None
+    ) -> None:
         super().__init__(daemon=True)
         self.server, self.path, self.seed, self.size = server, path, seed, size
         self.pause_at = pause_at  # stop sending there until `resume` is set

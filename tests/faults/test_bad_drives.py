@@ -61,7 +61,8 @@ def _config(data: Path, nodes: int = 8, drives_per_node: int = 2) -> Path:
     """The server's TOML: the hot tier's drives where the default layout puts them, weight 1 each."""
     drives = ", ".join(
         f'{{id = "hot-n{n}-d{d}", path = "{_drive_dir(data, f"hot-n{n}-d{d}")}", node = "n{n}", weight = 1.0}}'
-        for n in range(1, nodes + 1) for d in range(1, drives_per_node + 1)
+        for n in range(1, nodes + 1)
+        for d in range(1, drives_per_node + 1)
     )
     path = data.parent / "tierstore.toml"
     path.write_text(f"""
@@ -105,7 +106,9 @@ def mount_tmpfs() -> Iterator[Callable[[Path, str], None]]:
 
     def mount(path: Path, options: str) -> None:
         path.mkdir(parents=True, exist_ok=True)
-        done = _run("mount", "-t", "tmpfs", "-o", options, f"tierstore-{path.parent.name}-{path.name}", str(path))
+        done = _run(
+            "mount", "-t", "tmpfs", "-o", options, f"tierstore-{path.parent.name}-{path.name}", str(path)
+        )
         if done.returncode != 0:
             pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
         mounted.append(path)
@@ -152,8 +155,13 @@ def _admin(server: ServerProcess, *args: str) -> Any:
     script = Path(sys.executable).with_name("tierstore")
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "server.cli"]
     env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS_KEY, "TIERSTORE_SECRET_KEY": SECRET_KEY}
-    done = subprocess.run([*cmd, "admin", *args, "--endpoint", server.endpoint, "--json"],
-                          env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [*cmd, "admin", *args, "--endpoint", server.endpoint, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, f"tierstore admin {' '.join(args)} failed: {done.stderr}"
     return json.loads(done.stdout)
 
@@ -169,7 +177,9 @@ def _metric_states(server: ServerProcess) -> dict[str, str]:
     states = {}
     for line in text.splitlines():
         if line.startswith("tierstore_domain_state{") and line.endswith(" 1.0"):
-            labels = dict(part.split("=", 1) for part in line[line.index("{") + 1 : line.index("}")].split(","))
+            labels = dict(
+                part.split("=", 1) for part in line[line.index("{") + 1 : line.index("}")].split(",")
+            )
             if labels["tier"].strip('"') == "hot":
                 states[labels["domain"].strip('"')] = labels["state"].strip('"')
     return states
@@ -201,7 +211,9 @@ def test_bad_drives_do_not_fail_puts(bad_drives: Path, spawn: Callable[..., Serv
     def read_back() -> None:
         for n, size in enumerate(sizes):
             body = s3.get_object(Bucket=BUCKET, Key=f"obj-{n}")["Body"].read()
-            assert hashlib.md5(body).hexdigest() == hashlib.md5(_body(n, size)).hexdigest(), f"obj-{n} differs"
+            assert hashlib.md5(body).hexdigest() == hashlib.md5(_body(n, size)).hexdigest(), (
+                f"obj-{n} differs"
+            )
 
     read_back()
     # Retried shards are recorded where they landed: a heal pass finds every shard whole.
@@ -252,14 +264,18 @@ def test_bad_drives_do_not_fail_puts(bad_drives: Path, spawn: Callable[..., Serv
 
 
 def test_a_put_short_of_its_quorum_says_which_drives_failed_and_why(
-    tmp_path: Path, mount_tmpfs: Callable[[Path, str], None], spawn: Callable[..., ServerProcess],
+    tmp_path: Path,
+    mount_tmpfs: Callable[[Path, str], None],
+    spawn: Callable[..., ServerProcess],
 ) -> None:
     """Six drives for 4+2 and two of them read-only: nowhere to retry, so the PUT is refused — and
     the 503 names both drives and the errno, not just "retry later"."""
     data = tmp_path / "data"
     for drive in ("hot-n2-d1", "hot-n5-d1"):
         mount_tmpfs(_drive_dir(data, drive), "ro,size=1m")
-    server = spawn(data, extra_args=["--config", str(_config(data, nodes=6, drives_per_node=1)), "--no-lifecycle"])
+    server = spawn(
+        data, extra_args=["--config", str(_config(data, nodes=6, drives_per_node=1)), "--no-lifecycle"]
+    )
     s3 = make_client(server.endpoint, read_timeout=60, connect_timeout=10)
     s3.create_bucket(Bucket=BUCKET)
     with pytest.raises(ClientError) as raised:

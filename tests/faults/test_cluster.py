@@ -57,10 +57,27 @@ class Node:
         url = catalog_env(self.catalog.parent.parent).get("TIERSTORE_CATALOG_URL")
         where = ["--catalog", url] if url else ["--data-catalog", str(self.catalog)]
         self.proc = subprocess.Popen(
-            [*inside, sys.executable, "-m", "server.cli", "node", *where, "--listen",
-             f"{self.host}:{self.port}", "--data", str(self.data), "--name", self.name, "--rack", self.rack,
-             "--drives", "3"],
-            stdout=log, stderr=subprocess.STDOUT, text=True,
+            [
+                *inside,
+                sys.executable,
+                "-m",
+                "server.cli",
+                "node",
+                *where,
+                "--listen",
+                f"{self.host}:{self.port}",
+                "--data",
+                str(self.data),
+                "--name",
+                self.name,
+                "--rack",
+                self.rack,
+                "--drives",
+                "3",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
             env={**os.environ, "TIERSTORE_CLUSTER_SECRET": SECRET, "PYTHONUNBUFFERED": "1"},
         )
         deadline = time.monotonic() + START_TIMEOUT
@@ -109,7 +126,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("cluster")
     catalog = root / "gw" / "catalog" / "catalog.db"
     catalog.parent.mkdir(parents=True)
-    nodes = [Node(f"n{i}", f"rack{i % 3 + 1}", free_port(), root / f"n{i}", catalog) for i in range(1, NODES + 1)]
+    nodes = [
+        Node(f"n{i}", f"rack{i % 3 + 1}", free_port(), root / f"n{i}", catalog) for i in range(1, NODES + 1)
+    ]
     tiers = '[tiers.hot]\nk = 3\nm = 2\nspread_level = "node"\n\n[drives]\nreserve_bytes = 0\n'
     (root / "secret").write_text(SECRET + "\n")
     config, config_with_secret = root / "gateway.toml", root / "gateway-secret-file.toml"
@@ -118,8 +137,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     # Two gateways on one data directory (one catalog): either serves every object. The first
     # takes the cluster secret from the environment, the second from its config file.
     gateways = [
-        ServerProcess(root / "gw", free_port(), extra_args=["--config", str(config)],
-                      env={"TIERSTORE_CLUSTER_SECRET": SECRET, **GRACE}),
+        ServerProcess(
+            root / "gw",
+            free_port(),
+            extra_args=["--config", str(config)],
+            env={"TIERSTORE_CLUSTER_SECRET": SECRET, **GRACE},
+        ),
         ServerProcess(root / "gw", free_port(), extra_args=["--config", str(config_with_secret)], env=GRACE),
     ]
     try:
@@ -153,10 +176,18 @@ def test_s3_basics_over_nodes(cluster: Cluster) -> None:
     assert {o["Key"] for o in s3.list_objects_v2(Bucket="cluster")["Contents"]} >= {"small", "large"}
     upload = s3.create_multipart_upload(Bucket="cluster", Key="multi")
     parts = [os.urandom(5 * 1024 * 1024), os.urandom(777)]
-    etags = [s3.upload_part(Bucket="cluster", Key="multi", UploadId=upload["UploadId"], PartNumber=i + 1, Body=p)["ETag"]
-             for i, p in enumerate(parts)]
-    s3.complete_multipart_upload(Bucket="cluster", Key="multi", UploadId=upload["UploadId"], MultipartUpload={
-        "Parts": [{"ETag": e, "PartNumber": i + 1} for i, e in enumerate(etags)]})
+    etags = [
+        s3.upload_part(Bucket="cluster", Key="multi", UploadId=upload["UploadId"], PartNumber=i + 1, Body=p)[
+            "ETag"
+        ]
+        for i, p in enumerate(parts)
+    ]
+    s3.complete_multipart_upload(
+        Bucket="cluster",
+        Key="multi",
+        UploadId=upload["UploadId"],
+        MultipartUpload={"Parts": [{"ETag": e, "PartNumber": i + 1} for i, e in enumerate(etags)]},
+    )
     cluster.objects["multi"] = hashlib.sha256(b"".join(parts)).hexdigest()
     cluster.put("doomed", b"z" * 100_000)
     s3.delete_object(Bucket="cluster", Key="doomed")
@@ -168,13 +199,26 @@ def test_s3_basics_over_nodes(cluster: Cluster) -> None:
 def test_forged_and_unsigned_requests_are_refused(cluster: Cluster) -> None:
     node = cluster.nodes[0]
     before = sorted(p for p in node.data.rglob("*"))
-    for headers in ({}, {"x-tierstore-date": f"{time.time():.3f}", "x-tierstore-content-sha256": "STREAMING",
-                         "x-tierstore-signature": "0" * 64},
-                    {"x-tierstore-date": "1000", "x-tierstore-content-sha256": "x", "x-tierstore-signature": "0"}):
-        for method, path in (("GET", "/v1/drive/d1/hot/list"), ("DELETE", "/v1/drive/d1/hot/shard/abc/0"),
-                             ("PUT", "/v1/drive/d1/hot/shard/forged/0")):
-            request = urllib.request.Request(node.address + path, method=method, headers=headers,
-                                             data=b"x" * 100 if method == "PUT" else None)
+    for headers in (
+        {},
+        {
+            "x-tierstore-date": f"{time.time():.3f}",
+            "x-tierstore-content-sha256": "STREAMING",
+            "x-tierstore-signature": "0" * 64,
+        },
+        {"x-tierstore-date": "1000", "x-tierstore-content-sha256": "x", "x-tierstore-signature": "0"},
+    ):
+        for method, path in (
+            ("GET", "/v1/drive/d1/hot/list"),
+            ("DELETE", "/v1/drive/d1/hot/shard/abc/0"),
+            ("PUT", "/v1/drive/d1/hot/shard/forged/0"),
+        ):
+            request = urllib.request.Request(
+                node.address + path,
+                method=method,
+                headers=headers,
+                data=b"x" * 100 if method == "PUT" else None,
+            )
             with pytest.raises(urllib.error.HTTPError) as refused:
                 urllib.request.urlopen(request, timeout=5)
             assert refused.value.code == 403
@@ -254,10 +298,19 @@ def test_m_nodes_down_reads_and_writes_go_on(cluster: Cluster) -> None:
 
 
 def _run_admin(cluster: Cluster, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TIERSTORE_ENDPOINT": cluster.gateways[0].endpoint, "TIERSTORE_ACCESS_KEY": ACCESS_KEY,
-           "TIERSTORE_SECRET_KEY": SECRET_KEY}
-    done = subprocess.run([sys.executable, "-m", "server.cli", "admin", *args], env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "TIERSTORE_ENDPOINT": cluster.gateways[0].endpoint,
+        "TIERSTORE_ACCESS_KEY": ACCESS_KEY,
+        "TIERSTORE_SECRET_KEY": SECRET_KEY,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "server.cli", "admin", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0 or not check, done.stdout + done.stderr
     return done
 
@@ -281,11 +334,16 @@ def test_silent_node_is_marked_down_within_seconds(cluster: Cluster) -> None:
             time.sleep(0.5)
         assert all(s == "up" for name, s in states.items() if name != node.name)
         # Visible to monitoring: the per-node gauge and the status page's nodes row.
-        metrics = urllib.request.urlopen(cluster.gateways[1].endpoint + "/metrics", timeout=10).read().decode()
+        metrics = (
+            urllib.request.urlopen(cluster.gateways[1].endpoint + "/metrics", timeout=10).read().decode()
+        )
         assert 'tierstore_node_up{node="n1",rack="rack2",zone="zone1"} 0.0' in metrics, metrics[-3000:]
         assert 'tierstore_node_up{node="n2",rack="rack3",zone="zone1"} 1.0' in metrics
-        status = json.loads(urllib.request.urlopen(cluster.gateways[0].endpoint + "/_tierstore/status.json",
-                                                   timeout=10).read())
+        status = json.loads(
+            urllib.request.urlopen(
+                cluster.gateways[0].endpoint + "/_tierstore/status.json", timeout=10
+            ).read()
+        )
         assert {n["name"]: n["state"] for n in status["nodes"]}["n1"] == "down"
         assert all(n["state"] == "up" for n in status["nodes"] if n["name"] != "n1")
         cluster.put("while-n1-down", os.urandom(70_000))
@@ -387,8 +445,10 @@ def test_node_added_to_running_gateways_then_a_node_drained_and_removed(cluster:
     new = Node("n7", "rack1", free_port(), root / "n7", cluster.nodes[0].catalog).start()
     cluster.nodes.append(new)
     with _Traffic(cluster) as traffic:
-        _wait_for("n7's drives join the gateway",
-                  lambda: {d["id"] for d in _admin(cluster, "domains")} >= {"hot-n7-d1", "hot-n7-d2", "hot-n7-d3"})
+        _wait_for(
+            "n7's drives join the gateway",
+            lambda: {d["id"] for d in _admin(cluster, "domains")} >= {"hot-n7-d1", "hot-n7-d2", "hot-n7-d3"},
+        )
         _wait_for("new writes land on n7", lambda: _shards_on(new) > 0, limit=60)
         refused = _run_admin(cluster, "node", "remove", "n7", check=False)
         assert refused.returncode != 0 and "DomainNotEmpty" in refused.stderr, refused.stdout + refused.stderr
@@ -420,20 +480,33 @@ def test_full_drive_on_one_node(tmp_path: Path) -> None:
         pytest.skip("mounting a tmpfs per drive needs root")
     catalog = tmp_path / "gw" / "catalog" / "catalog.db"
     catalog.parent.mkdir(parents=True)
-    nodes = [Node(f"n{i}", f"rack{i % 3 + 1}", free_port(), tmp_path / f"n{i}", catalog) for i in range(1, NODES + 1)]
+    nodes = [
+        Node(f"n{i}", f"rack{i % 3 + 1}", free_port(), tmp_path / f"n{i}", catalog)
+        for i in range(1, NODES + 1)
+    ]
     mounted: list[Path] = []
     config = tmp_path / "gateway.toml"
-    config.write_text('[tiers.hot]\nk = 3\nm = 2\nspread_level = "node"\n\n'
-                      f'[drives]\nreserve_bytes = {256 * 1024}\nreprobe_seconds = 1\n')
-    gateway = ServerProcess(tmp_path / "gw", free_port(), extra_args=["--config", str(config)],
-                            env={"TIERSTORE_CLUSTER_SECRET": SECRET})
+    config.write_text(
+        '[tiers.hot]\nk = 3\nm = 2\nspread_level = "node"\n\n'
+        f"[drives]\nreserve_bytes = {256 * 1024}\nreprobe_seconds = 1\n"
+    )
+    gateway = ServerProcess(
+        tmp_path / "gw",
+        free_port(),
+        extra_args=["--config", str(config)],
+        env={"TIERSTORE_CLUSTER_SECRET": SECRET},
+    )
     try:
         for node in nodes:
             for drive in ("d1", "d2", "d3"):
                 path = node.data / drive
                 path.mkdir(parents=True)
-                done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", f"tierstore-{node.name}-{drive}",
-                                       str(path)], capture_output=True, text=True, timeout=30)
+                done = subprocess.run(
+                    ["mount", "-t", "tmpfs", "-o", "size=64m", f"tierstore-{node.name}-{drive}", str(path)],
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                )
                 if done.returncode != 0:
                     pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
                 mounted.append(path)
@@ -476,31 +549,54 @@ def test_network_partition_of_one_node(tmp_path: Path) -> None:
     within its timeouts, byte-exact. Restore the link: heal rebuilds what it missed, fsck is clean."""
     if os.geteuid() != 0:
         pytest.skip("network namespaces need root")
-    ns, outside, inside = f"ts-part-{os.getpid()}", f"tsp{os.getpid() % 100000}a", f"tsp{os.getpid() % 100000}b"
+    ns, outside, inside = (
+        f"ts-part-{os.getpid()}",
+        f"tsp{os.getpid() % 100000}a",
+        f"tsp{os.getpid() % 100000}b",
+    )
     made_ns = _ip("netns", "add", ns)
     if made_ns.returncode != 0:
         pytest.skip(f"cannot create a network namespace here: {made_ns.stderr.strip()}")
     gateway: ServerProcess | None = None
     nodes: list[Node] = []
     try:
-        for step in (["link", "add", outside, "type", "veth", "peer", "name", inside],
-                     ["link", "set", inside, "netns", ns], ["addr", "add", "10.200.0.1/30", "dev", outside],
-                     ["link", "set", outside, "up"],
-                     ["netns", "exec", ns, "ip", "addr", "add", "10.200.0.2/30", "dev", inside],
-                     ["netns", "exec", ns, "ip", "link", "set", inside, "up"],
-                     ["netns", "exec", ns, "ip", "link", "set", "lo", "up"]):
+        for step in (
+            ["link", "add", outside, "type", "veth", "peer", "name", inside],
+            ["link", "set", inside, "netns", ns],
+            ["addr", "add", "10.200.0.1/30", "dev", outside],
+            ["link", "set", outside, "up"],
+            ["netns", "exec", ns, "ip", "addr", "add", "10.200.0.2/30", "dev", inside],
+            ["netns", "exec", ns, "ip", "link", "set", inside, "up"],
+            ["netns", "exec", ns, "ip", "link", "set", "lo", "up"],
+        ):
             done = _ip(*step)
             if done.returncode != 0:
                 pytest.skip(f"cannot set up the veth pair: ip {' '.join(step)}: {done.stderr.strip()}")
         catalog = tmp_path / "gw" / "catalog" / "catalog.db"
         catalog.parent.mkdir(parents=True)
-        nodes = [Node(f"n{i}", f"rack{i % 3 + 1}", free_port(), tmp_path / f"n{i}", catalog) for i in range(1, NODES)]
-        nodes.append(Node(f"n{NODES}", f"rack{NODES % 3 + 1}", free_port(), tmp_path / f"n{NODES}", catalog,
-                          host="10.200.0.2", netns=ns))
+        nodes = [
+            Node(f"n{i}", f"rack{i % 3 + 1}", free_port(), tmp_path / f"n{i}", catalog)
+            for i in range(1, NODES)
+        ]
+        nodes.append(
+            Node(
+                f"n{NODES}",
+                f"rack{NODES % 3 + 1}",
+                free_port(),
+                tmp_path / f"n{NODES}",
+                catalog,
+                host="10.200.0.2",
+                netns=ns,
+            )
+        )
         config = tmp_path / "gateway.toml"
         config.write_text('[tiers.hot]\nk = 3\nm = 2\nspread_level = "node"\n\n[drives]\nreserve_bytes = 0\n')
-        gateway = ServerProcess(tmp_path / "gw", free_port(), extra_args=["--config", str(config)],
-                                env={"TIERSTORE_CLUSTER_SECRET": SECRET})
+        gateway = ServerProcess(
+            tmp_path / "gw",
+            free_port(),
+            extra_args=["--config", str(config)],
+            env={"TIERSTORE_CLUSTER_SECRET": SECRET},
+        )
         for node in nodes:
             node.start()
         gateway.start()
@@ -519,7 +615,9 @@ def test_network_partition_of_one_node(tmp_path: Path) -> None:
             assert s3.get_object(Bucket="cluster", Key=f"before-{i}")["Body"].read() is not None
             assert time.monotonic() - started < 30, "a partitioned node must cost at most its timeouts"
         made.check_all()
-        assert {n["name"]: n["state"] for n in _admin(made, "nodes")}[nodes[-1].name] == "up", "it still beats"
+        assert {n["name"]: n["state"] for n in _admin(made, "nodes")}[nodes[-1].name] == "up", (
+            "it still beats"
+        )
         assert _ip("netns", "exec", ns, "ip", "link", "set", inside, "up").returncode == 0
         _wait_for("the node is reachable again", lambda: urllib_ok(nodes[-1].address), limit=30)
         _run_admin(made, "heal", "--wait")

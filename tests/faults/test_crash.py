@@ -29,7 +29,9 @@ def get_md5(s3, bucket: str, key: str) -> str:
     return digest.hexdigest()
 
 
-def test_sigkill_during_large_put_keeps_old_version(spawn: Spawn, tmp_path: Path, reliability: Recorder) -> None:
+def test_sigkill_during_large_put_keeps_old_version(
+    spawn: Spawn, tmp_path: Path, reliability: Recorder
+) -> None:
     data = tmp_path / "data"
     server = spawn(data)
     s3 = make_client(server.endpoint)
@@ -74,7 +76,9 @@ def test_sigkill_during_multipart_part(spawn: Spawn, tmp_path: Path, reliability
 
     upload = StreamingPut(server, f"/mpu/kept?partNumber=2&uploadId={kept}", seed=12, size=150 * MiB)
     upload.start()
-    wait_for(lambda: data_bytes(data) > baseline + 30 * MiB or not upload.is_alive(), 60, "part 2 bytes on disk")
+    wait_for(
+        lambda: data_bytes(data) > baseline + 30 * MiB or not upload.is_alive(), 60, "part 2 bytes on disk"
+    )
     assert upload.is_alive(), f"the part upload ended before the kill: {upload.status} {upload.error}"
     server.kill()
     upload.join(30)

@@ -33,7 +33,9 @@ WRITES_DURING_DRAIN = 150  # bounded: the writer stops after this many PUTs or w
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
     proc = ServerProcess(
-        tmp_path / "data", free_port(), extra_args=["--no-lifecycle"],
+        tmp_path / "data",
+        free_port(),
+        extra_args=["--no-lifecycle"],
         env={"TIERSTORE_RETIRE_GRACE_SECONDS": str(GRACE), "TIERSTORE_REBALANCE_SETTLE_SECONDS": "1"},
     ).start()
     try:
@@ -70,21 +72,30 @@ def test_readme_drain_then_remove_with_writes(server: ServerProcess) -> None:
     s3 = make_client(server.endpoint, read_timeout=120, connect_timeout=10, max_pool_connections=16)
     s3.create_bucket(Bucket=BUCKET)
     rng = random.Random(5)
-    objects = {f"pre/{i:04d}": rng.randbytes(rng.choice([1 * KIB, 20 * KIB, 200 * KIB, 1 * MIB]))
-               for i in range(120)}
+    objects = {
+        f"pre/{i:04d}": rng.randbytes(rng.choice([1 * KIB, 20 * KIB, 200 * KIB, 1 * MIB])) for i in range(120)
+    }
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda kv: s3.put_object(Bucket=BUCKET, Key=kv[0], Body=kv[1]), objects.items()))
 
     bin_dir = Path(sys.executable).parent
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-           "TIERSTORE_ENDPOINT": server.endpoint, "TIERSTORE_ACCESS_KEY": ACCESS_KEY,
-           "TIERSTORE_SECRET_KEY": SECRET_KEY}
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "TIERSTORE_ENDPOINT": server.endpoint,
+        "TIERSTORE_ACCESS_KEY": ACCESS_KEY,
+        "TIERSTORE_SECRET_KEY": SECRET_KEY,
+    }
     writer = Writer(server)
     writer.start()
     try:
         done = subprocess.run(
             "tierstore admin domain drain hot-n3 --wait && tierstore admin domain remove hot-n3",
-            shell=True, env=env, capture_output=True, text=True, timeout=400,
+            shell=True,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=400,
         )
     finally:
         writer.stop.set()

@@ -149,20 +149,28 @@ class Cluster:
     def put(self, obj: Stored, part_sizes: list[int] | None = None) -> None:
         storage_class = TIERS[obj.tier][0]
         if not part_sizes:
-            etag = self.s3.put_object(Bucket=BUCKET, Key=obj.key, Body=obj.data, StorageClass=storage_class)["ETag"]
+            etag = self.s3.put_object(Bucket=BUCKET, Key=obj.key, Body=obj.data, StorageClass=storage_class)[
+                "ETag"
+            ]
             assert etag.strip('"') == obj.md5
         else:
             obj.multipart = True
             upload = self.s3.create_multipart_upload(Bucket=BUCKET, Key=obj.key, StorageClass=storage_class)
             parts, pos = [], 0
             for n, size in enumerate(part_sizes, 1):
-                r = self.s3.upload_part(Bucket=BUCKET, Key=obj.key, UploadId=upload["UploadId"], PartNumber=n,
-                                        Body=obj.data[pos : pos + size])
+                r = self.s3.upload_part(
+                    Bucket=BUCKET,
+                    Key=obj.key,
+                    UploadId=upload["UploadId"],
+                    PartNumber=n,
+                    Body=obj.data[pos : pos + size],
+                )
                 parts.append({"PartNumber": n, "ETag": r["ETag"]})
                 pos += size
             assert pos == len(obj.data)
-            self.s3.complete_multipart_upload(Bucket=BUCKET, Key=obj.key, UploadId=upload["UploadId"],
-                                              MultipartUpload={"Parts": parts})
+            self.s3.complete_multipart_upload(
+                Bucket=BUCKET, Key=obj.key, UploadId=upload["UploadId"], MultipartUpload={"Parts": parts}
+            )
         self.objects[obj.key] = obj
 
     def get(self, key: str, byte_range: str | None = None) -> tuple[int, bytes]:
@@ -178,7 +186,11 @@ class Cluster:
         """
         if obj.tier in ARCHIVE_TIERS:
             (listed,) = self.s3.list_objects_v2(Bucket=BUCKET, Prefix=obj.key, MaxKeys=1)["Contents"]
-            assert (listed["Key"], listed["Size"], listed["StorageClass"]) == (obj.key, len(obj.data), "GLACIER")
+            assert (listed["Key"], listed["Size"], listed["StorageClass"]) == (
+                obj.key,
+                len(obj.data),
+                "GLACIER",
+            )
             if not obj.multipart:
                 assert listed["ETag"].strip('"') == obj.md5
             with pytest.raises(ClientError) as refused:
@@ -192,8 +204,9 @@ class Cluster:
         size = len(obj.data)
         if size == 0:
             return
-        wanted = [(size - 1, size - 1)] + [(a, rng.randrange(a, size)) for a in
-                                           (rng.randrange(size) for _ in range(ranges))]
+        wanted = [(size - 1, size - 1)] + [
+            (a, rng.randrange(a, size)) for a in (rng.randrange(size) for _ in range(ranges))
+        ]
         if size > BLOCK:  # a range across a block boundary
             wanted.append((BLOCK - 7, min(size - 1, BLOCK + 5)))
         for lo, hi in wanted:
@@ -205,6 +218,7 @@ class Cluster:
 
     def check_all(self, objs: list[Stored], seed: int) -> int:
         """Check every object; how many were verified."""
+
         def one(item: tuple[int, Stored]) -> None:
             self.check(item[1], random.Random(seed * 100_003 + item[0]))
 
@@ -256,8 +270,21 @@ def wait_for(probe: Any, wanted: Any, what: str, timeout: float = 30.0) -> None:
 def sizes_for(tier: str, rng: random.Random) -> list[int]:
     _, k, _, _, _ = TIERS[tier]
     stripe = k * BLOCK
-    sizes = [0, 1, 17, 4095, 4096, SMALL_THRESHOLD - 1, SMALL_THRESHOLD, SMALL_THRESHOLD + 1,
-             BLOCK - 1, BLOCK + 1, stripe - 1, stripe, stripe + 3]
+    sizes = [
+        0,
+        1,
+        17,
+        4095,
+        4096,
+        SMALL_THRESHOLD - 1,
+        SMALL_THRESHOLD,
+        SMALL_THRESHOLD + 1,
+        BLOCK - 1,
+        BLOCK + 1,
+        stripe - 1,
+        stripe,
+        stripe + 3,
+    ]
     sizes += [rng.randrange(2, SMALL_THRESHOLD) for _ in range(55)]
     sizes += [rng.randrange(SMALL_THRESHOLD, 3 * MIB) for _ in range(10)]
     return sizes
@@ -282,8 +309,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         # take the replica layout (parts are blobs of their own).
         jobs.append((Stored("hot/big-24m", "hot", rng.randbytes(24 * MIB)), None))
         jobs.append((Stored("hot/mpu-5m-1k", "hot", rng.randbytes(5 * MIB + KIB)), [5 * MIB, KIB]))
-        jobs.append((Stored("warm/mpu-21m", "warm", rng.randbytes(21 * MIB + 123)),
-                     [8 * MIB, 8 * MIB, 5 * MIB + 123]))
+        jobs.append(
+            (Stored("warm/mpu-21m", "warm", rng.randbytes(21 * MIB + 123)), [8 * MIB, 8 * MIB, 5 * MIB + 123])
+        )
         jobs.append((Stored("cold/big-20m", "cold", rng.randbytes(20 * MIB)), None))
         jobs.append((Stored("cold/mpu-11m", "cold", rng.randbytes(11 * MIB + 9)), [6 * MIB, 5 * MIB, 9]))
         list(c.pool.map(lambda job: c.put(*job), jobs))
@@ -382,8 +410,10 @@ def test_m_domains_offline(cluster: Cluster, tier: str, reliability: Recorder) -
 
     # Writes still succeed while degraded, at full width where enough domains are left.
     rng = random.Random(len(tier))
-    new = [Stored(f"{tier}/degraded-{n}-{size}", tier, rng.randbytes(size))
-           for n, size in enumerate([0, 100, SMALL_THRESHOLD + 5, 3 * MIB + 1, k * BLOCK + 17])]
+    new = [
+        Stored(f"{tier}/degraded-{n}-{size}", tier, rng.randbytes(size))
+        for n, size in enumerate([0, 100, SMALL_THRESHOLD + 5, 3 * MIB + 1, k * BLOCK + 17])
+    ]
     list(cluster.pool.map(cluster.put, new))
     mpu = Stored(f"{tier}/degraded-mpu", tier, rng.randbytes(5 * MIB + 300))
     cluster.put(mpu, [5 * MIB, 300])
@@ -404,7 +434,9 @@ def test_m_domains_offline(cluster: Cluster, tier: str, reliability: Recorder) -
         # An operator may rebuild now rather than wait: the shards of the offline domains move.
         healed = cluster.heal()
         assert healed["relocated"] > before_status["relocated"]
-        assert healed["shards_healed"] >= before_status["shards_healed"] + sum(len(v) for v in affected.values())
+        assert healed["shards_healed"] >= before_status["shards_healed"] + sum(
+            len(v) for v in affected.values()
+        )
         assert (healed["degraded_objects"], healed["lost_objects"]) == (0, 0)
         # Every blob now has all its shards on online domains (the old ones are orphans).
         online = {d for d in cluster.api_domains() if d.startswith(f"{tier}-") and d not in changed}
@@ -492,8 +524,11 @@ def test_corrupt_blocks_are_read_around_and_healed(cluster: Cluster, reliability
     reliability.record(faults=blocks_total, verified=verified)
 
     # …and queue a heal, which rewrites the corrupt data shards in place at once.
-    wait_for(lambda: cluster.api_status()["heal"]["shards_healed"] - before["shards_healed"], files_read_path,
-             "shards healed after readers' heal requests")
+    wait_for(
+        lambda: cluster.api_status()["heal"]["shards_healed"] - before["shards_healed"],
+        files_read_path,
+        "shards healed after readers' heal requests",
+    )
     after_reads = cluster.status()["heal"]
     assert after_reads["shards_healed"] - before["shards_healed"] == files_read_path
     assert after_reads["corrupt_blocks_found"] - before["corrupt_blocks_found"] == blocks_read_path
@@ -514,8 +549,12 @@ def test_corrupt_blocks_are_read_around_and_healed(cluster: Cluster, reliability
     cluster.check_all([cluster.objects[k] for k in sorted(cluster.objects)[::7]], seed=12)
 
 
-def _get_fails_cleanly(cluster: Cluster, key: str, byte_range: str | None = None,
-                       expected: tuple[int, str] = (503, "ServiceUnavailable")) -> str:
+def _get_fails_cleanly(
+    cluster: Cluster,
+    key: str,
+    byte_range: str | None = None,
+    expected: tuple[int, str] = (503, "ServiceUnavailable"),
+) -> str:
     """GET must fail with an S3 error or a dropped connection — never return the full body."""
     try:
         status, body = cluster.get(key, byte_range)
@@ -528,7 +567,9 @@ def _get_fails_cleanly(cluster: Cluster, key: str, byte_range: str | None = None
     raise AssertionError(f"GET {key} ({byte_range}) returned {status} with {len(body)} bytes")
 
 
-def test_more_than_m_lost_shards_fail_cleanly_and_are_reported(cluster: Cluster, reliability: Recorder) -> None:
+def test_more_than_m_lost_shards_fail_cleanly_and_are_reported(
+    cluster: Cluster, reliability: Recorder
+) -> None:
     _, k, m, _, _ = TIERS["hot"]
     rng = random.Random(5)
     lost: dict[str, set[str]] = {}
@@ -536,7 +577,11 @@ def test_more_than_m_lost_shards_fail_cleanly_and_are_reported(cluster: Cluster,
         before = cluster.shard_files("hot")
         obj = Stored(key, "hot", rng.randbytes(size))
         cluster.put(obj)
-        new = {d: {i: ps[0] for i, ps in s.items()} for d, s in cluster.shard_files("hot").items() if d not in before}
+        new = {
+            d: {i: ps[0] for i, ps in s.items()}
+            for d, s in cluster.shard_files("hot").items()
+            if d not in before
+        }
         assert len(new) == 1
         ((data_id, shards),) = new.items()
         assert len(shards) == (k + m if size >= SMALL_THRESHOLD else m + 1)

@@ -32,7 +32,11 @@ def fsck(server: ServerProcess, *args: str) -> tuple[int, dict[str, Any]]:
 
 def shard_files(data: Path) -> set[Path]:
     """Committed shard files (`<data id>.<index>`) of every erasure-coded tier."""
-    return {p for p in data.rglob("*.[0-9]*") if p.is_file() and ".tmp" not in p.parts and "catalog" not in p.parts}
+    return {
+        p
+        for p in data.rglob("*.[0-9]*")
+        if p.is_file() and ".tmp" not in p.parts and "catalog" not in p.parts
+    }
 
 
 def put(s3: Any, data: Path, key: str, body: bytes) -> set[Path]:
@@ -107,7 +111,9 @@ def test_fsck_clean_orphan_repair_dangling_lost(spawn: Spawn, tmp_path: Path, re
         if key != "doomed":
             assert s3.get_object(Bucket="fsck", Key=key)["Body"].read() == body, key
     assert all(p.exists() for key in ("small", "big") for p in files[key])
-    reliability.record(inputs=len(bodies) + 1, faults=2 + 1 + 3, operations=len(bodies) * 2 + 3, verified=len(bodies) - 1)
+    reliability.record(
+        inputs=len(bodies) + 1, faults=2 + 1 + 3, operations=len(bodies) * 2 + 3, verified=len(bodies) - 1
+    )
 
 
 def test_fsck_verify_finds_a_corrupt_block(spawn: Spawn, tmp_path: Path, reliability: Recorder) -> None:

@@ -39,8 +39,11 @@ BUCKET = "trials"
 KINDS = ["put", "multipart_complete", "copy", "delete_objects", "tier_move", "rebalance"]
 SOAK_TRIALS = 8
 # A pass runs only when a trial asks; moves and rebalances start at once; garbage goes quickly.
-SERVER_ENV = {"TIERSTORE_LIFECYCLE_INTERVAL_SECONDS": "3600", "TIERSTORE_REBALANCE_SETTLE_SECONDS": "0.2",
-              "TIERSTORE_RETIRE_GRACE_SECONDS": "2"}
+SERVER_ENV = {
+    "TIERSTORE_LIFECYCLE_INTERVAL_SECONDS": "3600",
+    "TIERSTORE_REBALANCE_SETTLE_SECONDS": "0.2",
+    "TIERSTORE_RETIRE_GRACE_SECONDS": "2",
+}
 
 
 def _seed() -> int:
@@ -85,7 +88,9 @@ class Trial:
     notes: list[str] = field(default_factory=list)  # what happened, printed for the record
 
     def __post_init__(self) -> None:
-        self.s3 = make_client(self.server.endpoint, read_timeout=120, connect_timeout=10, max_pool_connections=16)
+        self.s3 = make_client(
+            self.server.endpoint, read_timeout=120, connect_timeout=10, max_pool_connections=16
+        )
 
     def put(self, key: str, data: bytes, **kwargs: Any) -> None:
         self.s3.put_object(Bucket=BUCKET, Key=key, Body=data, **kwargs)
@@ -114,7 +119,9 @@ class Trial:
 
     def restart(self) -> None:
         self.server = self.spawn(self.server.data_dir, env=dict(SERVER_ENV), extra_args=["--test-clock"])
-        self.s3 = make_client(self.server.endpoint, read_timeout=120, connect_timeout=10, max_pool_connections=16)
+        self.s3 = make_client(
+            self.server.endpoint, read_timeout=120, connect_timeout=10, max_pool_connections=16
+        )
 
     # --- after the restart ----------------------------------------------------------------------
 
@@ -132,8 +139,12 @@ class Trial:
         for piece in iter(lambda: body.read(MiB), b""):
             digest.update(piece)
             size += len(piece)
-        assert size == head["ContentLength"], f"{key}: GET gave {size} bytes, HEAD says {head['ContentLength']}"
-        (listed,) = [o for o in self.s3.list_objects_v2(Bucket=BUCKET, Prefix=key)["Contents"] if o["Key"] == key]
+        assert size == head["ContentLength"], (
+            f"{key}: GET gave {size} bytes, HEAD says {head['ContentLength']}"
+        )
+        (listed,) = [
+            o for o in self.s3.list_objects_v2(Bucket=BUCKET, Prefix=key)["Contents"] if o["Key"] == key
+        ]
         assert listed["Size"] == size and listed["ETag"] == head["ETag"], f"{key}: LIST disagrees with HEAD"
         self.operations += 4
         return Version(digest.hexdigest(), size)
@@ -157,8 +168,10 @@ class Trial:
         repair = self.fsck("--orphan-age", "0", "--repair")
         final = self.fsck("--orphan-age", "0")
         assert final["clean"], final
-        self.notes.append(f"fsck: {repair['counts']['orphans']} crash orphans collected, "
-                          f"{first['queued_garbage']} queued garbage")
+        self.notes.append(
+            f"fsck: {repair['counts']['orphans']} crash orphans collected, "
+            f"{first['queued_garbage']} queued garbage"
+        )
 
     def fsck(self, *args: str) -> dict[str, Any]:
         done = run_admin(self.server.endpoint, "fsck", *args)
@@ -212,7 +225,9 @@ def trial_put(t: Trial) -> None:
     t.recorder.record(faults=1)
     t.operations += 3
     acked = upload.status == 200
-    t.notes.append(f"killed {upload.sent // MiB}/{size // MiB} MiB in, {'after the ack' if acked else 'unacknowledged'}")
+    t.notes.append(
+        f"killed {upload.sent // MiB}/{size // MiB} MiB in, {'after the ack' if acked else 'unacknowledged'}"
+    )
     t.allowed["big"] = {new} if acked else t.allowed["big"] | {new}
 
 
@@ -224,14 +239,19 @@ def trial_multipart_complete(t: Trial) -> None:
     size = 0
     for number, part_size in enumerate([5 * MiB, 5 * MiB + t.rng.randrange(MiB), t.rng.randrange(1, MiB)], 1):
         data = b"".join(pattern(t.rng.randrange(1 << 30), part_size))
-        etag = t.s3.upload_part(Bucket=BUCKET, Key="mpu", UploadId=upload, PartNumber=number, Body=data)["ETag"]
+        etag = t.s3.upload_part(Bucket=BUCKET, Key="mpu", UploadId=upload, PartNumber=number, Body=data)[
+            "ETag"
+        ]
         parts.append({"PartNumber": number, "ETag": etag})
         whole.update(data)
         size += part_size
         t.operations += 1
     new = Version(whole.hexdigest(), size)
-    job = t.in_background(lambda: t.s3.complete_multipart_upload(
-        Bucket=BUCKET, Key="mpu", UploadId=upload, MultipartUpload={"Parts": parts}))
+    job = t.in_background(
+        lambda: t.s3.complete_multipart_upload(
+            Bucket=BUCKET, Key="mpu", UploadId=upload, MultipartUpload={"Parts": parts}
+        )
+    )
     t.kill_at_random(job, 0.08)  # a complete takes tens of milliseconds
     t.allowed["mpu"] = {new} if job.acked else t.allowed["mpu"] | {new}
     t.after_restart.append(lambda: _upload_consistent(t, upload, parts, new))
@@ -246,7 +266,9 @@ def _upload_consistent(t: Trial, upload: str, parts: list[dict[str, Any]], new: 
     assert upload in pending, "neither the object nor the upload survived"
     listed = t.s3.list_parts(Bucket=BUCKET, Key="mpu", UploadId=upload)["Parts"]
     assert [(p["PartNumber"], p["ETag"]) for p in listed] == [(p["PartNumber"], p["ETag"]) for p in parts]
-    t.s3.complete_multipart_upload(Bucket=BUCKET, Key="mpu", UploadId=upload, MultipartUpload={"Parts": parts})
+    t.s3.complete_multipart_upload(
+        Bucket=BUCKET, Key="mpu", UploadId=upload, MultipartUpload={"Parts": parts}
+    )
     t.allowed["mpu"] = {new}
 
 
@@ -255,8 +277,14 @@ def trial_copy(t: Trial) -> None:
     source = b"".join(pattern(t.rng.randrange(1 << 30), t.rng.choice([4, 12, 24]) * MiB + 7))
     t.put("source", source)
     t.put("copy", b"the copy's old version")
-    job = t.in_background(lambda: t.s3.copy_object(
-        Bucket=BUCKET, Key="copy", CopySource={"Bucket": BUCKET, "Key": "source"}, StorageClass="STANDARD_IA"))
+    job = t.in_background(
+        lambda: t.s3.copy_object(
+            Bucket=BUCKET,
+            Key="copy",
+            CopySource={"Bucket": BUCKET, "Key": "source"},
+            StorageClass="STANDARD_IA",
+        )
+    )
     t.kill_at_random(job, 0.1 + len(source) / (40 * MiB))
     new = Version.of(source)
     t.allowed["copy"] = {new} if job.acked else t.allowed["copy"] | {new}
@@ -274,8 +302,11 @@ def trial_delete_objects(t: Trial) -> None:
     for key in keys[1::2]:
         t.allowed[key] = {ABSENT}
     doomed = keys[::2]
-    job = t.in_background(lambda: t.s3.delete_objects(
-        Bucket=BUCKET, Delete={"Objects": [{"Key": k} for k in doomed], "Quiet": False}))
+    job = t.in_background(
+        lambda: t.s3.delete_objects(
+            Bucket=BUCKET, Delete={"Objects": [{"Key": k} for k in doomed], "Quiet": False}
+        )
+    )
     t.kill_at_random(job, 1.3 * took)
     deleted = {d["Key"] for d in job.result.get("Deleted", [])} if job.acked else set()
     for key in doomed:
@@ -286,9 +317,19 @@ def trial_tier_move(t: Trial) -> None:
     """Lifecycle transitions (hot -> warm) on the test clock, killed while the mover copies."""
     for i in range(24):
         t.put(f"move/{i:02d}", t.rng.randbytes(t.rng.choice([1000, 200_000, 3 * MiB])))
-    t.s3.put_bucket_lifecycle_configuration(Bucket=BUCKET, LifecycleConfiguration={"Rules": [
-        {"ID": "to-warm", "Filter": {"Prefix": "move/"}, "Status": "Enabled",
-         "Transitions": [{"Days": 30, "StorageClass": "STANDARD_IA"}]}]})
+    t.s3.put_bucket_lifecycle_configuration(
+        Bucket=BUCKET,
+        LifecycleConfiguration={
+            "Rules": [
+                {
+                    "ID": "to-warm",
+                    "Filter": {"Prefix": "move/"},
+                    "Status": "Enabled",
+                    "Transitions": [{"Days": 30, "StorageClass": "STANDARD_IA"}],
+                }
+            ]
+        },
+    )
     t.admin("clock", "advance", "32")
     job = t.in_background(lambda: t.admin("lifecycle", "run", "--wait"))
     t.kill_at_random(job, 3.0)
@@ -299,20 +340,42 @@ def trial_rebalance(t: Trial) -> None:
     for i in range(40):
         t.put(f"spread/{i:02d}", t.rng.randbytes(t.rng.choice([2000, 150_000, 2 * MiB])))
     drive = t.server.data_dir / "domains" / "hot" / "n99" / "d1"
-    job = t.in_background(lambda: t.admin("domain", "add", "--tier", "hot", "--path", str(drive),
-                                          "--node", "n99", "--rack", "rack1", "--wait"))
+    job = t.in_background(
+        lambda: t.admin(
+            "domain",
+            "add",
+            "--tier",
+            "hot",
+            "--path",
+            str(drive),
+            "--node",
+            "n99",
+            "--rack",
+            "rack1",
+            "--wait",
+        )
+    )
     t.kill_at_random(job, 4.0)
 
 
 TRIALS: dict[str, Callable[[Trial], None]] = {
-    "put": trial_put, "multipart_complete": trial_multipart_complete, "copy": trial_copy,
-    "delete_objects": trial_delete_objects, "tier_move": trial_tier_move, "rebalance": trial_rebalance,
+    "put": trial_put,
+    "multipart_complete": trial_multipart_complete,
+    "copy": trial_copy,
+    "delete_objects": trial_delete_objects,
+    "tier_move": trial_tier_move,
+    "rebalance": trial_rebalance,
 }
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_kill9_trials(kind: str, tmp_path: Path, request: pytest.FixtureRequest, reliability: Recorder,
-                      spawn: Callable[..., ServerProcess]) -> None:
+def test_kill9_trials(
+    kind: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    reliability: Recorder,
+    spawn: Callable[..., ServerProcess],
+) -> None:
     count = trials_per_kind(request.config)
     print(f"\nkill -9 trials: {count} x {kind}, seed {SEED} (replay: TIERSTORE_KILL9_SEED={SEED})")
     for number in range(count):

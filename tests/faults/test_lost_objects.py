@@ -41,7 +41,10 @@ def admin(server: ServerProcess, *args: str, json_out: bool = True) -> Any:
     env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS_KEY, "TIERSTORE_SECRET_KEY": SECRET_KEY}
     done = subprocess.run(
         [*_tierstore_cmd(), "admin", *args, "--endpoint", server.endpoint, *(["--json"] if json_out else [])],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, f"tierstore admin {' '.join(args)} failed: {done.stderr}"
     return json.loads(done.stdout) if json_out else done.stdout
@@ -49,15 +52,22 @@ def admin(server: ServerProcess, *args: str, json_out: bool = True) -> Any:
 
 def default_client(server: ServerProcess):
     """boto3 as a user has it: no retry settings of ours (legacy mode, 5 attempts)."""
-    return boto3.client("s3", endpoint_url=server.endpoint, aws_access_key_id=ACCESS_KEY,
-                        aws_secret_access_key=SECRET_KEY, region_name=REGION,
-                        config=Config(s3={"addressing_style": "path"}))
+    return boto3.client(
+        "s3",
+        endpoint_url=server.endpoint,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        region_name=REGION,
+        config=Config(s3={"addressing_style": "path"}),
+    )
 
 
 def shard_files(server: ServerProcess, data_id: str) -> dict[str, Path]:
     """Drive id ("hot-n3-d1") → the blob's shard file on it."""
     root = server.data_dir / "domains" / TIER
-    return {f"{TIER}-{p.parents[3].name}-{p.parents[2].name}": p for p in root.glob(f"n*/d*/??/??/{data_id}.*")}
+    return {
+        f"{TIER}-{p.parents[3].name}-{p.parents[2].name}": p for p in root.glob(f"n*/d*/??/??/{data_id}.*")
+    }
 
 
 def put_striped(server: ServerProcess, s3: Any, bucket: str, key: str) -> tuple[bytes, dict[str, Path]]:
@@ -85,7 +95,8 @@ def lost_metric(server: ServerProcess) -> float:
 
 
 def test_a_lost_object_answers_a_non_retryable_error_and_stays_visible(
-    spawn: Callable[..., ServerProcess], tmp_path: Path,
+    spawn: Callable[..., ServerProcess],
+    tmp_path: Path,
 ) -> None:
     server = spawn(env={"TIERSTORE_SERVER_ACCESS_LOG": "true"})
     s3 = default_client(server)
@@ -110,13 +121,34 @@ def test_a_lost_object_answers_a_non_retryable_error_and_stays_visible(
     assert ranged.value.response["Error"]["Code"] == "ObjectDataLost"
     # The aws command line, as a user runs it (its own retry settings, none of ours).
     home = tmp_path / "aws-home"
-    aws_env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-               "AWS_DEFAULT_REGION": REGION, "AWS_CONFIG_FILE": str(home / "config"),
-               "AWS_SHARED_CREDENTIALS_FILE": str(home / "credentials"), "HOME": str(home)}
+    aws_env = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_CONFIG_FILE": str(home / "config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(home / "credentials"),
+        "HOME": str(home),
+    }
     aws_env.pop("AWS_PROFILE", None)
-    cli = subprocess.run([str(Path(sys.executable).with_name("aws")), "--endpoint-url", server.endpoint,
-                          "s3api", "get-object", "--bucket", bucket, "--key", key, str(tmp_path / "out")],
-                         env=aws_env, capture_output=True, text=True, timeout=120)
+    cli = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("aws")),
+            "--endpoint-url",
+            server.endpoint,
+            "s3api",
+            "get-object",
+            "--bucket",
+            bucket,
+            "--key",
+            key,
+            str(tmp_path / "out"),
+        ],
+        env=aws_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert cli.returncode != 0 and "(ObjectDataLost)" in cli.stderr, cli.stderr
     assert get_requests(server, bucket) - before == 3, "one request per GET: no client retried"
 

@@ -152,6 +152,8 @@ def test_memory_a_burst_of_large_gets_used_goes_back_to_the_kernel(spawn: Spawn)
     while rss_bytes(server.proc.pid) > baseline + 64 * MiB and time.monotonic() < deadline:
         time.sleep(0.5)
     settled = rss_bytes(server.proc.pid)
-    print(f"\nserver RSS: {baseline / MiB:.0f} MiB before 32 concurrent 64 MiB GETs, "
-          f"{after_burst / MiB:.0f} MiB right after, {settled / MiB:.0f} MiB later")
+    print(
+        f"\nserver RSS: {baseline / MiB:.0f} MiB before 32 concurrent 64 MiB GETs, "
+        f"{after_burst / MiB:.0f} MiB right after, {settled / MiB:.0f} MiB later"
+    )
     assert settled <= baseline + 64 * MiB, f"{settled / MiB:.0f} MiB kept (was {baseline / MiB:.0f} MiB)"

@@ -55,7 +55,9 @@ class Cluster:
     objects: dict[str, bytes] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.s3 = make_client(self.server.endpoint, read_timeout=120, connect_timeout=10, max_pool_connections=16)
+        self.s3 = make_client(
+            self.server.endpoint, read_timeout=120, connect_timeout=10, max_pool_connections=16
+        )
 
     def admin(self, *args: str, ok: bool = True) -> Any:
         try:
@@ -76,8 +78,17 @@ class Cluster:
         topology = Topology()
         for d in self.admin("domains"):
             if d["tier"] == "hot":
-                topology.add(Domain(id=d["id"], path=Path(d["path"]), node=d["node"], rack=d["rack"],
-                                    zone=d["zone"], weight=d["weight"], draining=d.get("draining", False)))
+                topology.add(
+                    Domain(
+                        id=d["id"],
+                        path=Path(d["path"]),
+                        node=d["node"],
+                        rack=d["rack"],
+                        zone=d["zone"],
+                        weight=d["weight"],
+                        draining=d.get("draining", False),
+                    )
+                )
         return topology
 
     def shard_files(self, node_dir: Path) -> int:
@@ -107,9 +118,14 @@ def _sizes(rng: random.Random, n: int) -> Iterator[int]:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     data = tmp_path_factory.mktemp("rebalance") / "data"
     server = ServerProcess(
-        data, free_port(), extra_args=["--no-lifecycle"],
-        env={"TIERSTORE_RETIRE_GRACE_SECONDS": str(GRACE), "TIERSTORE_REBALANCE_SETTLE_SECONDS": "2",
-             "TIERSTORE_REBALANCE_CONCURRENCY": "4"},
+        data,
+        free_port(),
+        extra_args=["--no-lifecycle"],
+        env={
+            "TIERSTORE_RETIRE_GRACE_SECONDS": str(GRACE),
+            "TIERSTORE_REBALANCE_SETTLE_SECONDS": "2",
+            "TIERSTORE_REBALANCE_CONCURRENCY": "4",
+        },
     ).start()
     c = Cluster(server, data)
     c.s3.create_bucket(Bucket=BUCKET)
@@ -148,9 +164,15 @@ class Load(threading.Thread):
             live = [k for k, v in self.expected.items() if v is not None]
             try:
                 if op < 0.35 or not live:
-                    key = self.prefix + (f"k{n}" if op < 0.25 or not live else self.rng.choice(live)[len(self.prefix):])
+                    key = self.prefix + (
+                        f"k{n}" if op < 0.25 or not live else self.rng.choice(live)[len(self.prefix) :]
+                    )
                     n += 1
-                    size = self.rng.randint(1 * MIB, 2 * MIB) if self.rng.random() < 0.05 else self.rng.randint(0, 200 * KIB)
+                    size = (
+                        self.rng.randint(1 * MIB, 2 * MIB)
+                        if self.rng.random() < 0.05
+                        else self.rng.randint(0, 200 * KIB)
+                    )
                     body = self.rng.randbytes(size)
                     self.s3.put_object(Bucket=BUCKET, Key=key, Body=body)
                     self.expected[key] = body
@@ -224,7 +246,9 @@ def placement_report(c: Cluster, topology: Topology) -> tuple[int, int]:
         nodes = {d.label("node") for d in domains}
         assert len(nodes) == loc.width, f"{data_id}: {loc.width} shards on {len(nodes)} nodes"
         assert not any(d.draining for d in domains), f"{data_id}: a shard on a draining domain"
-        assert nodes == set(desired_groups(data_id, topology, "node", loc.width)), f"{data_id}: not where placement wants it"
+        assert nodes == set(desired_groups(data_id, topology, "node", loc.width)), (
+            f"{data_id}: not where placement wants it"
+        )
         blobs += 1
         shards += loc.width
     return blobs, shards
@@ -239,12 +263,40 @@ def test_a_add_two_nodes_and_rebalance(cluster: Cluster) -> None:
         adds = [("n9", "d1"), ("n9", "d2"), ("n10", "d1"), ("n10", "d2")]
         # One change of shape, four drives: the rebalancer settles, then moves once to the final topology.
         with ThreadPoolExecutor(4) as pool:
-            added = list(pool.map(lambda nd: c.admin(
-                "domain", "add", "--tier", "hot", "--path", str(root / nd[0] / nd[1]), "--node", nd[0],
-                "--rack", "rack1", "--wait"), adds))
+            added = list(
+                pool.map(
+                    lambda nd: c.admin(
+                        "domain",
+                        "add",
+                        "--tier",
+                        "hot",
+                        "--path",
+                        str(root / nd[0] / nd[1]),
+                        "--node",
+                        nd[0],
+                        "--rack",
+                        "rack1",
+                        "--wait",
+                    ),
+                    adds,
+                )
+            )
         with pytest.raises(AdminError, match="exists"):
-            c.admin("domain", "add", "--tier", "hot", "--path", str(root / "n9" / "d9"), "--node", "n9",
-                    "--rack", "rack1", "--id", "hot-n9-d1", ok=False)
+            c.admin(
+                "domain",
+                "add",
+                "--tier",
+                "hot",
+                "--path",
+                str(root / "n9" / "d9"),
+                "--node",
+                "n9",
+                "--rack",
+                "rack1",
+                "--id",
+                "hot-n9-d1",
+                ok=False,
+            )
         result = c.admin("rebalance", "--wait")  # nothing left: returns at once
     ops = load.check()
     assert {a["id"] for a in added} == {"hot-n9-d1", "hot-n9-d2", "hot-n10-d1", "hot-n10-d2"}
@@ -253,10 +305,12 @@ def test_a_add_two_nodes_and_rebalance(cluster: Cluster) -> None:
     assert result["state"] == "done" and not result["running"] and result["shards_planned"] == 0, result
     moved = result["total_shards_moved"] - moved_before
     ideal = 4 / 20
-    print(f"\n(a) moved {moved} of {shards_before} shards = {moved / shards_before:.4f} (ideal {ideal:.4f}); "
-          f"first pass planned {run['first_pass_fraction']:.4f} of {run['shards_scanned']} scanned; "
-          f"{run['bytes_moved']} bytes in {run['elapsed_seconds']:.1f}s; conflicts {run['conflicts']}; "
-          f"{ops} client requests meanwhile")
+    print(
+        f"\n(a) moved {moved} of {shards_before} shards = {moved / shards_before:.4f} (ideal {ideal:.4f}); "
+        f"first pass planned {run['first_pass_fraction']:.4f} of {run['shards_scanned']} scanned; "
+        f"{run['bytes_moved']} bytes in {run['elapsed_seconds']:.1f}s; conflicts {run['conflicts']}; "
+        f"{ops} client requests meanwhile"
+    )
     assert abs(moved / shards_before - ideal) < 0.04, (moved, shards_before)
     blobs, _ = placement_report(c, c.topology())
     assert blobs > 280
@@ -309,8 +363,10 @@ def test_c_recode_hot_to_6_3(cluster: Cluster) -> None:
     progress = result["rebalance"]
     assert (result["k"], result["m"]) == (6, 3) and progress["state"] == "done", result
     assert progress["failures"] == 0, progress
-    print(f"\n(c) recoded hot 4+2 -> 6+3: {progress['objects_restriped']} objects re-striped "
-          f"({progress['bytes_restriped']} bytes), {ops} client requests meanwhile")
+    print(
+        f"\n(c) recoded hot 4+2 -> 6+3: {progress['objects_restriped']} objects re-striped "
+        f"({progress['bytes_restriped']} bytes), {ops} client requests meanwhile"
+    )
     locations = c.hot_locations()
     for data_id, loc in locations.items():
         assert loc["m"] == 3 and loc["k"] in ((6,) if loc["layout"] == "ec" else (1,)), (data_id, loc)
@@ -320,7 +376,9 @@ def test_c_recode_hot_to_6_3(cluster: Cluster) -> None:
     c.read_all_back()
     with urllib.request.urlopen(f"{c.server.endpoint}/metrics", timeout=30) as response:
         metrics = response.read().decode()
-    moved = [line for line in metrics.splitlines() if line.startswith("tierstore_rebalance_shards_moved_total")]
+    moved = [
+        line for line in metrics.splitlines() if line.startswith("tierstore_rebalance_shards_moved_total")
+    ]
     assert moved and float(moved[0].split()[-1]) > 0, moved
     assert "tierstore_rebalance_objects_restriped_total" in metrics
     # New writes use the new code at once, and a restart keeps the topology and the code.

@@ -91,7 +91,9 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
             "max_attempts = 2\n"
         )
         local = ServerProcess(
-            root / "b" / "data", free_port(), extra_args=["--config", str(config), "--test-clock"],
+            root / "b" / "data",
+            free_port(),
+            extra_args=["--config", str(config), "--test-clock"],
             env={"TIERSTORE_RETIRE_GRACE_SECONDS": "0.5"},
         )
         local.start()
@@ -133,16 +135,18 @@ def test_glacier_objects_live_in_the_remote_bucket(pair: Pair) -> None:
     upload = pair.b.create_multipart_upload(Bucket=BUCKET, Key="g/multipart", StorageClass="GLACIER")
     parts = []
     for number, data in enumerate(parts_data, 1):
-        reply = pair.b.upload_part(Bucket=BUCKET, Key="g/multipart", UploadId=upload["UploadId"],
-                                   PartNumber=number, Body=data)
+        reply = pair.b.upload_part(
+            Bucket=BUCKET, Key="g/multipart", UploadId=upload["UploadId"], PartNumber=number, Body=data
+        )
         parts.append({"PartNumber": number, "ETag": reply["ETag"]})
-    pair.b.complete_multipart_upload(Bucket=BUCKET, Key="g/multipart", UploadId=upload["UploadId"],
-                                     MultipartUpload={"Parts": parts})
+    pair.b.complete_multipart_upload(
+        Bucket=BUCKET, Key="g/multipart", UploadId=upload["UploadId"], MultipartUpload={"Parts": parts}
+    )
     objects["g/multipart"] = b"".join(parts_data)
 
     # The bytes are on A, under the prefix, named by data id (no user key ever reaches A).
     new = {k: s for k, s in pair.remote_blobs().items() if k not in before}
-    assert all(k.startswith(PREFIX) and "/" not in k[len(PREFIX):] for k in new), new
+    assert all(k.startswith(PREFIX) and "/" not in k[len(PREFIX) :] for k in new), new
     assert sorted(new.values()) == sorted([0, 1024, 40 * MiB, 5 * MiB, 5 * MiB, 123])
     assert not any(part in k for k in new for part in ("empty", "kib", "mib", "multipart"))
     # The 40 MiB blob went up as a remote multipart upload of 8 MiB parts: A's ETag says 5 parts.
@@ -167,18 +171,29 @@ def test_glacier_objects_live_in_the_remote_bucket(pair: Pair) -> None:
     pair.b.delete_object(Bucket=BUCKET, Key="g/one-kib")
     pair.wait_remote(lambda blobs: small not in blobs, f"{small} to be deleted on the remote")
     pair.b.delete_object(Bucket=BUCKET, Key="g/multipart")
-    pair.wait_remote(lambda blobs: not any(s == 5 * MiB for k, s in blobs.items() if k in new),
-                     "the multipart object's part blobs to be deleted on the remote")
+    pair.wait_remote(
+        lambda blobs: not any(s == 5 * MiB for k, s in blobs.items() if k in new),
+        "the multipart object's part blobs to be deleted on the remote",
+    )
 
 
 def test_lifecycle_transition_moves_hot_bytes_to_the_remote(pair: Pair) -> None:
     data = body(6, 3 * MiB + 7)
     pair.b.put_object(Bucket=BUCKET, Key="t/aging", Body=data, StorageClass="STANDARD")
     before = pair.remote_blobs()
-    pair.b.put_bucket_lifecycle_configuration(Bucket=BUCKET, LifecycleConfiguration={"Rules": [{
-        "ID": "archive-t", "Filter": {"Prefix": "t/"}, "Status": "Enabled",
-        "Transitions": [{"Days": 0, "StorageClass": "GLACIER"}],
-    }]})
+    pair.b.put_bucket_lifecycle_configuration(
+        Bucket=BUCKET,
+        LifecycleConfiguration={
+            "Rules": [
+                {
+                    "ID": "archive-t",
+                    "Filter": {"Prefix": "t/"},
+                    "Status": "Enabled",
+                    "Transitions": [{"Days": 0, "StorageClass": "GLACIER"}],
+                }
+            ]
+        },
+    )
     pair.admin("clock", "advance", "2")
     pair.admin("lifecycle", "run", "--wait")
     head = pair.b.head_object(Bucket=BUCKET, Key="t/aging")

@@ -121,7 +121,9 @@ def read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
     return parse_head(head, body, sock)
 
 
-def parse_head(head: bytes, body: bytes, sock: socket.socket | None = None) -> tuple[int, dict[str, str], bytes]:
+def parse_head(
+    head: bytes, body: bytes, sock: socket.socket | None = None
+) -> tuple[int, dict[str, str], bytes]:
     lines = head.decode("latin-1").split("\r\n")
     headers = {}
     for line in lines[1:]:
@@ -151,7 +153,9 @@ def closed_by_limit(server: ServerProcess, reason: str) -> float:
         text = response.read().decode()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == "tierstore_http_connections_closed_total" and sample.labels == {"reason": reason}:
+            if sample.name == "tierstore_http_connections_closed_total" and sample.labels == {
+                "reason": reason
+            }:
                 return float(sample.value)
     raise AssertionError(f"no tierstore_http_connections_closed_total{{reason={reason!r}}} in /metrics")
 
@@ -203,7 +207,9 @@ def test_hundreds_of_half_heads_are_all_closed(quick: ServerProcess) -> None:
                     pass
                 selector.unregister(ready)
                 still_open.discard(ready)
-        assert not still_open, f"{len(still_open)} of 500 half-head connections still open after {CLOSE_LIMIT}s"
+        assert not still_open, (
+            f"{len(still_open)} of 500 half-head connections still open after {CLOSE_LIMIT}s"
+        )
     finally:
         selector.close()
         for sock in sockets:
@@ -222,8 +228,14 @@ def test_an_idle_keep_alive_connection_is_closed(quick: ServerProcess) -> None:
 
 def stalled_put(server: ServerProcess, path: str, declared: int, sent: bytes) -> socket.socket:
     """A signed PUT that declares `declared` bytes, sends `sent` of them and then nothing."""
-    headers = sign_v4("PUT", f"{server.endpoint}{path}", {"Content-Length": str(declared)}, "UNSIGNED-PAYLOAD").headers
-    head = f"PUT {path} HTTP/1.1\r\n" + "".join(f"{name}: {value}\r\n" for name, value in headers.items()) + "\r\n"
+    headers = sign_v4(
+        "PUT", f"{server.endpoint}{path}", {"Content-Length": str(declared)}, "UNSIGNED-PAYLOAD"
+    ).headers
+    head = (
+        f"PUT {path} HTTP/1.1\r\n"
+        + "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        + "\r\n"
+    )
     sock = connect(server)
     sock.sendall(head.encode() + sent)
     return sock
@@ -267,9 +279,13 @@ def test_a_stalled_body_times_out_and_leaves_the_old_object(quick: ServerProcess
 
 
 def test_past_max_connections_the_answer_is_slow_down(spawn: Spawn) -> None:
-    server = spawn(env={"TIERSTORE_SERVER_MAX_CONNECTIONS": "20",
-                        "TIERSTORE_SERVER_HEADER_TIMEOUT_SECONDS": "60",
-                        "TIERSTORE_SERVER_KEEP_ALIVE_TIMEOUT_SECONDS": "60"})
+    server = spawn(
+        env={
+            "TIERSTORE_SERVER_MAX_CONNECTIONS": "20",
+            "TIERSTORE_SERVER_HEADER_TIMEOUT_SECONDS": "60",
+            "TIERSTORE_SERVER_KEEP_ALIVE_TIMEOUT_SECONDS": "60",
+        }
+    )
     held = []
     try:
         for _ in range(20):  # the cap, each kept alive after a request
@@ -324,8 +340,13 @@ def https(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpsServer]:
     issued.private_key_and_cert_chain_pem.write_to_path(str(cert))
     issued.private_key_pem.write_to_path(str(key))
     ca.cert_pem.write_to_path(str(ca_path))
-    proc = ServerProcess(root / "data", free_port(), scheme="https", env=short_timeouts(),
-                         extra_args=["--tls-cert", str(cert), "--tls-key", str(key)]).start()
+    proc = ServerProcess(
+        root / "data",
+        free_port(),
+        scheme="https",
+        env=short_timeouts(),
+        extra_args=["--tls-cert", str(cert), "--tls-key", str(key)],
+    ).start()
     yield HttpsServer(proc, ssl.create_default_context(cafile=str(ca_path)))
     assert proc.stop() == 0, proc.log()
 

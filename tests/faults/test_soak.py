@@ -137,8 +137,14 @@ class Client(threading.Thread):
 
     # --- the wire ---------------------------------------------------------------------------
 
-    def call(self, method: str, path: str, headers: dict[str, str] | None = None,
-             body: Iterator[bytes] | bytes = b"", length: int = 0) -> tuple[int, dict[str, str], bytes]:
+    def call(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str] | None = None,
+        body: Iterator[bytes] | bytes = b"",
+        length: int = 0,
+    ) -> tuple[int, dict[str, str], bytes]:
         url = f"http://127.0.0.1:{self.soak.port}{path}"
         signed = sign_v4(method, url, {**(headers or {}), "Content-Length": str(length)}, "UNSIGNED-PAYLOAD")
         self.requests += 1
@@ -201,7 +207,12 @@ class Client(threading.Thread):
 
     def put(self, key: str) -> None:
         seed, size = self.rng.randrange(1 << 40), pick_size(self.rng)
-        self.write("put", key, ((seed, size),), lambda: self.call("PUT", f"/{BUCKET}/{key}", body=content(seed, size), length=size)[0])
+        self.write(
+            "put",
+            key,
+            ((seed, size),),
+            lambda: self.call("PUT", f"/{BUCKET}/{key}", body=content(seed, size), length=size)[0],
+        )
 
     def delete(self, key: str) -> None:
         self.write("delete", key, None, lambda: self.call("DELETE", f"/{BUCKET}/{key}")[0])
@@ -212,29 +223,46 @@ class Client(threading.Thread):
         if source == key or len(allowed) != 1 or None in allowed:
             return  # copy only what is known for sure
         (version,) = allowed
-        self.write("copy", key, version, lambda: self.call(
-            "PUT", f"/{BUCKET}/{key}", {"x-amz-copy-source": f"/{BUCKET}/{source}"})[0])
+        self.write(
+            "copy",
+            key,
+            version,
+            lambda: self.call("PUT", f"/{BUCKET}/{key}", {"x-amz-copy-source": f"/{BUCKET}/{source}"})[0],
+        )
 
     def multipart(self, key: str) -> None:
         status, _, reply = self.call("POST", f"/{BUCKET}/{key}?uploads")
         if status != 200:
             return
         upload = re.search(rb"<UploadId>([^<]+)</UploadId>", reply).group(1).decode()  # type: ignore[union-attr]
-        parts = [(self.rng.randrange(1 << 40), 5 * MiB), (self.rng.randrange(1 << 40), self.rng.randrange(1, MiB))]
+        parts = [
+            (self.rng.randrange(1 << 40), 5 * MiB),
+            (self.rng.randrange(1 << 40), self.rng.randrange(1, MiB)),
+        ]
         etags = []
         for number, (seed, size) in enumerate(parts, 1):
-            status, headers, _ = self.call("PUT", f"/{BUCKET}/{key}?partNumber={number}&uploadId={upload}",
-                                           body=content(seed, size), length=size)
+            status, headers, _ = self.call(
+                "PUT",
+                f"/{BUCKET}/{key}?partNumber={number}&uploadId={upload}",
+                body=content(seed, size),
+                length=size,
+            )
             if status != 200:
                 return
             etags.append(headers["etag"])
-        xml = "<CompleteMultipartUpload>" + "".join(
-            f"<Part><PartNumber>{n}</PartNumber><ETag>{e}</ETag></Part>" for n, e in enumerate(etags, 1)
-        ) + "</CompleteMultipartUpload>"
+        xml = (
+            "<CompleteMultipartUpload>"
+            + "".join(
+                f"<Part><PartNumber>{n}</PartNumber><ETag>{e}</ETag></Part>" for n, e in enumerate(etags, 1)
+            )
+            + "</CompleteMultipartUpload>"
+        )
         body = xml.encode()
 
         def complete() -> int:
-            status, _, reply = self.call("POST", f"/{BUCKET}/{key}?uploadId={upload}", body=body, length=len(body))
+            status, _, reply = self.call(
+                "POST", f"/{BUCKET}/{key}?uploadId={upload}", body=body, length=len(body)
+            )
             return 500 if status == 200 and b"<Error>" in reply else status  # an error inside a 200
 
         self.write("multipart", key, tuple(parts), complete)
@@ -279,7 +307,10 @@ class Client(threading.Thread):
             if status != 503:
                 self.fail(f"LIST {prefix}: {status}")
             return
-        listed = {k.decode(): int(s) for k, s in re.findall(rb"<Key>([^<]+)</Key>.*?<Size>(\d+)</Size>", reply, re.S)}
+        listed = {
+            k.decode(): int(s)
+            for k, s in re.findall(rb"<Key>([^<]+)</Key>.*?<Size>(\d+)</Size>", reply, re.S)
+        }
         for own in self.keys:
             sizes = {None if v is None else sum(s for _, s in v) for v in self.soak.model.allowed[own]}
             if listed.get(own) not in sizes:
@@ -321,11 +352,15 @@ def test_soak(tmp_path: Path, request: pytest.FixtureRequest, reliability: Recor
         endpoint = server.endpoint
         status, _, _ = Client(soak, 999).call("PUT", f"/{BUCKET}")
         assert status == 200
-        body = (b"<LifecycleConfiguration><Rule><ID>to-warm</ID><Filter><Prefix></Prefix></Filter>"
-                b"<Status>Enabled</Status><Transition><Days>30</Days><StorageClass>STANDARD_IA</StorageClass>"
-                b"</Transition></Rule></LifecycleConfiguration>")
+        body = (
+            b"<LifecycleConfiguration><Rule><ID>to-warm</ID><Filter><Prefix></Prefix></Filter>"
+            b"<Status>Enabled</Status><Transition><Days>30</Days><StorageClass>STANDARD_IA</StorageClass>"
+            b"</Transition></Rule></LifecycleConfiguration>"
+        )
         md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
-        status, _, reply = Client(soak, 998).call("PUT", f"/{BUCKET}?lifecycle", {"Content-MD5": md5}, body, len(body))
+        status, _, reply = Client(soak, 998).call(
+            "PUT", f"/{BUCKET}?lifecycle", {"Content-MD5": md5}, body, len(body)
+        )
         assert status == 200, reply
         soak.model.allowed.clear()
         clients = [Client(soak, n) for n in range(CLIENTS)]
@@ -345,7 +380,9 @@ def test_soak(tmp_path: Path, request: pytest.FixtureRequest, reliability: Recor
             if not killed and now >= kill_at:
                 server.kill()
                 faults += 1
-                server = ServerProcess(data_dir, port, env=dict(SERVER_ENV), extra_args=["--test-clock"]).start()
+                server = ServerProcess(
+                    data_dir, port, env=dict(SERVER_ENV), extra_args=["--test-clock"]
+                ).start()
                 killed, restarted_at = True, time.monotonic()
                 if offline:  # whatever the restart made of it, it comes back now
                     admin(endpoint, "domain", "online", offline)
@@ -384,8 +421,10 @@ def test_soak(tmp_path: Path, request: pytest.FixtureRequest, reliability: Recor
         dropped = sum(c.dropped for c in clients)
         uncertain = sum(1 for allowed in soak.model.allowed.values() if len(allowed) > 1)
         acked = sum((c.acked for c in clients), Counter())
-        print(f"soak: {requests} requests, {dropped} dropped connections, {uncertain} keys left uncertain; "
-              f"acknowledged writes {dict(acked)}")
+        print(
+            f"soak: {requests} requests, {dropped} dropped connections, {uncertain} keys left uncertain; "
+            f"acknowledged writes {dict(acked)}"
+        )
 
         # Quiet now: let the lifecycle and heal finish, then every key must read back allowed.
         admin(endpoint, "lifecycle", "run", "--wait")
@@ -400,16 +439,24 @@ def test_soak(tmp_path: Path, request: pytest.FixtureRequest, reliability: Recor
             wanted = {None if v is None else md5_of(v) for v in allowed}
             if seen not in wanted:
                 reliability.lost(f"{key}: {seen} not in {wanted}")
-        reliability.record(inputs=len(soak.model.allowed), faults=faults, operations=requests,
-                           verified=len(soak.model.allowed) + sum(c.verified for c in clients))
+        reliability.record(
+            inputs=len(soak.model.allowed),
+            faults=faults,
+            operations=requests,
+            verified=len(soak.model.allowed) + sum(c.verified for c in clients),
+        )
 
         first = run_admin(endpoint, "fsck")
         report = json.loads(first.stdout)
         assert report["counts"]["dangling"] == report["counts"]["lost"] == 0, report
         admin_fsck = run_admin(endpoint, "fsck", "--orphan-age", "0", "--repair")
         assert admin_fsck.returncode in (0, 1), admin_fsck.stderr
-        wait_for(lambda: run_admin(endpoint, "fsck", "--orphan-age", "0").returncode == 0, 60,
-                 "fsck to be clean once the crash garbage is collected", interval=2.0)
+        wait_for(
+            lambda: run_admin(endpoint, "fsck", "--orphan-age", "0").returncode == 0,
+            60,
+            "fsck to be clean once the crash garbage is collected",
+            interval=2.0,
+        )
 
         # The restarted server's memory: flat after warm-up (a bound on leaks, not a speed figure).
         # Warm: the most it held in the first third of its run under load; end: at the end of the load.

@@ -120,10 +120,15 @@ def spawn(tmp_path: Path) -> Iterator[Callable[..., Tiered]]:
     """Start a dedicated test-clock server: `spawn(env={...}, extra_args=[...])`. Killed at the end."""
     started: list[ServerProcess] = []
 
-    def start(*, env: dict[str, str] | None = None, extra_args: list[str] | None = None,
-              data: Path | None = None) -> Tiered:
-        proc = ServerProcess(data or tmp_path / f"data{len(started)}", free_port(),
-                             extra_args=["--test-clock", *(extra_args or [])], env={**QUIET_DAEMON, **(env or {})})
+    def start(
+        *, env: dict[str, str] | None = None, extra_args: list[str] | None = None, data: Path | None = None
+    ) -> Tiered:
+        proc = ServerProcess(
+            data or tmp_path / f"data{len(started)}",
+            free_port(),
+            extra_args=["--test-clock", *(extra_args or [])],
+            env={**QUIET_DAEMON, **(env or {})},
+        )
         started.append(proc)
         proc.start()
         return Tiered(proc)
@@ -136,8 +141,12 @@ def spawn(tmp_path: Path) -> Iterator[Callable[..., Tiered]]:
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiered]:
     """One test-clock server per test module (tests use their own buckets)."""
-    proc = ServerProcess(tmp_path_factory.mktemp("lifecycle") / "data", free_port(),
-                         extra_args=["--test-clock"], env=dict(QUIET_DAEMON))
+    proc = ServerProcess(
+        tmp_path_factory.mktemp("lifecycle") / "data",
+        free_port(),
+        extra_args=["--test-clock"],
+        env=dict(QUIET_DAEMON),
+    )
     proc.start()
     yield Tiered(proc)
     proc.stop()
@@ -156,7 +165,9 @@ def new_bucket(shared: Tiered) -> Callable[[], str]:
     return make
 
 
-def signed_request(endpoint: str, method: str, path: str, query: str = "", body: bytes = b"") -> tuple[int, str]:
+def signed_request(
+    endpoint: str, method: str, path: str, query: str = "", body: bytes = b""
+) -> tuple[int, str]:
     """One SigV4-signed request with exactly this body (for documents boto3 would never send)."""
     import base64
     import hashlib

@@ -20,11 +20,21 @@ from tests.support import admin, wait_for
 class Daemon:
     def __init__(self, data: Path, log: Path) -> None:
         self.log_path = log
-        env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS_KEY, "TIERSTORE_SECRET_KEY": SECRET_KEY,
-               "PYTHONUNBUFFERED": "1", "TIERSTORE_LIFECYCLE_INTERVAL_SECONDS": "1", **catalog_env(data)}
+        env = {
+            **os.environ,
+            "TIERSTORE_ACCESS_KEY": ACCESS_KEY,
+            "TIERSTORE_SECRET_KEY": SECRET_KEY,
+            "PYTHONUNBUFFERED": "1",
+            "TIERSTORE_LIFECYCLE_INTERVAL_SECONDS": "1",
+            **catalog_env(data),
+        }
         self._log = open(log, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen([sys.executable, "-m", "server.cli", "lifecycle", "--data", str(data),
-                                      "--test-clock"], stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "server.cli", "lifecycle", "--data", str(data), "--test-clock"],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
         deadline = time.monotonic() + 30
         while "lifecycle daemon running" not in self.log():
             assert self.proc.poll() is None, self.log()
@@ -72,7 +82,9 @@ def admin_subprocess(ts: Tiered, *args: str) -> dict:
     return admin(ts.endpoint, *args, timeout=120)
 
 
-def test_separate_daemon_moves_objects_holds_the_lease_and_stops_cleanly(spawn, daemons, tmp_path: Path) -> None:
+def test_separate_daemon_moves_objects_holds_the_lease_and_stops_cleanly(
+    spawn, daemons, tmp_path: Path
+) -> None:
     data = tmp_path / "shared-data"
     ts = spawn(extra_args=["--no-lifecycle"], data=data)
     ts.s3.create_bucket(Bucket="proc")
@@ -92,15 +104,20 @@ def test_separate_daemon_moves_objects_holds_the_lease_and_stops_cleanly(spawn, 
     second = daemons(data)
     # The second daemon tries every second and is turned away (waiting on its log, not a fixed
     # sleep: on a loaded box its first pass may take a while to come).
-    wait_for(lambda: "another lifecycle daemon holds the lease" in second.log(), 60, "the second daemon's refusal")
+    wait_for(
+        lambda: "another lifecycle daemon holds the lease" in second.log(), 60, "the second daemon's refusal"
+    )
     holders = lease_holders(data)
     assert len(holders) == 1 and holders[0][0].split(":")[1] == str(first.proc.pid), holders
 
     assert first.stop() == 0
     assert "Traceback" not in first.log()
     # The lease was released on the way out: the second daemon takes over at its next pass.
-    wait_for(lambda: [h.split(":")[1] for h, _ in lease_holders(data)] == [str(second.proc.pid)], 30,
-             "the second daemon to take the lease")
+    wait_for(
+        lambda: [h.split(":")[1] for h, _ in lease_holders(data)] == [str(second.proc.pid)],
+        30,
+        "the second daemon to take the lease",
+    )
     ts.s3.put_object(Bucket="proc", Key="b", Body=b"b" * 5000)
     ts.advance(31)
     wait_for(lambda: ts.tier("proc", "b") == "warm", 60, "b to move to warm")
@@ -113,8 +130,13 @@ def test_separate_daemon_moves_objects_holds_the_lease_and_stops_cleanly(spawn, 
 
 def admin_exit(ts: Tiered, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS_KEY, "TIERSTORE_SECRET_KEY": SECRET_KEY}
-    return subprocess.run([sys.executable, "-m", "server.cli", "admin", "--endpoint", ts.endpoint, *args],
-                          capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "server.cli", "admin", "--endpoint", ts.endpoint, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_a_server_killed_with_sigkill_takes_its_lease_back_when_it_restarts(spawn, tmp_path: Path) -> None:
@@ -124,7 +146,7 @@ def test_a_server_killed_with_sigkill_takes_its_lease_back_when_it_restarts(spaw
     ts.s3.create_bucket(Bucket="killed")
     ts.s3.put_object(Bucket="killed", Key="a", Body=b"a" * 5000)
     assert admin_subprocess(ts, "lifecycle", "run", "--wait")["passes"] == 1
-    (holder, expires), = lease_holders(data)
+    ((holder, expires),) = lease_holders(data)
     assert expires > time.time() + 3600, "the dead server's lease would outlive the test"
 
     ts.server.kill()  # SIGKILL: the lease is not released
@@ -134,7 +156,7 @@ def test_a_server_killed_with_sigkill_takes_its_lease_back_when_it_restarts(spaw
     result = admin_subprocess(ts, "lifecycle", "run", "--wait")  # check=True: exit 0
     assert result["passes"] >= 1 and result["pass"]["scanned"] == 1, result
     assert ts.tier("killed", "a") == "warm"
-    (new_holder, _), = lease_holders(data)
+    ((new_holder, _),) = lease_holders(data)
     assert new_holder != holder and new_holder.split(":")[1] == str(ts.server.proc.pid)
 
 
@@ -143,7 +165,7 @@ def test_run_wait_names_the_live_holder_of_the_lease(spawn, daemons, tmp_path: P
     ts = spawn(extra_args=["--no-lifecycle"], data=data)
     other = daemons(data)  # a live `tierstore lifecycle` on the same data directory takes the lease
     wait_for(lambda: len(lease_holders(data)) == 1, 60, "the daemon to take the lease")
-    (holder, expires), = lease_holders(data)
+    ((holder, expires),) = lease_holders(data)
     done = admin_exit(ts, "lifecycle", "run", "--wait")
     assert done.returncode == 1, (done.returncode, done.stdout, done.stderr)
     assert f"pid {other.proc.pid}" in done.stderr and holder in done.stderr, done.stderr

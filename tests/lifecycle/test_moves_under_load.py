@@ -63,7 +63,7 @@ class History:
     def allowed(self, key: str, floor: int) -> list[str]:
         """What a read that started at `floor` may return: the version acknowledged then, or later."""
         with self.lock:
-            return self.versions[key][max(floor - 1, 0):]
+            return self.versions[key][max(floor - 1, 0) :]
 
     def last(self, key: str) -> str:
         with self.lock:
@@ -131,7 +131,9 @@ class Load:
                 continue
             md5 = hashlib.md5(got).hexdigest()
             if md5 not in self.history.allowed(key, floor):
-                self.wrong_reads.append(f"GET {key}: {md5} not among versions acknowledged since the read began")
+                self.wrong_reads.append(
+                    f"GET {key}: {md5} not among versions acknowledged since the read began"
+                )
 
     def start(self) -> list[threading.Thread]:
         threads = [threading.Thread(target=self.writer, args=(i,), daemon=True) for i in range(WRITERS)]
@@ -167,9 +169,19 @@ def test_reads_and_overwrites_stay_correct_while_objects_move_between_all_tiers(
     archive_keys = [f"arch/{i:04d}" for i in range(ARCHIVE)]
     history = History()
     put_all(ts, keys + archive_keys, history)
-    ts.s3.put_bucket_lifecycle_configuration(Bucket=BUCKET, LifecycleConfiguration={"Rules": [
-        {"ID": "archive", "Filter": {"Prefix": "arch/"}, "Status": "Enabled",
-         "Transitions": [{"Days": 40, "StorageClass": "GLACIER"}]}]})
+    ts.s3.put_bucket_lifecycle_configuration(
+        Bucket=BUCKET,
+        LifecycleConfiguration={
+            "Rules": [
+                {
+                    "ID": "archive",
+                    "Filter": {"Prefix": "arch/"},
+                    "Status": "Enabled",
+                    "Transitions": [{"Days": 40, "StorageClass": "GLACIER"}],
+                }
+            ]
+        },
+    )
 
     load = Load(ts.endpoint, keys, archive_keys, history)
     threads = load.start()
@@ -197,8 +209,12 @@ def test_reads_and_overwrites_stay_correct_while_objects_move_between_all_tiers(
         lifecycle_pass()
         restored = archive_keys[100:150]
         for key in restored:
-            assert ts.s3.restore_object(Bucket=BUCKET, Key=key, RestoreRequest={"Days": 1})[
-                "ResponseMetadata"]["HTTPStatusCode"] == 202
+            assert (
+                ts.s3.restore_object(Bucket=BUCKET, Key=key, RestoreRequest={"Days": 1})["ResponseMetadata"][
+                    "HTTPStatusCode"
+                ]
+                == 202
+            )
         lifecycle_pass()  # restored copies made while clients read them
         for key in random.sample(keys, 100):
             for _ in range(3):

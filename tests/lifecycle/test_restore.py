@@ -26,14 +26,19 @@ def archived(ts: Tiered, bucket: str, key: str, body: bytes) -> None:
 
 def restore_copy_ids(ts: Tiered, bucket: str, key: str) -> list[str]:
     """Data ids of the restored copy, read from the catalog file (read-only)."""
-    ((raw,),) = catalog_query(ts.server.data_dir, "SELECT restore FROM objects WHERE bucket = ? AND key = ?",
-                              (bucket, key))
+    ((raw,),) = catalog_query(
+        ts.server.data_dir, "SELECT restore FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
+    )
     return [segment["id"] for segment in json.loads(raw)["segments"]] if raw else []
 
 
 def shard_files(data_dir: Path, data_id: str) -> list[Path]:
-    return [Path(root) / name for root, _, names in os.walk(data_dir / "domains") for name in names
-            if name.startswith(data_id + ".")]
+    return [
+        Path(root) / name
+        for root, _, names in os.walk(data_dir / "domains")
+        for name in names
+        if name.startswith(data_id + ".")
+    ]
 
 
 def get_error(ts: Tiered, bucket: str, key: str) -> str:
@@ -64,7 +69,9 @@ def test_restore_lifecycle_of_an_archived_object(shared: Tiered, new_bucket) -> 
     head = ts.s3.head_object(Bucket=b, Key="frozen")
     assert head["Restore"].startswith('ongoing-request="false", expiry-date="')
     assert head["StorageClass"] == "GLACIER"
-    assert head["ResponseMetadata"]["HTTPHeaders"]["x-tierstore-tier"] == "cold", "the object itself stays archived"
+    assert head["ResponseMetadata"]["HTTPHeaders"]["x-tierstore-tier"] == "cold", (
+        "the object itself stays archived"
+    )
     info = ts.obj(b, "frozen")
     assert info["tier"] == "cold" and info["restore"]["tier"] == "warm" and not info["restore"]["ongoing"]
     assert info["moves"][0]["reason"] == "restore"
@@ -95,7 +102,9 @@ def test_restore_lifecycle_of_an_archived_object(shared: Tiered, new_bucket) -> 
     deadline = time.monotonic() + COLLECT_WAIT
     while any(shard_files(ts.server.data_dir, i) for i in copy_ids) and time.monotonic() < deadline:
         time.sleep(1)
-    assert not any(shard_files(ts.server.data_dir, i) for i in copy_ids), "the expired copy's bytes are collected"
+    assert not any(shard_files(ts.server.data_dir, i) for i in copy_ids), (
+        "the expired copy's bytes are collected"
+    )
     # The archived object itself is intact and can be restored again.
     ts.s3.restore_object(Bucket=b, Key="frozen", RestoreRequest={"Days": 1})
     ts.run_pass()
@@ -141,16 +150,28 @@ def test_restore_of_a_transitioned_object_and_deep_archive(shared: Tiered, new_b
     body = os.urandom(50_000)
     ts.s3.put_object(Bucket=b, Key="rule/k", Body=body)
     ts.s3.put_object(Bucket=b, Key="deep", Body=body, StorageClass="DEEP_ARCHIVE")
-    ts.s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": [
-        {"ID": "g", "Filter": {"Prefix": "rule/"}, "Status": "Enabled",
-         "Transitions": [{"Days": 1, "StorageClass": "GLACIER"}]}]})
+    ts.s3.put_bucket_lifecycle_configuration(
+        Bucket=b,
+        LifecycleConfiguration={
+            "Rules": [
+                {
+                    "ID": "g",
+                    "Filter": {"Prefix": "rule/"},
+                    "Status": "Enabled",
+                    "Transitions": [{"Days": 1, "StorageClass": "GLACIER"}],
+                }
+            ]
+        },
+    )
     ts.advance(2)
     ts.run_pass()
     assert ts.tier(b, "rule/k") == "cold" and ts.storage_class(b, "rule/k") == "GLACIER"
     assert ts.tier(b, "deep") == "cold" and ts.storage_class(b, "deep") == "DEEP_ARCHIVE"
     for key in ("rule/k", "deep"):
         assert get_error(ts, b, key) == "InvalidObjectState"
-        ts.s3.restore_object(Bucket=b, Key=key, RestoreRequest={"Days": 1, "GlacierJobParameters": {"Tier": "Bulk"}})
+        ts.s3.restore_object(
+            Bucket=b, Key=key, RestoreRequest={"Days": 1, "GlacierJobParameters": {"Tier": "Bulk"}}
+        )
     ts.run_pass()
     for key in ("rule/k", "deep"):
         assert ts.get(b, key) == body

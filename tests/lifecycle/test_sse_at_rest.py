@@ -40,8 +40,9 @@ def test_no_plaintext_under_the_data_directory(spawn) -> None:
     small_marker, small = marked(3000)  # a small object: written whole
     s3.put_object(Bucket="secret", Key="big", Body=big, ServerSideEncryption="AES256")
     s3.put_object(Bucket="secret", Key="small", Body=small, ServerSideEncryption="AES256")
-    s3.put_object(Bucket="secret", Key="fast", Body=small, ServerSideEncryption="AES256",
-                  StorageClass="EXPRESS_ONEZONE")
+    s3.put_object(
+        Bucket="secret", Key="fast", Body=small, ServerSideEncryption="AES256", StorageClass="EXPRESS_ONEZONE"
+    )
     # The check would find plaintext stored in the clear: prove it on an unencrypted object.
     clear_marker, clear = marked(5000)
     s3.put_object(Bucket="secret", Key="clear", Body=clear)
@@ -49,9 +50,19 @@ def test_no_plaintext_under_the_data_directory(spawn) -> None:
     s3.delete_object(Bucket="secret", Key="clear")
 
     # Archive them to the cold tier with a lifecycle rule (the mover copies ciphertext as it is).
-    s3.put_bucket_lifecycle_configuration(Bucket="secret", LifecycleConfiguration={"Rules": [
-        {"ID": "archive", "Filter": {"Prefix": ""}, "Status": "Enabled",
-         "Transitions": [{"Days": 1, "StorageClass": "GLACIER"}]}]})
+    s3.put_bucket_lifecycle_configuration(
+        Bucket="secret",
+        LifecycleConfiguration={
+            "Rules": [
+                {
+                    "ID": "archive",
+                    "Filter": {"Prefix": ""},
+                    "Status": "Enabled",
+                    "Transitions": [{"Days": 1, "StorageClass": "GLACIER"}],
+                }
+            ]
+        },
+    )
     ts.advance(2)
     ts.run_pass()
     assert ts.tier("secret", "big") == "cold" and ts.tier("secret", "small") == "cold"
@@ -61,7 +72,10 @@ def test_no_plaintext_under_the_data_directory(spawn) -> None:
     s3.restore_object(Bucket="secret", Key="big", RestoreRequest={"Days": 1})
     ts.run_pass()
     assert s3.get_object(Bucket="secret", Key="big")["Body"].read() == big
-    assert s3.get_object(Bucket="secret", Key="big", Range="bytes=65530-65545")["Body"].read() == big[65530:65546]
+    assert (
+        s3.get_object(Bucket="secret", Key="big", Range="bytes=65530-65545")["Body"].read()
+        == big[65530:65546]
+    )
     for marker in (big_marker, small_marker):
         assert files_holding(ts.server.data_dir, marker) == []
 
@@ -73,12 +87,16 @@ def test_tampered_ciphertext_is_never_served(spawn, tmp_path: Path) -> None:
     s3.create_bucket(Bucket="tamper")
     body = os.urandom(200_000)
     # gpu-direct keeps one plain file per blob (no erasure checksums): only AES-GCM guards it.
-    s3.put_object(Bucket="tamper", Key="fast", Body=body, ServerSideEncryption="AES256", StorageClass="EXPRESS_ONEZONE")
+    s3.put_object(
+        Bucket="tamper", Key="fast", Body=body, ServerSideEncryption="AES256", StorageClass="EXPRESS_ONEZONE"
+    )
     # The erasure-coded hot tier: its block checksums catch the flip first and rebuild the block.
     s3.put_object(Bucket="tamper", Key="hot", Body=body, ServerSideEncryption="AES256")
     ts.server.stop()  # the memory tier's cache must not answer from RAM
 
-    blobs = [p for p in (data / "tiers" / "gpu-direct").rglob("*") if p.is_file() and p.stat().st_size > 100_000]
+    blobs = [
+        p for p in (data / "tiers" / "gpu-direct").rglob("*") if p.is_file() and p.stat().st_size > 100_000
+    ]
     assert len(blobs) == 1, blobs
     raw = bytearray(blobs[0].read_bytes())
     raw[100_000] ^= 0x01

@@ -24,8 +24,12 @@ FAST_HEAT = {"TIERSTORE_LIFECYCLE_PROMOTE_TO_HOT_HEAT": "2", "TIERSTORE_LIFECYCL
 
 @pytest.fixture(scope="module")
 def ts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiered]:
-    proc = ServerProcess(tmp_path_factory.mktemp("temperature") / "data", free_port(),
-                         extra_args=["--test-clock"], env={**QUIET_DAEMON, **FAST_HEAT})
+    proc = ServerProcess(
+        tmp_path_factory.mktemp("temperature") / "data",
+        free_port(),
+        extra_args=["--test-clock"],
+        env={**QUIET_DAEMON, **FAST_HEAT},
+    )
     proc.start()
     yield Tiered(proc)
     proc.stop()
@@ -82,8 +86,10 @@ def test_unclassified_object_follows_its_temperature_through_all_readable_tiers(
     assert ts.tier(b, "obj") == "hot"
     assert ts.get(b, "obj") == body and ts.storage_class(b, "obj") == "STANDARD"
     assert moves(ts, b, "obj") == [
-        ("hot", "warm", "temperature"), ("warm", "hot", "temperature"),
-        ("hot", "gpu-direct", "temperature"), ("gpu-direct", "hot", "temperature"),
+        ("hot", "warm", "temperature"),
+        ("warm", "hot", "temperature"),
+        ("hot", "gpu-direct", "temperature"),
+        ("gpu-direct", "hot", "temperature"),
     ]
 
 
@@ -98,11 +104,24 @@ def test_explicit_storage_classes_stay_where_their_class_says(ts: Tiered, bucket
     ts.run_pass()
     assert [ts.tier(b, k) for k in ("ia", "express", "standard")] == ["warm", "gpu-direct", "hot"]
     assert [ts.storage_class(b, k) for k in ("ia", "express", "standard")] == [
-        "STANDARD_IA", "EXPRESS_ONEZONE", "STANDARD"]
+        "STANDARD_IA",
+        "EXPRESS_ONEZONE",
+        "STANDARD",
+    ]
     # ... unless a rule moves them.
-    ts.s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": [
-        {"ID": "archive-ia", "Filter": {"Prefix": "ia"}, "Status": "Enabled",
-         "Transitions": [{"Days": 1, "StorageClass": "GLACIER"}]}]})
+    ts.s3.put_bucket_lifecycle_configuration(
+        Bucket=b,
+        LifecycleConfiguration={
+            "Rules": [
+                {
+                    "ID": "archive-ia",
+                    "Filter": {"Prefix": "ia"},
+                    "Status": "Enabled",
+                    "Transitions": [{"Days": 1, "StorageClass": "GLACIER"}],
+                }
+            ]
+        },
+    )
     ts.run_pass()
     assert ts.tier(b, "ia") == "cold" and ts.storage_class(b, "ia") == "GLACIER"
     assert moves(ts, b, "ia") == [("warm", "cold", "lifecycle:archive-ia")]
@@ -116,11 +135,24 @@ def test_a_lifecycle_transition_is_not_undone_by_reads(ts: Tiered, bucket) -> No
     bodies = {f"t{i}": bytes([65 + i]) * 4000 for i in range(3)}
     for key, body in bodies.items():
         ts.s3.put_object(Bucket=b, Key=key, Body=body)  # no class: temperature-managed until the rule
-    ts.s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": [
-        {"ID": "to-ia", "Filter": {}, "Status": "Enabled", "Transitions": [{"Days": 30, "StorageClass": "STANDARD_IA"}]}]})
+    ts.s3.put_bucket_lifecycle_configuration(
+        Bucket=b,
+        LifecycleConfiguration={
+            "Rules": [
+                {
+                    "ID": "to-ia",
+                    "Filter": {},
+                    "Status": "Enabled",
+                    "Transitions": [{"Days": 30, "StorageClass": "STANDARD_IA"}],
+                }
+            ]
+        },
+    )
     ts.advance(31)
     ts.run_pass()
-    assert {k: (ts.tier(b, k), ts.storage_class(b, k)) for k in bodies} == {k: ("warm", "STANDARD_IA") for k in bodies}
+    assert {k: (ts.tier(b, k), ts.storage_class(b, k)) for k in bodies} == {
+        k: ("warm", "STANDARD_IA") for k in bodies
+    }
     for _ in range(3):
         for key in bodies:
             ts.heat_up(b, key, 8)  # heat 8 ≥ 6: an unclassed object would climb to gpu-direct
@@ -137,7 +169,9 @@ def test_a_lifecycle_transition_is_not_undone_by_reads(ts: Tiered, bucket) -> No
 
 def test_bucket_tag_turns_temperature_off_for_unclassified_objects(ts: Tiered, bucket) -> None:
     off, on = bucket(), bucket()
-    ts.s3.put_bucket_tagging(Bucket=off, Tagging={"TagSet": [{"Key": "tierstore:temperature", "Value": "off"}]})
+    ts.s3.put_bucket_tagging(
+        Bucket=off, Tagging={"TagSet": [{"Key": "tierstore:temperature", "Value": "off"}]}
+    )
     for b in (off, on):
         ts.s3.put_object(Bucket=b, Key="k", Body=b"x" * 2000)
     ts.advance(31)
@@ -180,8 +214,15 @@ def test_intelligent_tiering_infrequent_access_archive_and_restore(ts: Tiered, b
     ts.run_pass()
     assert ts.tier(b, "big") == "hot"
 
-    ts.s3.put_bucket_intelligent_tiering_configuration(Bucket=b, Id="archive", IntelligentTieringConfiguration={
-        "Id": "archive", "Status": "Enabled", "Tierings": [{"Days": 90, "AccessTier": "ARCHIVE_ACCESS"}]})
+    ts.s3.put_bucket_intelligent_tiering_configuration(
+        Bucket=b,
+        Id="archive",
+        IntelligentTieringConfiguration={
+            "Id": "archive",
+            "Status": "Enabled",
+            "Tierings": [{"Days": 90, "AccessTier": "ARCHIVE_ACCESS"}],
+        },
+    )
     ts.advance(89)
     ts.run_pass()
     assert ts.tier(b, "big") == "warm", "89 days: infrequent, not archived yet"
@@ -194,8 +235,12 @@ def test_intelligent_tiering_infrequent_access_archive_and_restore(ts: Tiered, b
     with pytest.raises(ClientError) as err:
         ts.get(b, "big")
     assert error_code(err.value) == "InvalidObjectState"
-    assert ts.s3.restore_object(Bucket=b, Key="big", RestoreRequest={"Days": 1})[
-        "ResponseMetadata"]["HTTPStatusCode"] == 202
+    assert (
+        ts.s3.restore_object(Bucket=b, Key="big", RestoreRequest={"Days": 1})["ResponseMetadata"][
+            "HTTPStatusCode"
+        ]
+        == 202
+    )
     ts.run_pass()
     assert ts.get(b, "big") == big
     assert 'ongoing-request="false"' in ts.s3.head_object(Bucket=b, Key="big")["Restore"]
@@ -204,13 +249,25 @@ def test_intelligent_tiering_infrequent_access_archive_and_restore(ts: Tiered, b
 def test_intelligent_tiering_configuration_apis(ts: Tiered, bucket) -> None:
     b = bucket()
     s3 = ts.s3
-    config = {"Id": "deep", "Filter": {"And": {"Prefix": "data/", "Tags": [{"Key": "t", "Value": "1"}]}},
-              "Status": "Enabled", "Tierings": [{"Days": 90, "AccessTier": "ARCHIVE_ACCESS"},
-                                                {"Days": 200, "AccessTier": "DEEP_ARCHIVE_ACCESS"}]}
-    s3.put_bucket_intelligent_tiering_configuration(Bucket=b, Id="deep", IntelligentTieringConfiguration=config)
+    config = {
+        "Id": "deep",
+        "Filter": {"And": {"Prefix": "data/", "Tags": [{"Key": "t", "Value": "1"}]}},
+        "Status": "Enabled",
+        "Tierings": [
+            {"Days": 90, "AccessTier": "ARCHIVE_ACCESS"},
+            {"Days": 200, "AccessTier": "DEEP_ARCHIVE_ACCESS"},
+        ],
+    }
+    s3.put_bucket_intelligent_tiering_configuration(
+        Bucket=b, Id="deep", IntelligentTieringConfiguration=config
+    )
     other = {"Id": "arch", "Status": "Disabled", "Tierings": [{"Days": 100, "AccessTier": "ARCHIVE_ACCESS"}]}
-    s3.put_bucket_intelligent_tiering_configuration(Bucket=b, Id="arch", IntelligentTieringConfiguration=other)
-    got = s3.get_bucket_intelligent_tiering_configuration(Bucket=b, Id="deep")["IntelligentTieringConfiguration"]
+    s3.put_bucket_intelligent_tiering_configuration(
+        Bucket=b, Id="arch", IntelligentTieringConfiguration=other
+    )
+    got = s3.get_bucket_intelligent_tiering_configuration(Bucket=b, Id="deep")[
+        "IntelligentTieringConfiguration"
+    ]
     assert got == config
     listed = s3.list_bucket_intelligent_tiering_configurations(Bucket=b)
     assert [c["Id"] for c in listed["IntelligentTieringConfigurationList"]] == ["arch", "deep"]
@@ -218,19 +275,39 @@ def test_intelligent_tiering_configuration_apis(ts: Tiered, bucket) -> None:
 
     def refused(cfg: dict, id_: str | None = None) -> str:
         with pytest.raises(ClientError) as err:
-            s3.put_bucket_intelligent_tiering_configuration(Bucket=b, Id=id_ or cfg["Id"],
-                                                             IntelligentTieringConfiguration=cfg)
+            s3.put_bucket_intelligent_tiering_configuration(
+                Bucket=b, Id=id_ or cfg["Id"], IntelligentTieringConfiguration=cfg
+            )
         return error_code(err.value)
 
-    assert refused({"Id": "x", "Status": "Enabled", "Tierings": [{"Days": 10, "AccessTier": "ARCHIVE_ACCESS"}]}) \
+    assert (
+        refused({"Id": "x", "Status": "Enabled", "Tierings": [{"Days": 10, "AccessTier": "ARCHIVE_ACCESS"}]})
         == "InvalidArgument"
-    assert refused({"Id": "x", "Status": "Enabled", "Tierings": [
-        {"Days": 200, "AccessTier": "ARCHIVE_ACCESS"}, {"Days": 190, "AccessTier": "DEEP_ARCHIVE_ACCESS"}]}) \
+    )
+    assert (
+        refused(
+            {
+                "Id": "x",
+                "Status": "Enabled",
+                "Tierings": [
+                    {"Days": 200, "AccessTier": "ARCHIVE_ACCESS"},
+                    {"Days": 190, "AccessTier": "DEEP_ARCHIVE_ACCESS"},
+                ],
+            }
+        )
         == "InvalidArgument"
-    assert refused({"Id": "x", "Status": "Enabled", "Tierings": [{"Days": 90, "AccessTier": "FROZEN"}]}) \
+    )
+    assert (
+        refused({"Id": "x", "Status": "Enabled", "Tierings": [{"Days": 90, "AccessTier": "FROZEN"}]})
         == "MalformedXML"
-    assert refused({"Id": "x", "Status": "Enabled", "Tierings": [{"Days": 90, "AccessTier": "ARCHIVE_ACCESS"}]},
-                   id_="y") == "InvalidArgument"
+    )
+    assert (
+        refused(
+            {"Id": "x", "Status": "Enabled", "Tierings": [{"Days": 90, "AccessTier": "ARCHIVE_ACCESS"}]},
+            id_="y",
+        )
+        == "InvalidArgument"
+    )
     status, text = signed_request(ts.endpoint, "PUT", f"/{b}", "intelligent-tiering&id=x", b"<not-xml")
     assert status == 400 and "<Code>MalformedXML</Code>" in text
 
@@ -241,8 +318,12 @@ def test_intelligent_tiering_configuration_apis(ts: Tiered, bucket) -> None:
     with pytest.raises(ClientError) as err:
         s3.delete_bucket_intelligent_tiering_configuration(Bucket=b, Id="deep")
     assert error_code(err.value) == "NoSuchConfiguration"
-    assert [c["Id"] for c in s3.list_bucket_intelligent_tiering_configurations(Bucket=b)[
-        "IntelligentTieringConfigurationList"]] == ["arch"]
+    assert [
+        c["Id"]
+        for c in s3.list_bucket_intelligent_tiering_configurations(Bucket=b)[
+            "IntelligentTieringConfigurationList"
+        ]
+    ] == ["arch"]
 
 
 # --- S3 lifecycle rules -----------------------------------------------------------------------
@@ -252,25 +333,59 @@ def test_lifecycle_rules_transition_expire_and_abort_by_filter(ts: Tiered, bucke
     b = bucket()
     s3 = ts.s3
     put = {
-        "logs/a": (b"l" * 4000, None), "other/a": (b"o" * 4000, None),
-        "tagged/a": (b"t" * 4000, "team=ml&keep=no"), "tagged/b": (b"t" * 4000, "team=web"),
-        "sized/big": (b"g" * 50_000, None), "sized/small": (b"m" * 500, None), "sized/mid": (b"d" * 5000, None),
+        "logs/a": (b"l" * 4000, None),
+        "other/a": (b"o" * 4000, None),
+        "tagged/a": (b"t" * 4000, "team=ml&keep=no"),
+        "tagged/b": (b"t" * 4000, "team=web"),
+        "sized/big": (b"g" * 50_000, None),
+        "sized/small": (b"m" * 500, None),
+        "sized/mid": (b"d" * 5000, None),
     }
     for key, (body, tags) in put.items():
         s3.put_object(Bucket=b, Key=key, Body=body, **({"Tagging": tags} if tags else {}))
-    rules: dict[str, Any] = {"Rules": [
-        {"ID": "logs", "Filter": {"Prefix": "logs/"}, "Status": "Enabled",
-         "Transitions": [{"Days": 30, "StorageClass": "STANDARD_IA"}, {"Days": 60, "StorageClass": "GLACIER"}]},
-        {"ID": "ml-expire", "Filter": {"And": {"Prefix": "tagged/", "Tags": [{"Key": "team", "Value": "ml"}]}},
-         "Status": "Enabled", "Expiration": {"Days": 10}},
-        {"ID": "big-archive", "Filter": {"ObjectSizeGreaterThan": 10_000}, "Status": "Enabled",
-         "Transitions": [{"Days": 5, "StorageClass": "GLACIER"}]},
-        {"ID": "tiny-expire", "Filter": {"ObjectSizeLessThan": 1000}, "Status": "Enabled",
-         "Expiration": {"Days": 5}},
-        {"ID": "uploads", "Filter": {"Prefix": "mpu/"}, "Status": "Enabled",
-         "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 3}},
-        {"ID": "disabled", "Filter": {"Prefix": "other/"}, "Status": "Disabled", "Expiration": {"Days": 1}},
-    ]}
+    rules: dict[str, Any] = {
+        "Rules": [
+            {
+                "ID": "logs",
+                "Filter": {"Prefix": "logs/"},
+                "Status": "Enabled",
+                "Transitions": [
+                    {"Days": 30, "StorageClass": "STANDARD_IA"},
+                    {"Days": 60, "StorageClass": "GLACIER"},
+                ],
+            },
+            {
+                "ID": "ml-expire",
+                "Filter": {"And": {"Prefix": "tagged/", "Tags": [{"Key": "team", "Value": "ml"}]}},
+                "Status": "Enabled",
+                "Expiration": {"Days": 10},
+            },
+            {
+                "ID": "big-archive",
+                "Filter": {"ObjectSizeGreaterThan": 10_000},
+                "Status": "Enabled",
+                "Transitions": [{"Days": 5, "StorageClass": "GLACIER"}],
+            },
+            {
+                "ID": "tiny-expire",
+                "Filter": {"ObjectSizeLessThan": 1000},
+                "Status": "Enabled",
+                "Expiration": {"Days": 5},
+            },
+            {
+                "ID": "uploads",
+                "Filter": {"Prefix": "mpu/"},
+                "Status": "Enabled",
+                "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 3},
+            },
+            {
+                "ID": "disabled",
+                "Filter": {"Prefix": "other/"},
+                "Status": "Disabled",
+                "Expiration": {"Days": 1},
+            },
+        ]
+    }
     s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration=rules)
     got = s3.get_bucket_lifecycle_configuration(Bucket=b)["Rules"]
     assert {r["ID"]: r for r in got}["ml-expire"]["Filter"] == rules["Rules"][1]["Filter"]
@@ -306,8 +421,9 @@ def test_lifecycle_rules_transition_expire_and_abort_by_filter(ts: Tiered, bucke
     ts.advance(20)  # day 32: logs/ → STANDARD_IA (the rule wins over temperature's warm)
     ts.run_pass()
     assert ts.tier(b, "logs/a") == "warm" and ts.storage_class(b, "logs/a") == "STANDARD_IA"
-    assert ts.tier(b, "other/a") == "warm" and ts.storage_class(b, "other/a") == "STANDARD", \
+    assert ts.tier(b, "other/a") == "warm" and ts.storage_class(b, "other/a") == "STANDARD", (
         "a disabled rule does nothing; temperature still applies"
+    )
     listed = {o["Key"]: o["StorageClass"] for o in s3.list_objects_v2(Bucket=b)["Contents"]}
     assert listed["logs/a"] == "STANDARD_IA" and listed["sized/big"] == "GLACIER"
 
@@ -324,8 +440,19 @@ def test_rule_gives_its_class_to_data_temperature_already_moved(ts: Tiered, buck
     ts.advance(31)
     ts.run_pass()
     assert ts.tier(b, "k") == "warm" and ts.storage_class(b, "k") == "STANDARD"
-    ts.s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": [
-        {"ID": "ia", "Filter": {}, "Status": "Enabled", "Transitions": [{"Days": 30, "StorageClass": "STANDARD_IA"}]}]})
+    ts.s3.put_bucket_lifecycle_configuration(
+        Bucket=b,
+        LifecycleConfiguration={
+            "Rules": [
+                {
+                    "ID": "ia",
+                    "Filter": {},
+                    "Status": "Enabled",
+                    "Transitions": [{"Days": 30, "StorageClass": "STANDARD_IA"}],
+                }
+            ]
+        },
+    )
     ts.run_pass()
     assert ts.tier(b, "k") == "warm" and ts.storage_class(b, "k") == "STANDARD_IA"
     assert ts.get(b, "k") == b"w" * 3000
@@ -338,9 +465,19 @@ def test_transition_by_date(ts: Tiered, bucket) -> None:
     ts.s3.put_object(Bucket=b, Key="d", Body=b"d" * 2000, StorageClass="STANDARD_IA")
     now = ts.admin("clock", "show")["now"]
     midnight = dt.datetime.fromtimestamp((now // DAY + 3) * DAY, dt.UTC)
-    ts.s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": [
-        {"ID": "date", "Filter": {"Prefix": ""}, "Status": "Enabled",
-         "Transitions": [{"Date": midnight, "StorageClass": "GLACIER"}]}]})
+    ts.s3.put_bucket_lifecycle_configuration(
+        Bucket=b,
+        LifecycleConfiguration={
+            "Rules": [
+                {
+                    "ID": "date",
+                    "Filter": {"Prefix": ""},
+                    "Status": "Enabled",
+                    "Transitions": [{"Date": midnight, "StorageClass": "GLACIER"}],
+                }
+            ]
+        },
+    )
     rules = ts.s3.get_bucket_lifecycle_configuration(Bucket=b)["Rules"]
     assert rules[0]["Transitions"][0]["Date"] == midnight
     ts.advance(1)
@@ -364,22 +501,39 @@ def test_invalid_lifecycle_configurations_are_refused(ts: Tiered, bucket) -> Non
     assert refused({**base, "Transitions": [{"Days": 5, "StorageClass": "STANDARD_IA"}]}) == "InvalidArgument"
     assert refused(base) == "InvalidArgument"  # no action
     assert refused({**base, "Expiration": {"Days": 0}}) == "InvalidArgument"
-    assert refused({**base, "Expiration": {"Days": 1}}, {**base, "Expiration": {"Days": 2}}) == "InvalidArgument"
-    assert refused({**base, "Transitions": [{"Days": 40, "StorageClass": "GLACIER"}],
-                    "Expiration": {"Days": 30}}) == "InvalidArgument"
-    assert refused({**base, "Filter": {"ObjectSizeGreaterThan": 100, "Prefix": "x"},
-                    "Expiration": {"Days": 3}}) == "MalformedXML"  # two predicates without <And>
+    assert (
+        refused({**base, "Expiration": {"Days": 1}}, {**base, "Expiration": {"Days": 2}}) == "InvalidArgument"
+    )
+    assert (
+        refused(
+            {**base, "Transitions": [{"Days": 40, "StorageClass": "GLACIER"}], "Expiration": {"Days": 30}}
+        )
+        == "InvalidArgument"
+    )
+    assert (
+        refused({**base, "Filter": {"ObjectSizeGreaterThan": 100, "Prefix": "x"}, "Expiration": {"Days": 3}})
+        == "MalformedXML"
+    )  # two predicates without <And>
     assert refused({**base, "Transitions": [{"Days": 40, "StorageClass": "NEARLINE"}]}) == "MalformedXML"
-    assert refused({**base, "Filter": {"And": {"Prefix": "a", "Tags": [{"Key": "k", "Value": "v"}]}},
-                    "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 2}}) == "InvalidArgument"
+    assert (
+        refused(
+            {
+                **base,
+                "Filter": {"And": {"Prefix": "a", "Tags": [{"Key": "k", "Value": "v"}]}},
+                "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 2},
+            }
+        )
+        == "InvalidArgument"
+    )
     assert refused({**base, "NoncurrentVersionExpiration": {"NoncurrentDays": 3}}) == "NotImplemented"
     status, text = signed_request(ts.endpoint, "PUT", f"/{b}", "lifecycle", b"<LifecycleConfiguration><Rule>")
     assert status == 400 and "<Code>MalformedXML</Code>" in text
     with pytest.raises(ClientError) as err:
         s3.get_bucket_lifecycle_configuration(Bucket=b)
     assert error_code(err.value) == "NoSuchLifecycleConfiguration", "refused documents are not stored"
-    s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": [
-        {**base, "Expiration": {"Days": 3}}]})
+    s3.put_bucket_lifecycle_configuration(
+        Bucket=b, LifecycleConfiguration={"Rules": [{**base, "Expiration": {"Days": 3}}]}
+    )
     s3.delete_bucket_lifecycle(Bucket=b)
     with pytest.raises(ClientError) as err:
         s3.get_bucket_lifecycle_configuration(Bucket=b)
@@ -392,8 +546,11 @@ def test_invalid_lifecycle_configurations_are_refused(ts: Tiered, bucket) -> Non
 def scrape(endpoint: str) -> dict[str, float]:
     with urllib.request.urlopen(f"{endpoint}/_tierstore/metrics", timeout=30) as response:
         text = response.read().decode()
-    return {m.group(1): float(m.group(2)) for line in text.splitlines()
-            if (m := re.match(r"^([a-zA-Z_:][\w:]*(?:\{[^}]*\})?) (\S+)$", line))}
+    return {
+        m.group(1): float(m.group(2))
+        for line in text.splitlines()
+        if (m := re.match(r"^([a-zA-Z_:][\w:]*(?:\{[^}]*\})?) (\S+)$", line))
+    }
 
 
 def test_transition_and_restore_metrics_move(ts: Tiered, bucket) -> None:
@@ -402,8 +559,19 @@ def test_transition_and_restore_metrics_move(ts: Tiered, bucket) -> None:
     moved_bytes = 'tierstore_lifecycle_transition_bytes_total{from_tier="warm",to_tier="cold"}'
     before = scrape(ts.endpoint)
     ts.s3.put_object(Bucket=b, Key="m", Body=b"m" * 7000, StorageClass="STANDARD_IA")
-    ts.s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": [
-        {"ID": "g", "Filter": {}, "Status": "Enabled", "Transitions": [{"Days": 1, "StorageClass": "GLACIER"}]}]})
+    ts.s3.put_bucket_lifecycle_configuration(
+        Bucket=b,
+        LifecycleConfiguration={
+            "Rules": [
+                {
+                    "ID": "g",
+                    "Filter": {},
+                    "Status": "Enabled",
+                    "Transitions": [{"Days": 1, "StorageClass": "GLACIER"}],
+                }
+            ]
+        },
+    )
     ts.advance(2)
     ts.run_pass()
     assert ts.tier(b, "m") == "cold"

@@ -36,7 +36,9 @@ def test_hot_over_high_watermark_sheds_its_coldest_objects(spawn: Callable[..., 
     assert ts.tiers()["hot"]["capacity_bytes"] == HOT_CAPACITY
     keys = [f"obj-{i:02d}" for i in range(40)]  # 4,000,000 bytes: 100 % of hot
     for key in keys:
-        s3.put_object(Bucket="fill", Key=key, Body=key.encode() * (SIZE // len(key)) + b"." * (SIZE % len(key)))
+        s3.put_object(
+            Bucket="fill", Key=key, Body=key.encode() * (SIZE // len(key)) + b"." * (SIZE % len(key))
+        )
     pinned = [f"pinned-{i}" for i in range(3)]  # explicit STANDARD: never a watermark candidate
     for key in pinned:
         s3.put_object(Bucket="fill", Key=key, Body=b"p" * SIZE, StorageClass="STANDARD")

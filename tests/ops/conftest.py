@@ -32,8 +32,15 @@ class Reply:
         return self.body.decode()
 
 
-def http(url: str, *, method: str = "GET", headers: dict[str, str] | None = None, body: bytes | None = None,
-         sign: bool = False, keys: tuple[str, str] = (ACCESS_KEY, SECRET_KEY)) -> Reply:
+def http(
+    url: str,
+    *,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    body: bytes | None = None,
+    sign: bool = False,
+    keys: tuple[str, str] = (ACCESS_KEY, SECRET_KEY),
+) -> Reply:
     """One HTTP request, SigV4-signed if `sign` (with `keys`: the test's root keys, an administrator's);
     any status comes back."""
     headers = dict(headers or {})
@@ -44,15 +51,20 @@ def http(url: str, *, method: str = "GET", headers: dict[str, str] | None = None
     prepared = urllib.request.Request(url, data=body, method=method, headers=headers)
     try:
         with urllib.request.urlopen(prepared, timeout=30) as response:
-            return Reply(response.status, {k.lower(): v for k, v in response.headers.items()}, response.read())
+            return Reply(
+                response.status, {k.lower(): v for k, v in response.headers.items()}, response.read()
+            )
     except urllib.error.HTTPError as exc:
         return Reply(exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read())
 
 
 def parse_metrics(text: str) -> dict[str, float]:
     """`name{labels}` → value for every sample line."""
-    return {m.group(1) + (m.group(2) or ""): float(m.group(3))
-            for line in text.splitlines() if (m := SAMPLE.match(line))}
+    return {
+        m.group(1) + (m.group(2) or ""): float(m.group(3))
+        for line in text.splitlines()
+        if (m := SAMPLE.match(line))
+    }
 
 
 def sample_names(text: str) -> set[str]:
@@ -73,7 +85,11 @@ class Ops:
 
     def metrics_text(self, *, admin: bool = False) -> str:
         """An unsigned scrape, or with `admin` one signed by an administrator (per bucket series too)."""
-        reply = http(f"{self.endpoint}/_tierstore/metrics", sign=True) if admin else http(f"{self.endpoint}/metrics")
+        reply = (
+            http(f"{self.endpoint}/_tierstore/metrics", sign=True)
+            if admin
+            else http(f"{self.endpoint}/metrics")
+        )
         assert reply.status == 200, reply.text
         return reply.text
 
@@ -83,16 +99,23 @@ class Ops:
     def admin(self, method: str, path: str, query: str = "") -> Any:
         import json
 
-        reply = http(f"{self.endpoint}/_tierstore/admin/{path}" + (f"?{query}" if query else ""),
-                     method=method, sign=True)
+        reply = http(
+            f"{self.endpoint}/_tierstore/admin/{path}" + (f"?{query}" if query else ""),
+            method=method,
+            sign=True,
+        )
         assert reply.status == 200, reply.text
         return json.loads(reply.body)
 
 
 @pytest.fixture(scope="session")
 def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ops]:
-    proc = ServerProcess(tmp_path_factory.mktemp("ops") / "data", free_port(),
-                         extra_args=["--test-clock"], env=dict(QUIET_DAEMON))
+    proc = ServerProcess(
+        tmp_path_factory.mktemp("ops") / "data",
+        free_port(),
+        extra_args=["--test-clock"],
+        env=dict(QUIET_DAEMON),
+    )
     proc.start()
     ops = Ops(proc)
     # Traffic first, before anything scrapes: heat and per-bucket numbers are cached for 15 s.

@@ -31,8 +31,13 @@ def _tierstore_cmd() -> list[str]:
 def add_user(server: ServerProcess, name: str) -> tuple[str, str]:
     """`tierstore admin user add NAME` (not an administrator): its access key and secret key."""
     env = {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS_KEY, "TIERSTORE_SECRET_KEY": SECRET_KEY}
-    done = subprocess.run([*_tierstore_cmd(), "admin", "user", "add", name, "--endpoint", server.endpoint, "--json"],
-                          env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [*_tierstore_cmd(), "admin", "user", "add", name, "--endpoint", server.endpoint, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     user = json.loads(done.stdout)
     assert user["admin"] is False
@@ -64,8 +69,9 @@ def test_unsigned_scrapes_have_no_bucket_names_or_paths(ops: Ops, traffic: dict[
         assert_private(reply.text, traffic["bucket"], ops.server.data_dir)
 
 
-def test_an_administrators_scrape_has_bucket_series(ops: Ops, traffic: dict[str, Any],
-                                                    user_keys: tuple[str, str]) -> None:
+def test_an_administrators_scrape_has_bucket_series(
+    ops: Ops, traffic: dict[str, Any], user_keys: tuple[str, str]
+) -> None:
     admin = http(f"{ops.endpoint}/_tierstore/metrics", sign=True)
     assert admin.status == 200
     assert f'tierstore_bucket_bytes{{bucket="{traffic["bucket"]}",tier="warm"}} 300000.0' in admin.text
@@ -78,8 +84,9 @@ def test_an_administrators_scrape_has_bucket_series(ops: Ops, traffic: dict[str,
     assert forged.status == 403 and traffic["bucket"] not in forged.text
 
 
-def test_status_json_shows_buckets_and_paths_only_to_administrators(ops: Ops, traffic: dict[str, Any],
-                                                                    user_keys: tuple[str, str]) -> None:
+def test_status_json_shows_buckets_and_paths_only_to_administrators(
+    ops: Ops, traffic: dict[str, Any], user_keys: tuple[str, str]
+) -> None:
     for view in (status_json(ops.server), status_json(ops.server, sign=True, keys=user_keys)):
         assert_private(json.dumps(view), traffic["bucket"], ops.server.data_dir)
         assert "buckets" not in view and "lost" not in view["heal"] and view["administrator"] is False
@@ -95,7 +102,11 @@ def test_status_json_shows_buckets_and_paths_only_to_administrators(ops: Ops, tr
 @pytest.fixture(scope="module")
 def open_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """per_bucket on (an operator's choice), status page for signed requests only."""
-    env = {**QUIET_DAEMON, "TIERSTORE_METRICS_PER_BUCKET": "true", "TIERSTORE_SERVER_STATUS_PAGE": "authenticated"}
+    env = {
+        **QUIET_DAEMON,
+        "TIERSTORE_METRICS_PER_BUCKET": "true",
+        "TIERSTORE_SERVER_STATUS_PAGE": "authenticated",
+    }
     proc = ServerProcess(tmp_path_factory.mktemp("per-bucket") / "data", free_port(), env=env).start()
     yield proc
     proc.stop()

@@ -31,18 +31,34 @@ def run_default_server(tmp_path: Path, **env: str) -> str:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("TIERSTORE_")}
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "serve", "--data", str(tmp_path / "data"),
-             "--listen", f"127.0.0.1:{port}"],
-            stdout=log, stderr=subprocess.STDOUT, text=True, env={**clean, "PYTHONUNBUFFERED": "1", **env},
+            [
+                sys.executable,
+                "-m",
+                "server.cli",
+                "serve",
+                "--data",
+                str(tmp_path / "data"),
+                "--listen",
+                f"127.0.0.1:{port}",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**clean, "PYTHONUNBUFFERED": "1", **env},
         )
     try:
         deadline = time.monotonic() + START_TIMEOUT
         while "tierstore: listening on" not in log_path.read_text():
             assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
             time.sleep(0.05)
-        s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id=DEFAULT_ACCESS_KEY,
-                          aws_secret_access_key=DEFAULT_SECRET_KEY, region_name="us-east-1",
-                          config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=f"http://127.0.0.1:{port}",
+            aws_access_key_id=DEFAULT_ACCESS_KEY,
+            aws_secret_access_key=DEFAULT_SECRET_KEY,
+            region_name="us-east-1",
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+        )
         s3.create_bucket(Bucket="trial")
         s3.put_object(Bucket="trial", Key="k", Body=b"hello")
         assert s3.get_object(Bucket="trial", Key="k")["Body"].read() == b"hello"

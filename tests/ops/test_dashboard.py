@@ -47,8 +47,11 @@ def test_every_metric_on_the_dashboard_is_exported(ops: Ops) -> None:
     families = {family(n) for n in samples}
     # Exact sample names: PromQL must say tierstore_x_total / _bucket exactly as exported.
     missing = sorted(name for name in used if name not in samples)
-    hints = {name: f"family {family(name)!r} exported as {sorted(s for s in samples if family(s) == family(name))}"
-             for name in missing if family(name) in families}
+    hints = {
+        name: f"family {family(name)!r} exported as {sorted(s for s in samples if family(s) == family(name))}"
+        for name in missing
+        if family(name) in families
+    }
     assert not missing, f"dashboard metrics absent from /metrics: {missing}; {hints}"
 
 
@@ -56,12 +59,21 @@ def test_dashboard_covers_the_operating_areas() -> None:
     dashboard = json.loads(DASHBOARD.read_text())
     exprs = "\n".join(expressions(dashboard))
     for needle in (
-        "histogram_quantile(0.99", "tierstore_s3_request_duration_seconds_bucket",
-        "tierstore_s3_time_to_first_byte_seconds_bucket", "tierstore_s3_received_bytes_total",
-        "tierstore_s3_sent_bytes_total", "tierstore_tier_capacity_bytes", "tierstore_tier_heat",
-        "tierstore_domain_up", "tierstore_shards_healed_total", "tierstore_scrub_checked_blobs",
-        "tierstore_lifecycle_transitions_total", "tierstore_mover_active", "tierstore_tier_power_watts",
-        "tierstore_bucket_power_watts", "tierstore_lifecycle_transition_energy_joules_total",
+        "histogram_quantile(0.99",
+        "tierstore_s3_request_duration_seconds_bucket",
+        "tierstore_s3_time_to_first_byte_seconds_bucket",
+        "tierstore_s3_received_bytes_total",
+        "tierstore_s3_sent_bytes_total",
+        "tierstore_tier_capacity_bytes",
+        "tierstore_tier_heat",
+        "tierstore_domain_up",
+        "tierstore_shards_healed_total",
+        "tierstore_scrub_checked_blobs",
+        "tierstore_lifecycle_transitions_total",
+        "tierstore_mover_active",
+        "tierstore_tier_power_watts",
+        "tierstore_bucket_power_watts",
+        "tierstore_lifecycle_transition_energy_joules_total",
     ):
         assert needle in exprs, needle
 

@@ -22,15 +22,29 @@ def compose_command() -> list[str]:
     docker = shutil.which("docker")
     if docker and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0:
         return [docker, "compose"]
-    pytest.skip("neither docker-compose nor the docker compose plugin is installed (Debian: apt-get install docker-compose)")
+    pytest.skip(
+        "neither docker-compose nor the docker compose plugin is installed (Debian: apt-get install docker-compose)"
+    )
 
 
 def test_docker_compose_config_validates() -> None:
-    out = subprocess.run([*compose_command(), "-f", str(DEPLOY / "docker-compose.yml"), "config"],
-                         capture_output=True, text=True, timeout=60, cwd=DEPLOY)
+    out = subprocess.run(
+        [*compose_command(), "-f", str(DEPLOY / "docker-compose.yml"), "config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=DEPLOY,
+    )
     assert out.returncode == 0, out.stderr
     resolved = yaml.safe_load(out.stdout)
-    assert set(resolved["services"]) == {"postgres", "tierstore", "tierstore-2", "lb", "prometheus", "grafana"}
+    assert set(resolved["services"]) == {
+        "postgres",
+        "tierstore",
+        "tierstore-2",
+        "lb",
+        "prometheus",
+        "grafana",
+    }
     # Two gateways on one catalog, behind the load balancer: the same drives, the same database.
     gateways = [resolved["services"][name] for name in ("tierstore", "tierstore-2")]
     assert gateways[0]["volumes"] == gateways[1]["volumes"]
@@ -48,8 +62,12 @@ def test_every_simulated_node_has_its_own_volume(tmp_path: Path) -> None:
     for spec in compose["services"]["tierstore"]["volumes"]:
         source, target = spec.split(":")[:2]
         mounts[target] = source
-    expected = {f"/data/domains/{t.name}/n{i}" for t in config.tiers if t.backend == "erasure"
-                for i in range(1, int(t.options["nodes"]) + 1)}
+    expected = {
+        f"/data/domains/{t.name}/n{i}"
+        for t in config.tiers
+        if t.backend == "erasure"
+        for i in range(1, int(t.options["nodes"]) + 1)
+    }
     assert expected and expected <= set(mounts), sorted(expected - set(mounts))
     node_volumes = [mounts[target] for target in expected]
     assert len(set(node_volumes)) == len(node_volumes), "one named volume per node"
@@ -102,16 +120,26 @@ CLUSTER = DEPLOY / "cluster"
 def test_cluster_compose_config_validates() -> None:
     """deploy/cluster: 6 nodes over 3 racks (a volume each, one shared catalog), 2 gateways behind
     haproxy, Prometheus scraping both gateways, Grafana with the per-node dashboard."""
-    out = subprocess.run([*compose_command(), "-f", str(CLUSTER / "docker-compose.yml"), "config"],
-                         capture_output=True, text=True, timeout=60, cwd=CLUSTER)
+    out = subprocess.run(
+        [*compose_command(), "-f", str(CLUSTER / "docker-compose.yml"), "config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=CLUSTER,
+    )
     assert out.returncode == 0, out.stderr
     services = yaml.safe_load(out.stdout)["services"]
     nodes = {name: s for name, s in services.items() if name.startswith("node")}
-    assert set(services) == {*nodes, "gateway1", "gateway2", "lb", "prometheus", "grafana"} and len(nodes) == 6
+    assert (
+        set(services) == {*nodes, "gateway1", "gateway2", "lb", "prometheus", "grafana"} and len(nodes) == 6
+    )
 
     def mounts(service: dict[str, Any]) -> dict[str, str]:
-        return {v["target"]: v.get("source", "") for v in service["volumes"]} if isinstance(
-            service["volumes"][0], dict) else {v.split(":")[1]: v.split(":")[0] for v in service["volumes"]}
+        return (
+            {v["target"]: v.get("source", "") for v in service["volumes"]}
+            if isinstance(service["volumes"][0], dict)
+            else {v.split(":")[1]: v.split(":")[0] for v in service["volumes"]}
+        )
 
     racks: dict[str, int] = {}
     for name, node in nodes.items():
@@ -127,7 +155,10 @@ def test_cluster_compose_config_validates() -> None:
     haproxy = (CLUSTER / "haproxy.cfg").read_text()
     assert "server gateway1 gateway1:9000" in haproxy and "server gateway2 gateway2:9000" in haproxy
     prometheus = yaml.safe_load((CLUSTER / "prometheus.yml").read_text())
-    assert prometheus["scrape_configs"][0]["static_configs"][0]["targets"] == ["gateway1:9000", "gateway2:9000"]
+    assert prometheus["scrape_configs"][0]["static_configs"][0]["targets"] == [
+        "gateway1:9000",
+        "gateway2:9000",
+    ]
     dashboard = json.loads((CLUSTER / "grafana" / "cluster.json").read_text())
     exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
     assert any("tierstore_node_up" in e for e in exprs)

@@ -30,7 +30,11 @@ def test_unsigned_metrics_is_a_scrape_and_signed_is_list_objects(ops: Ops) -> No
     ops.s3.put_object(Bucket="metrics", Key="cpu.csv", Body=b"1,2,3")
     try:
         listed = http(f"{ops.endpoint}/metrics", sign=True)
-        assert listed.status == 200 and "<ListBucketResult" in listed.text and "<Key>cpu.csv</Key>" in listed.text
+        assert (
+            listed.status == 200
+            and "<ListBucketResult" in listed.text
+            and "<Key>cpu.csv</Key>" in listed.text
+        )
         assert [o["Key"] for o in ops.s3.list_objects_v2(Bucket="metrics")["Contents"]] == ["cpu.csv"]
         # Virtual-hosted style: metrics.localhost/metrics is the key "metrics", never a scrape.
         anonymous = http(f"{ops.endpoint}/metrics", headers={"Host": f"metrics.localhost:{ops.server.port}"})
@@ -157,11 +161,20 @@ def test_per_tier_and_per_bucket_power_and_energy_metrics(ops: Ops, traffic: dic
 
 
 def fake_request(client: str, headers: dict[str, str] | None = None, query: str = "") -> Request:
-    return Request({
-        "type": "http", "method": "GET", "path": "/_tierstore/status.json", "raw_path": b"/_tierstore/status.json",
-        "query_string": query.encode(), "client": (client, 40000), "server": ("127.0.0.1", 9000),
-        "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {"host": "127.0.0.1:9000"}).items()],
-    })
+    return Request(
+        {
+            "type": "http",
+            "method": "GET",
+            "path": "/_tierstore/status.json",
+            "raw_path": b"/_tierstore/status.json",
+            "query_string": query.encode(),
+            "client": (client, 40000),
+            "server": ("127.0.0.1", 9000),
+            "headers": [
+                (k.lower().encode(), v.encode()) for k, v in (headers or {"host": "127.0.0.1:9000"}).items()
+            ],
+        }
+    )
 
 
 def endpoints(mode: str) -> OpsEndpoints:

@@ -13,8 +13,15 @@ from tests.ops.conftest import Ops
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 # Let the page's script fetch status.json and render before the DOM dump / screenshot.
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
-         "--no-first-run", "--virtual-time-budget=5000"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--no-first-run",
+    "--virtual-time-budget=5000",
+]
 
 
 def browser() -> str:
@@ -28,7 +35,9 @@ def browser() -> str:
 def run_browser(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [browser(), *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *args],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

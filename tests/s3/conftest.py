@@ -63,7 +63,9 @@ def s3_error(code: str, status: int) -> Iterator[dict[str, Any]]:
     with pytest.raises(ClientError) as caught:
         yield {}
     response = caught.value.response
-    assert (response["Error"]["Code"], response["ResponseMetadata"]["HTTPStatusCode"]) == (code, status), response
+    assert (response["Error"]["Code"], response["ResponseMetadata"]["HTTPStatusCode"]) == (code, status), (
+        response
+    )
 
 
 @pytest.fixture(scope="session")

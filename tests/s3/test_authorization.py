@@ -29,16 +29,24 @@ _names = iter(range(1_000_000))
 
 def user_client(server: ServerProcess, user: dict[str, Any]):
     return boto3.client(
-        "s3", endpoint_url=server.endpoint, aws_access_key_id=user["access_key"],
-        aws_secret_access_key=user["secret_key"], region_name=REGION,
+        "s3",
+        endpoint_url=server.endpoint,
+        aws_access_key_id=user["access_key"],
+        aws_secret_access_key=user["secret_key"],
+        region_name=REGION,
         config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
     )
 
 
 def anonymous_client(server: ServerProcess):
-    return boto3.client("s3", endpoint_url=server.endpoint, region_name=REGION,
-                        config=Config(signature_version=UNSIGNED, s3={"addressing_style": "path"},
-                                      retries={"max_attempts": 1}))
+    return boto3.client(
+        "s3",
+        endpoint_url=server.endpoint,
+        region_name=REGION,
+        config=Config(
+            signature_version=UNSIGNED, s3={"addressing_style": "path"}, retries={"max_attempts": 1}
+        ),
+    )
 
 
 def denied(call: Callable[[], object], code: str = "AccessDenied", status: int = 403) -> dict[str, Any]:
@@ -51,7 +59,9 @@ def denied(call: Callable[[], object], code: str = "AccessDenied", status: int =
 
 @pytest.fixture(scope="module")
 def users(server: ServerProcess) -> Iterator[dict[str, dict[str, Any]]]:
-    made = {name: admin(server.endpoint, "user", "add", f"{name}-{os.getpid()}") for name in ("trainer", "other")}
+    made = {
+        name: admin(server.endpoint, "user", "add", f"{name}-{os.getpid()}") for name in ("trainer", "other")
+    }
     yield made
     for user in made.values():
         admin(server.endpoint, "user", "remove", user["access_key"])
@@ -95,20 +105,39 @@ def test_training_job_reads_one_prefix_and_nothing_else(server, s3, users, new_b
     trainer = users["trainer"]
     job = user_client(server, trainer)
     denied(lambda: job.get_object(Bucket=bucket, Key="imagenet/train/0.tar"))  # nothing granted yet
-    set_user_policy(server, trainer, policy(
-        {"Sid": "ReadImagenet", "Effect": "Allow", "Action": "s3:GetObject",
-         "Resource": f"arn:aws:s3:::{bucket}/imagenet/*"},
-        {"Sid": "ListImagenet", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{bucket}",
-         "Condition": {"StringLike": {"s3:prefix": ["imagenet/*"]}}},
-    ), tmp_path)
+    set_user_policy(
+        server,
+        trainer,
+        policy(
+            {
+                "Sid": "ReadImagenet",
+                "Effect": "Allow",
+                "Action": "s3:GetObject",
+                "Resource": f"arn:aws:s3:::{bucket}/imagenet/*",
+            },
+            {
+                "Sid": "ListImagenet",
+                "Effect": "Allow",
+                "Action": "s3:ListBucket",
+                "Resource": f"arn:aws:s3:::{bucket}",
+                "Condition": {"StringLike": {"s3:prefix": ["imagenet/*"]}},
+            },
+        ),
+        tmp_path,
+    )
     shown = admin(server.endpoint, "user", "policy", "get", trainer["name"])
     assert shown["policy"]["Statement"][0]["Sid"] == "ReadImagenet"
     try:
-        assert job.get_object(Bucket=bucket, Key="imagenet/train/0.tar")["Body"].read() == b"imagenet/train/0.tar"
+        assert (
+            job.get_object(Bucket=bucket, Key="imagenet/train/0.tar")["Body"].read()
+            == b"imagenet/train/0.tar"
+        )
         listed = job.list_objects_v2(Bucket=bucket, Prefix="imagenet/")
         assert [o["Key"] for o in listed["Contents"]] == ["imagenet/train/0.tar", "imagenet/val/0.tar"]
         denied(lambda: job.get_object(Bucket=bucket, Key="private/weights.pt"))
-        denied(lambda: job.get_object(Bucket=bucket, Key="imagenet/absent"), "NoSuchKey", 404)  # it may list there
+        denied(
+            lambda: job.get_object(Bucket=bucket, Key="imagenet/absent"), "NoSuchKey", 404
+        )  # it may list there
         denied(lambda: job.get_object(Bucket=bucket, Key="private/absent"))  # ... not here
         denied(lambda: job.list_objects_v2(Bucket=bucket))  # no prefix: not within imagenet/
         denied(lambda: job.list_objects_v2(Bucket=bucket, Prefix="private/"))
@@ -116,13 +145,23 @@ def test_training_job_reads_one_prefix_and_nothing_else(server, s3, users, new_b
         denied(lambda: job.delete_object(Bucket=bucket, Key="imagenet/train/0.tar"))
         denied(lambda: job.put_bucket_policy(Bucket=bucket, Policy=policy()))
         # The same keys through aws-cli.
-        env = {**os.environ, "AWS_ACCESS_KEY_ID": trainer["access_key"], "AWS_SECRET_ACCESS_KEY": trainer["secret_key"],
-               "AWS_DEFAULT_REGION": REGION, "AWS_CONFIG_FILE": str(tmp_path / "none"),
-               "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}
+        env = {
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": trainer["access_key"],
+            "AWS_SECRET_ACCESS_KEY": trainer["secret_key"],
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_CONFIG_FILE": str(tmp_path / "none"),
+            "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        }
 
         def aws(*args: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run([AWS, "--endpoint-url", server.endpoint, *args], env=env, capture_output=True,
-                                  text=True, timeout=120)
+            return subprocess.run(
+                [AWS, "--endpoint-url", server.endpoint, *args],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
 
         listed_cli = aws("s3", "ls", f"s3://{bucket}/imagenet/train/")
         assert listed_cli.returncode == 0 and "0.tar" in listed_cli.stdout, listed_cli.stderr
@@ -142,9 +181,23 @@ def test_training_job_reads_one_prefix_and_nothing_else(server, s3, users, new_b
 def test_a_user_policy_with_a_principal_is_refused(server, users, tmp_path) -> None:
     path = tmp_path / "bad.json"
     path.write_text(policy({"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "*"}))
-    done = subprocess.run([*_tierstore(), "admin", "user", "policy", "set", users["other"]["name"], str(path),
-                           "--endpoint", server.endpoint], env=_admin_env(), capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(
+        [
+            *_tierstore(),
+            "admin",
+            "user",
+            "policy",
+            "set",
+            users["other"]["name"],
+            str(path),
+            "--endpoint",
+            server.endpoint,
+        ],
+        env=_admin_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode != 0 and "MalformedPolicyDocument" in done.stderr
 
 
@@ -155,6 +208,7 @@ def _tierstore() -> list[str]:
 
 def _admin_env() -> dict[str, str]:
     from tests.conftest import ACCESS_KEY, SECRET_KEY
+
     return {**os.environ, "TIERSTORE_ACCESS_KEY": ACCESS_KEY, "TIERSTORE_SECRET_KEY": SECRET_KEY}
 
 
@@ -168,8 +222,15 @@ def test_public_read_policy_lets_anonymous_get(server, s3, new_bucket) -> None:
     before = requests.get(url, timeout=30)
     assert before.status_code == 403 and b"<Code>AccessDenied</Code>" in before.content
     denied(lambda: s3.get_bucket_policy(Bucket=bucket), "NoSuchBucketPolicy", 404)
-    document = policy({"Sid": "PublicRead", "Effect": "Allow", "Principal": "*", "Action": ["s3:GetObject"],
-                       "Resource": [f"arn:aws:s3:::{bucket}/*"]})
+    document = policy(
+        {
+            "Sid": "PublicRead",
+            "Effect": "Allow",
+            "Principal": "*",
+            "Action": ["s3:GetObject"],
+            "Resource": [f"arn:aws:s3:::{bucket}/*"],
+        }
+    )
     s3.put_bucket_policy(Bucket=bucket, Policy=document)
     assert s3.get_bucket_policy(Bucket=bucket)["Policy"] == document
     assert s3.get_bucket_policy_status(Bucket=bucket)["PolicyStatus"]["IsPublic"] is True
@@ -190,13 +251,25 @@ def test_public_read_policy_lets_anonymous_get(server, s3, new_bucket) -> None:
 
 def test_anonymous_writes_where_a_policy_allows(server, s3, new_bucket) -> None:
     bucket = new_bucket()
-    s3.put_bucket_policy(Bucket=bucket, Policy=policy(
-        {"Sid": "DropBox", "Effect": "Allow", "Principal": "*", "Action": "s3:PutObject",
-         "Resource": f"arn:aws:s3:::{bucket}/inbox/*"}))
+    s3.put_bucket_policy(
+        Bucket=bucket,
+        Policy=policy(
+            {
+                "Sid": "DropBox",
+                "Effect": "Allow",
+                "Principal": "*",
+                "Action": "s3:PutObject",
+                "Resource": f"arn:aws:s3:::{bucket}/inbox/*",
+            }
+        ),
+    )
     anonymous = anonymous_client(server)
     body = os.urandom(100_000)
     anonymous.put_object(Bucket=bucket, Key="inbox/upload.bin", Body=body)
-    assert requests.put(f"{server.endpoint}/{bucket}/inbox/raw.bin", data=b"raw bytes", timeout=30).status_code == 200
+    assert (
+        requests.put(f"{server.endpoint}/{bucket}/inbox/raw.bin", data=b"raw bytes", timeout=30).status_code
+        == 200
+    )
     assert s3.get_object(Bucket=bucket, Key="inbox/upload.bin")["Body"].read() == body
     assert s3.get_object(Bucket=bucket, Key="inbox/raw.bin")["Body"].read() == b"raw bytes"
     denied(lambda: anonymous.put_object(Bucket=bucket, Key="elsewhere", Body=b"x"))
@@ -208,12 +281,25 @@ def test_explicit_deny_beats_allow(server, s3, users, new_bucket) -> None:
     for key in ("shared/a", "secret/b"):
         s3.put_object(Bucket=bucket, Key=key, Body=b"data")
     other = users["other"]
-    s3.put_bucket_policy(Bucket=bucket, Policy=policy(
-        {"Sid": "EveryoneReads", "Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "s3:GetObject",
-         "Resource": f"arn:aws:s3:::{bucket}/*"},
-        {"Sid": "NoSecrets", "Effect": "Deny", "Principal": {"AWS": f"arn:aws:iam::000000000000:user/{other['name']}"},
-         "Action": "s3:*", "Resource": f"arn:aws:s3:::{bucket}/secret/*"},
-    ))
+    s3.put_bucket_policy(
+        Bucket=bucket,
+        Policy=policy(
+            {
+                "Sid": "EveryoneReads",
+                "Effect": "Allow",
+                "Principal": {"AWS": "*"},
+                "Action": "s3:GetObject",
+                "Resource": f"arn:aws:s3:::{bucket}/*",
+            },
+            {
+                "Sid": "NoSecrets",
+                "Effect": "Deny",
+                "Principal": {"AWS": f"arn:aws:iam::000000000000:user/{other['name']}"},
+                "Action": "s3:*",
+                "Resource": f"arn:aws:s3:::{bucket}/secret/*",
+            },
+        ),
+    )
     client = user_client(server, other)
     assert client.get_object(Bucket=bucket, Key="shared/a")["Body"].read() == b"data"
     denied(lambda: client.get_object(Bucket=bucket, Key="secret/b"))
@@ -226,22 +312,56 @@ def test_conditions_source_ip_and_secure_transport(server, s3, users, new_bucket
     bucket = new_bucket()
     s3.put_object(Bucket=bucket, Key="k", Body=b"v")
     url = f"{server.endpoint}/{bucket}/k"
-    s3.put_bucket_policy(Bucket=bucket, Policy=policy(
-        {"Sid": "FromTheLab", "Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
-         "Resource": f"arn:aws:s3:::{bucket}/*", "Condition": {"IpAddress": {"aws:SourceIp": "10.0.0.0/8"}}}))
+    s3.put_bucket_policy(
+        Bucket=bucket,
+        Policy=policy(
+            {
+                "Sid": "FromTheLab",
+                "Effect": "Allow",
+                "Principal": "*",
+                "Action": "s3:GetObject",
+                "Resource": f"arn:aws:s3:::{bucket}/*",
+                "Condition": {"IpAddress": {"aws:SourceIp": "10.0.0.0/8"}},
+            }
+        ),
+    )
     assert requests.get(url, timeout=30).status_code == 403  # we call from 127.0.0.1
     assert s3.get_bucket_policy_status(Bucket=bucket)["PolicyStatus"]["IsPublic"] is False
-    s3.put_bucket_policy(Bucket=bucket, Policy=policy(
-        {"Sid": "FromHere", "Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
-         "Resource": f"arn:aws:s3:::{bucket}/*", "Condition": {"IpAddress": {"aws:SourceIp": ["127.0.0.0/8", "::1"]}}}))
+    s3.put_bucket_policy(
+        Bucket=bucket,
+        Policy=policy(
+            {
+                "Sid": "FromHere",
+                "Effect": "Allow",
+                "Principal": "*",
+                "Action": "s3:GetObject",
+                "Resource": f"arn:aws:s3:::{bucket}/*",
+                "Condition": {"IpAddress": {"aws:SourceIp": ["127.0.0.0/8", "::1"]}},
+            }
+        ),
+    )
     assert requests.get(url, timeout=30).status_code == 200
     # TLS only: plain HTTP is refused even to a user the policy otherwise allows.
-    s3.put_bucket_policy(Bucket=bucket, Policy=policy(
-        {"Sid": "Read", "Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "s3:GetObject",
-         "Resource": f"arn:aws:s3:::{bucket}/*"},
-        {"Sid": "TlsOnly", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
-         "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"],
-         "Condition": {"Bool": {"aws:SecureTransport": "false"}}}))
+    s3.put_bucket_policy(
+        Bucket=bucket,
+        Policy=policy(
+            {
+                "Sid": "Read",
+                "Effect": "Allow",
+                "Principal": {"AWS": "*"},
+                "Action": "s3:GetObject",
+                "Resource": f"arn:aws:s3:::{bucket}/*",
+            },
+            {
+                "Sid": "TlsOnly",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"],
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            },
+        ),
+    )
     denied(lambda: user_client(server, users["other"]).get_object(Bucket=bucket, Key="k"))
     assert _authz_of(server, "GetObject", bucket, 403) == "deny:bucket-policy:TlsOnly"
     # The owner may still remove the policy that locks it out (as AWS's root user may).
@@ -254,12 +374,27 @@ def test_conditions_on_object_tags(server, s3, users, new_bucket) -> None:
     s3.put_object(Bucket=bucket, Key="kept", Body=b"k", Tagging="share=no")
     other = users["other"]
     principal = {"AWS": f"arn:aws:iam::000000000000:user/{other['name']}"}
-    s3.put_bucket_policy(Bucket=bucket, Policy=policy(
-        {"Sid": "ReadShared", "Effect": "Allow", "Principal": principal, "Action": "s3:GetObject",
-         "Resource": f"arn:aws:s3:::{bucket}/*", "Condition": {"StringEquals": {"s3:ExistingObjectTag/share": "yes"}}},
-        {"Sid": "WriteTagged", "Effect": "Allow", "Principal": principal, "Action": "s3:PutObject",
-         "Resource": f"arn:aws:s3:::{bucket}/*", "Condition": {"StringEquals": {"s3:RequestObjectTag/team": "ml"}}},
-    ))
+    s3.put_bucket_policy(
+        Bucket=bucket,
+        Policy=policy(
+            {
+                "Sid": "ReadShared",
+                "Effect": "Allow",
+                "Principal": principal,
+                "Action": "s3:GetObject",
+                "Resource": f"arn:aws:s3:::{bucket}/*",
+                "Condition": {"StringEquals": {"s3:ExistingObjectTag/share": "yes"}},
+            },
+            {
+                "Sid": "WriteTagged",
+                "Effect": "Allow",
+                "Principal": principal,
+                "Action": "s3:PutObject",
+                "Resource": f"arn:aws:s3:::{bucket}/*",
+                "Condition": {"StringEquals": {"s3:RequestObjectTag/team": "ml"}},
+            },
+        ),
+    )
     client = user_client(server, other)
     assert client.get_object(Bucket=bucket, Key="shared")["Body"].read() == b"s"
     denied(lambda: client.get_object(Bucket=bucket, Key="kept"))
@@ -273,16 +408,42 @@ def test_conditions_on_auth_type_max_keys_and_acl_header(server, s3, users, new_
     s3.put_object(Bucket=bucket, Key="k", Body=b"v")
     other = users["other"]
     principal = {"AWS": f"arn:aws:iam::000000000000:user/{other['name']}"}
-    s3.put_bucket_policy(Bucket=bucket, Policy=policy(
-        {"Sid": "Use", "Effect": "Allow", "Principal": principal, "Action": ["s3:GetObject", "s3:ListBucket"],
-         "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]},
-        {"Sid": "NoPresigned", "Effect": "Deny", "Principal": "*", "Action": "s3:GetObject",
-         "Resource": f"arn:aws:s3:::{bucket}/*", "Condition": {"StringEquals": {"s3:authType": "REST-QUERY-STRING"}}},
-        {"Sid": "SmallPages", "Effect": "Deny", "Principal": "*", "Action": "s3:ListBucket",
-         "Resource": f"arn:aws:s3:::{bucket}", "Condition": {"NumericGreaterThan": {"s3:max-keys": "100"}}},
-        {"Sid": "SigV4Only", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
-         "Resource": f"arn:aws:s3:::{bucket}/*", "Condition": {"StringNotEquals": {"s3:signatureversion": "AWS4-HMAC-SHA256"}}},
-    ))
+    s3.put_bucket_policy(
+        Bucket=bucket,
+        Policy=policy(
+            {
+                "Sid": "Use",
+                "Effect": "Allow",
+                "Principal": principal,
+                "Action": ["s3:GetObject", "s3:ListBucket"],
+                "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"],
+            },
+            {
+                "Sid": "NoPresigned",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:GetObject",
+                "Resource": f"arn:aws:s3:::{bucket}/*",
+                "Condition": {"StringEquals": {"s3:authType": "REST-QUERY-STRING"}},
+            },
+            {
+                "Sid": "SmallPages",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:ListBucket",
+                "Resource": f"arn:aws:s3:::{bucket}",
+                "Condition": {"NumericGreaterThan": {"s3:max-keys": "100"}},
+            },
+            {
+                "Sid": "SigV4Only",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": f"arn:aws:s3:::{bucket}/*",
+                "Condition": {"StringNotEquals": {"s3:signatureversion": "AWS4-HMAC-SHA256"}},
+            },
+        ),
+    )
     client = user_client(server, other)
     assert client.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v"
     url = client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "k"})
@@ -292,28 +453,48 @@ def test_conditions_on_auth_type_max_keys_and_acl_header(server, s3, users, new_
     denied(lambda: client.list_objects_v2(Bucket=bucket, MaxKeys=1000))
     assert _authz_of(server, "ListObjectsV2", bucket, 403) == "deny:bucket-policy:SmallPages"
     # Administrators (the test's own keys) are not bound by bucket policies.
-    assert requests.get(s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "k"}),
-                        timeout=30).status_code == 200
+    assert (
+        requests.get(
+            s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "k"}), timeout=30
+        ).status_code
+        == 200
+    )
 
 
 def test_malformed_policies_are_refused_with_s3s_reasons(s3, new_bucket) -> None:
     bucket = new_bucket()
-    good = {"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{bucket}/*"}
+    good = {
+        "Effect": "Allow",
+        "Principal": "*",
+        "Action": "s3:GetObject",
+        "Resource": f"arn:aws:s3:::{bucket}/*",
+    }
     cases = [
         ("not json", "Policies must be valid JSON and the first byte must be '{'"),
         (json.dumps({"Version": "2012-10-17"}), "Missing required field Statement"),
-        (json.dumps({"Version": "2001-01-01", "Statement": [good]}), "The policy must contain a valid version string"),
+        (
+            json.dumps({"Version": "2001-01-01", "Statement": [good]}),
+            "The policy must contain a valid version string",
+        ),
         (policy({**good, "Effect": "Maybe"}), "Invalid effect: Maybe"),
         (policy({k: v for k, v in good.items() if k != "Principal"}), "Missing required field Principal"),
         (policy({**good, "Action": "s3:FlyToTheMoon"}), "Policy has invalid action"),
         (policy({**good, "Resource": "arn:aws:s3:::another-bucket/*"}), "Policy has invalid resource"),
         (policy({**good, "Principal": {"AWS": "nobody-we-know"}}), "Invalid principal in policy"),
         (policy({**good, "Principle": "*"}), "Unknown field Principle"),
-        (policy({**good, "Resource": f"arn:aws:s3:::{bucket}"}), "Action does not apply to any resource(s) in statement"),
-        (policy({**good, "Condition": {"StringEquals": {"aws:NoSuchKey": "x"}}}), "Policy has an invalid condition key"),
+        (
+            policy({**good, "Resource": f"arn:aws:s3:::{bucket}"}),
+            "Action does not apply to any resource(s) in statement",
+        ),
+        (
+            policy({**good, "Condition": {"StringEquals": {"aws:NoSuchKey": "x"}}}),
+            "Policy has an invalid condition key",
+        ),
     ]
     for document, reason in cases:
-        error = denied(functools.partial(s3.put_bucket_policy, Bucket=bucket, Policy=document), "MalformedPolicy", 400)
+        error = denied(
+            functools.partial(s3.put_bucket_policy, Bucket=bucket, Policy=document), "MalformedPolicy", 400
+        )
         assert error["Error"]["Message"] == reason, (document, error["Error"]["Message"])
     denied(lambda: s3.get_bucket_policy(Bucket=bucket), "NoSuchBucketPolicy", 404)
 
@@ -330,8 +511,10 @@ def test_acl_grants_are_honoured_when_acls_are_enabled(server, s3, users, new_bu
     assert _authz_of(server, "GetObject", bucket, 200) == "allow:object-acl:READ"
     denied(lambda: anonymous.get_object(Bucket=bucket, Key="private"))
     grants = s3.get_object_acl(Bucket=bucket, Key="public")["Grants"]
-    assert {"Grantee": {"Type": "Group", "URI": "http://acs.amazonaws.com/groups/global/AllUsers"},
-            "Permission": "READ"} in grants
+    assert {
+        "Grantee": {"Type": "Group", "URI": "http://acs.amazonaws.com/groups/global/AllUsers"},
+        "Permission": "READ",
+    } in grants
     # A grant to one user by canonical id (x-amz-grant-read), and read back.
     other = users["other"]
     other_id = user_client(server, other).list_buckets()["Owner"]["ID"]
@@ -339,16 +522,24 @@ def test_acl_grants_are_honoured_when_acls_are_enabled(server, s3, users, new_bu
     denied(lambda: client.get_object(Bucket=bucket, Key="private"))
     s3.put_object_acl(Bucket=bucket, Key="private", GrantRead=f'id="{other_id}"')
     assert client.get_object(Bucket=bucket, Key="private")["Body"].read() == b"mine"
-    assert any(g["Grantee"].get("ID") == other_id and g["Permission"] == "READ"
-               for g in s3.get_object_acl(Bucket=bucket, Key="private")["Grants"])
+    assert any(
+        g["Grantee"].get("ID") == other_id and g["Permission"] == "READ"
+        for g in s3.get_object_acl(Bucket=bucket, Key="private")["Grants"]
+    )
     denied(lambda: anonymous.get_object(Bucket=bucket, Key="private"))
     # CopyObject and multipart uploads take an ACL too (a copy does not inherit its source's).
-    s3.copy_object(Bucket=bucket, Key="copied", CopySource={"Bucket": bucket, "Key": "private"}, ACL="public-read")
+    s3.copy_object(
+        Bucket=bucket, Key="copied", CopySource={"Bucket": bucket, "Key": "private"}, ACL="public-read"
+    )
     s3.copy_object(Bucket=bucket, Key="copied-plain", CopySource={"Bucket": bucket, "Key": "public"})
     upload = s3.create_multipart_upload(Bucket=bucket, Key="multi", ACL="public-read")["UploadId"]
     part = s3.upload_part(Bucket=bucket, Key="multi", UploadId=upload, PartNumber=1, Body=b"parts")
-    s3.complete_multipart_upload(Bucket=bucket, Key="multi", UploadId=upload,
-                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
+    s3.complete_multipart_upload(
+        Bucket=bucket,
+        Key="multi",
+        UploadId=upload,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]},
+    )
     assert requests.get(f"{server.endpoint}/{bucket}/copied", timeout=30).content == b"mine"
     assert requests.get(f"{server.endpoint}/{bucket}/multi", timeout=30).content == b"parts"
     assert requests.get(f"{server.endpoint}/{bucket}/copied-plain", timeout=30).status_code == 403
@@ -356,42 +547,90 @@ def test_acl_grants_are_honoured_when_acls_are_enabled(server, s3, users, new_bu
     denied(lambda: anonymous.list_objects_v2(Bucket=bucket))
     s3.put_bucket_acl(Bucket=bucket, ACL="public-read")
     assert {o["Key"] for o in anonymous.list_objects_v2(Bucket=bucket)["Contents"]} == {
-        "public", "private", "copied", "copied-plain", "multi"}
+        "public",
+        "private",
+        "copied",
+        "copied-plain",
+        "multi",
+    }
     owner = s3.get_bucket_acl(Bucket=bucket)["Owner"]
-    s3.put_bucket_acl(Bucket=bucket, AccessControlPolicy={
-        "Owner": owner, "Grants": [{"Grantee": {"Type": "CanonicalUser", "ID": owner["ID"]}, "Permission": "FULL_CONTROL"}]})
+    s3.put_bucket_acl(
+        Bucket=bucket,
+        AccessControlPolicy={
+            "Owner": owner,
+            "Grants": [
+                {"Grantee": {"Type": "CanonicalUser", "ID": owner["ID"]}, "Permission": "FULL_CONTROL"}
+            ],
+        },
+    )
     denied(lambda: anonymous.list_objects_v2(Bucket=bucket))
-    denied(lambda: s3.put_bucket_acl(Bucket=bucket, AccessControlPolicy={
-        "Owner": owner, "Grants": [{"Grantee": {"Type": "Group", "URI": "http://example.com/nobody"},
-                                    "Permission": "READ"}]}), "MalformedACLError", 400)
-    denied(lambda: s3.put_object(Bucket=bucket, Key="x", Body=b"x", ACL="public-read", GrantRead=f'id="{other_id}"'),
-           "InvalidArgument", 400)
+    denied(
+        lambda: s3.put_bucket_acl(
+            Bucket=bucket,
+            AccessControlPolicy={
+                "Owner": owner,
+                "Grants": [
+                    {"Grantee": {"Type": "Group", "URI": "http://example.com/nobody"}, "Permission": "READ"}
+                ],
+            },
+        ),
+        "MalformedACLError",
+        400,
+    )
+    denied(
+        lambda: s3.put_object(
+            Bucket=bucket, Key="x", Body=b"x", ACL="public-read", GrantRead=f'id="{other_id}"'
+        ),
+        "InvalidArgument",
+        400,
+    )
 
 
 def test_ownership_controls_refuse_acls(server, s3, new_bucket) -> None:
     bucket = new_bucket()
     rules = s3.get_bucket_ownership_controls(Bucket=bucket)["OwnershipControls"]["Rules"]
     assert rules == [{"ObjectOwnership": "BucketOwnerEnforced"}]
-    denied(lambda: s3.put_object(Bucket=bucket, Key="k", Body=b"x", ACL="public-read"),
-           "AccessControlListNotSupported", 400)
+    denied(
+        lambda: s3.put_object(Bucket=bucket, Key="k", Body=b"x", ACL="public-read"),
+        "AccessControlListNotSupported",
+        400,
+    )
     denied(lambda: s3.put_bucket_acl(Bucket=bucket, ACL="public-read"), "AccessControlListNotSupported", 400)
     s3.put_object(Bucket=bucket, Key="k", Body=b"x", ACL="bucket-owner-full-control")
     s3.put_object(Bucket=bucket, Key="k", Body=b"x", ACL="private")
-    denied(lambda: s3.put_object_acl(Bucket=bucket, Key="k", ACL="public-read"), "AccessControlListNotSupported", 400)
+    denied(
+        lambda: s3.put_object_acl(Bucket=bucket, Key="k", ACL="public-read"),
+        "AccessControlListNotSupported",
+        400,
+    )
     assert len(s3.get_object_acl(Bucket=bucket, Key="k")["Grants"]) == 1
-    denied(lambda: s3.create_bucket(Bucket=f"authz-acl-{os.getpid()}", ACL="public-read"),
-           "InvalidBucketAclWithObjectOwnership", 400)
-    s3.put_bucket_ownership_controls(Bucket=bucket, OwnershipControls={"Rules": [{"ObjectOwnership": "ObjectWriter"}]})
+    denied(
+        lambda: s3.create_bucket(Bucket=f"authz-acl-{os.getpid()}", ACL="public-read"),
+        "InvalidBucketAclWithObjectOwnership",
+        400,
+    )
+    s3.put_bucket_ownership_controls(
+        Bucket=bucket, OwnershipControls={"Rules": [{"ObjectOwnership": "ObjectWriter"}]}
+    )
     s3.put_object(Bucket=bucket, Key="k", Body=b"x", ACL="public-read")
     assert requests.get(f"{server.endpoint}/{bucket}/k", timeout=30).status_code == 200
     s3.put_bucket_acl(Bucket=bucket, ACL="public-read")
-    denied(lambda: s3.put_bucket_ownership_controls(
-        Bucket=bucket, OwnershipControls={"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}),
-        "InvalidBucketAclWithObjectOwnership", 400)
+    denied(
+        lambda: s3.put_bucket_ownership_controls(
+            Bucket=bucket, OwnershipControls={"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
+        ),
+        "InvalidBucketAclWithObjectOwnership",
+        400,
+    )
     s3.delete_bucket_ownership_controls(Bucket=bucket)
     denied(lambda: s3.get_bucket_ownership_controls(Bucket=bucket), "OwnershipControlsNotFoundError", 404)
-    denied(lambda: s3.put_bucket_ownership_controls(Bucket=bucket, OwnershipControls={"Rules": [
-        {"ObjectOwnership": "Whoever"}]}), "MalformedXML", 400)
+    denied(
+        lambda: s3.put_bucket_ownership_controls(
+            Bucket=bucket, OwnershipControls={"Rules": [{"ObjectOwnership": "Whoever"}]}
+        ),
+        "MalformedXML",
+        400,
+    )
 
 
 # --- Block Public Access -----------------------------------------------------------------------------
@@ -400,22 +639,49 @@ def test_ownership_controls_refuse_acls(server, s3, new_bucket) -> None:
 def test_block_public_access(server, s3, new_bucket) -> None:
     bucket = new_bucket(ObjectOwnership="ObjectWriter")
     denied(lambda: s3.get_public_access_block(Bucket=bucket), "NoSuchPublicAccessBlockConfiguration", 404)
-    public = policy({"Sid": "Public", "Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
-                     "Resource": f"arn:aws:s3:::{bucket}/*"})
+    public = policy(
+        {
+            "Sid": "Public",
+            "Effect": "Allow",
+            "Principal": "*",
+            "Action": "s3:GetObject",
+            "Resource": f"arn:aws:s3:::{bucket}/*",
+        }
+    )
     s3.put_object(Bucket=bucket, Key="acl-public", Body=b"x", ACL="public-read")
     url = f"{server.endpoint}/{bucket}/acl-public"
     assert requests.get(url, timeout=30).status_code == 200
-    s3.put_public_access_block(Bucket=bucket, PublicAccessBlockConfiguration={
-        "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True, "RestrictPublicBuckets": False})
+    s3.put_public_access_block(
+        Bucket=bucket,
+        PublicAccessBlockConfiguration={
+            "BlockPublicAcls": True,
+            "IgnorePublicAcls": True,
+            "BlockPublicPolicy": True,
+            "RestrictPublicBuckets": False,
+        },
+    )
     assert s3.get_public_access_block(Bucket=bucket)["PublicAccessBlockConfiguration"] == {
-        "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True, "RestrictPublicBuckets": False}
+        "BlockPublicAcls": True,
+        "IgnorePublicAcls": True,
+        "BlockPublicPolicy": True,
+        "RestrictPublicBuckets": False,
+    }
     assert requests.get(url, timeout=30).status_code == 403  # the public grant is ignored now
     denied(lambda: s3.put_bucket_policy(Bucket=bucket, Policy=public))
     denied(lambda: s3.put_object(Bucket=bucket, Key="more", Body=b"x", ACL="public-read"))
     # A policy restricted to an address range is not public: allowed.
-    s3.put_bucket_policy(Bucket=bucket, Policy=policy(
-        {"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{bucket}/*",
-         "Condition": {"IpAddress": {"aws:SourceIp": "192.0.2.0/24"}}}))
+    s3.put_bucket_policy(
+        Bucket=bucket,
+        Policy=policy(
+            {
+                "Effect": "Allow",
+                "Principal": "*",
+                "Action": "s3:GetObject",
+                "Resource": f"arn:aws:s3:::{bucket}/*",
+                "Condition": {"IpAddress": {"aws:SourceIp": "192.0.2.0/24"}},
+            }
+        ),
+    )
     # RestrictPublicBuckets: a public policy already in place serves no anonymous caller.
     s3.put_object(Bucket=bucket, Key="plain", Body=b"x")
     plain = f"{server.endpoint}/{bucket}/plain"
@@ -427,13 +693,25 @@ def test_block_public_access(server, s3, new_bucket) -> None:
 
 
 def test_server_wide_block_public_access(tmp_path: Path) -> None:
-    server = ServerProcess(tmp_path / "data", free_port(),
-                           env={"TIERSTORE_AUTHORIZATION_BLOCK_PUBLIC_ACCESS": "true"}).start()
+    server = ServerProcess(
+        tmp_path / "data", free_port(), env={"TIERSTORE_AUTHORIZATION_BLOCK_PUBLIC_ACCESS": "true"}
+    ).start()
     try:
         s3 = make_client(server.endpoint)
         s3.create_bucket(Bucket="open", ObjectOwnership="ObjectWriter")
-        denied(lambda: s3.put_bucket_policy(Bucket="open", Policy=policy(
-            {"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::open/*"})))
+        denied(
+            lambda: s3.put_bucket_policy(
+                Bucket="open",
+                Policy=policy(
+                    {
+                        "Effect": "Allow",
+                        "Principal": "*",
+                        "Action": "s3:GetObject",
+                        "Resource": "arn:aws:s3:::open/*",
+                    }
+                ),
+            )
+        )
         denied(lambda: s3.put_object(Bucket="open", Key="k", Body=b"x", ACL="public-read"))
         s3.put_object(Bucket="open", Key="k", Body=b"x")
         assert requests.get(f"{server.endpoint}/open/k", timeout=30).status_code == 403
@@ -452,7 +730,11 @@ def _authz_of(server: ServerProcess, operation: str, bucket: str, status: int) -
             if not line.startswith("{"):
                 continue
             entry = json.loads(line)
-            if (entry.get("operation"), entry.get("bucket"), entry.get("status")) == (operation, bucket, status):
+            if (entry.get("operation"), entry.get("bucket"), entry.get("status")) == (
+                operation,
+                bucket,
+                status,
+            ):
                 return entry.get("authz")
         if time.monotonic() > deadline:
             return None
@@ -463,16 +745,36 @@ def test_access_log_says_which_statement_decided(server, s3, users, new_bucket, 
     bucket = new_bucket()
     s3.put_object(Bucket=bucket, Key="k", Body=b"v")
     assert _authz_of(server, "PutObject", bucket, 200) == "allow:admin"
-    s3.put_bucket_policy(Bucket=bucket, Policy=policy(
-        {"Sid": "AnyoneReads", "Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
-         "Resource": f"arn:aws:s3:::{bucket}/*"}))
+    s3.put_bucket_policy(
+        Bucket=bucket,
+        Policy=policy(
+            {
+                "Sid": "AnyoneReads",
+                "Effect": "Allow",
+                "Principal": "*",
+                "Action": "s3:GetObject",
+                "Resource": f"arn:aws:s3:::{bucket}/*",
+            }
+        ),
+    )
     requests.get(f"{server.endpoint}/{bucket}/k", timeout=30)
     assert _authz_of(server, "GetObject", bucket, 200) == "allow:bucket-policy:AnyoneReads"
     requests.put(f"{server.endpoint}/{bucket}/k", data=b"x", timeout=30)
     assert _authz_of(server, "PutObject", bucket, 403) == "deny:implicit"
     other = users["other"]
-    set_user_policy(server, other, policy({"Sid": "Lister", "Effect": "Allow", "Action": "s3:ListBucket",
-                                           "Resource": f"arn:aws:s3:::{bucket}"}), tmp_path)
+    set_user_policy(
+        server,
+        other,
+        policy(
+            {
+                "Sid": "Lister",
+                "Effect": "Allow",
+                "Action": "s3:ListBucket",
+                "Resource": f"arn:aws:s3:::{bucket}",
+            }
+        ),
+        tmp_path,
+    )
     try:
         user_client(server, other).list_objects_v2(Bucket=bucket)
         assert _authz_of(server, "ListObjectsV2", bucket, 200) == "allow:user-policy:Lister"

@@ -50,7 +50,9 @@ def test_reference_crcs() -> None:
     assert raw_digest("CRC32", b"123456789").hex() == "cbf43926"
     for data in (b"", b"123456789", os.urandom(1000)):
         assert raw_digest("CRC32C", data) == _reflected_crc(data, 0x82F63B78, 32).to_bytes(4, "big")
-        assert raw_digest("CRC64NVME", data) == _reflected_crc(data, 0x9A6C9329AC4BC9B5, 64).to_bytes(8, "big")
+        assert raw_digest("CRC64NVME", data) == _reflected_crc(data, 0x9A6C9329AC4BC9B5, 64).to_bytes(
+            8, "big"
+        )
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -107,12 +109,21 @@ def test_multipart_composite_checksum(s3, bucket, algorithm: str) -> None:
     completed = []
     for number, body in enumerate(parts, start=1):
         response = s3.upload_part(
-            Bucket=bucket, Key="mp", UploadId=upload["UploadId"], PartNumber=number, Body=body,
+            Bucket=bucket,
+            Key="mp",
+            UploadId=upload["UploadId"],
+            PartNumber=number,
+            Body=body,
             ChecksumAlgorithm=algorithm,
         )
         assert response[f"Checksum{algorithm}"] == checksum(algorithm, body)
-        completed.append({"PartNumber": number, "ETag": response["ETag"],
-                          f"Checksum{algorithm}": response[f"Checksum{algorithm}"]})
+        completed.append(
+            {
+                "PartNumber": number,
+                "ETag": response["ETag"],
+                f"Checksum{algorithm}": response[f"Checksum{algorithm}"],
+            }
+        )
     listed = s3.list_parts(Bucket=bucket, Key="mp", UploadId=upload["UploadId"])
     assert [p[f"Checksum{algorithm}"] for p in listed["Parts"]] == [checksum(algorithm, b) for b in parts]
     done = s3.complete_multipart_upload(
@@ -121,9 +132,12 @@ def test_multipart_composite_checksum(s3, bucket, algorithm: str) -> None:
     if algorithm == "CRC64NVME":  # S3 has only the full-object kind of CRC64NVME
         combined, kind = checksum(algorithm, b"".join(parts)), "FULL_OBJECT"
     else:
-        combined = base64.b64encode(
-            raw_digest(algorithm, b"".join(raw_digest(algorithm, b) for b in parts))
-        ).decode() + "-2"
+        combined = (
+            base64.b64encode(
+                raw_digest(algorithm, b"".join(raw_digest(algorithm, b) for b in parts))
+            ).decode()
+            + "-2"
+        )
         kind = "COMPOSITE"
     assert (done[f"Checksum{algorithm}"], done["ChecksumType"]) == (combined, kind)
     head = s3.head_object(Bucket=bucket, Key="mp", ChecksumMode="ENABLED")
@@ -136,16 +150,23 @@ def test_multipart_composite_checksum(s3, bucket, algorithm: str) -> None:
 def test_upload_part_wrong_checksum(s3, bucket, expect_error) -> None:
     upload = s3.create_multipart_upload(Bucket=bucket, Key="mp", ChecksumAlgorithm="CRC32C")["UploadId"]
     with expect_error("BadDigest", 400):
-        s3.upload_part(Bucket=bucket, Key="mp", UploadId=upload, PartNumber=1, Body=b"part",
-                       ChecksumCRC32C=checksum("CRC32C", b"not the part"))
+        s3.upload_part(
+            Bucket=bucket,
+            Key="mp",
+            UploadId=upload,
+            PartNumber=1,
+            Body=b"part",
+            ChecksumCRC32C=checksum("CRC32C", b"not the part"),
+        )
     assert s3.list_parts(Bucket=bucket, Key="mp", UploadId=upload).get("Parts", []) == []
     s3.abort_multipart_upload(Bucket=bucket, Key="mp", UploadId=upload)
 
 
 @pytest.mark.parametrize("calculation", ["when_supported", "when_required"])
 def test_boto3_default_checksum_settings(server, bucket, calculation: str) -> None:
-    client = make_client(server.endpoint, request_checksum_calculation=calculation,
-                         response_checksum_validation=calculation)
+    client = make_client(
+        server.endpoint, request_checksum_calculation=calculation, response_checksum_validation=calculation
+    )
     body = os.urandom(200_000)
     client.put_object(Bucket=bucket, Key="d", Body=body)
     got = client.get_object(Bucket=bucket, Key="d", ChecksumMode="ENABLED")

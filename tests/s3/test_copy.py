@@ -14,10 +14,18 @@ from tests.conftest import ServerProcess
 
 
 def test_copy_with_copy_directive_keeps_metadata(s3, bucket) -> None:
-    s3.put_object(Bucket=bucket, Key="src", Body=b"payload", ContentType="text/plain",
-                  Metadata={"a": "1"}, CacheControl="no-cache", Tagging="t=1")
-    result = s3.copy_object(Bucket=bucket, Key="dst", CopySource={"Bucket": bucket, "Key": "src"},
-                            Metadata={"ignored": "yes"})
+    s3.put_object(
+        Bucket=bucket,
+        Key="src",
+        Body=b"payload",
+        ContentType="text/plain",
+        Metadata={"a": "1"},
+        CacheControl="no-cache",
+        Tagging="t=1",
+    )
+    result = s3.copy_object(
+        Bucket=bucket, Key="dst", CopySource={"Bucket": bucket, "Key": "src"}, Metadata={"ignored": "yes"}
+    )
     assert result["CopyObjectResult"]["ETag"] == f'"{hashlib.md5(b"payload").hexdigest()}"'
     head = s3.head_object(Bucket=bucket, Key="dst")
     assert head["Metadata"] == {"a": "1"}
@@ -28,11 +36,24 @@ def test_copy_with_copy_directive_keeps_metadata(s3, bucket) -> None:
 
 
 def test_copy_with_replace_directive(s3, bucket) -> None:
-    s3.put_object(Bucket=bucket, Key="src", Body=b"payload", ContentType="text/plain", Metadata={"a": "1"},
-                  Tagging="t=1")
-    s3.copy_object(Bucket=bucket, Key="dst", CopySource={"Bucket": bucket, "Key": "src"},
-                   MetadataDirective="REPLACE", Metadata={"b": "2"}, ContentType="application/json",
-                   TaggingDirective="REPLACE", Tagging="x=y")
+    s3.put_object(
+        Bucket=bucket,
+        Key="src",
+        Body=b"payload",
+        ContentType="text/plain",
+        Metadata={"a": "1"},
+        Tagging="t=1",
+    )
+    s3.copy_object(
+        Bucket=bucket,
+        Key="dst",
+        CopySource={"Bucket": bucket, "Key": "src"},
+        MetadataDirective="REPLACE",
+        Metadata={"b": "2"},
+        ContentType="application/json",
+        TaggingDirective="REPLACE",
+        Tagging="x=y",
+    )
     head = s3.head_object(Bucket=bucket, Key="dst")
     assert head["Metadata"] == {"b": "2"}
     assert head["ContentType"] == "application/json"
@@ -52,8 +73,14 @@ def test_self_copy_with_replace_changes_only_metadata(server: ServerProcess, s3,
     before = s3.head_object(Bucket=bucket, Key="big")
     time.sleep(1.05)  # Last-Modified has whole seconds
     files_before = data_files(server)
-    result = s3.copy_object(Bucket=bucket, Key="big", CopySource={"Bucket": bucket, "Key": "big"},
-                            MetadataDirective="REPLACE", Metadata={"v": "2"}, ContentType="x/y")
+    result = s3.copy_object(
+        Bucket=bucket,
+        Key="big",
+        CopySource={"Bucket": bucket, "Key": "big"},
+        MetadataDirective="REPLACE",
+        Metadata={"v": "2"},
+        ContentType="x/y",
+    )
     # A metadata change is one catalog update: no byte of the object is written again.
     assert not data_files(server) - files_before, "the self-copy rewrote the data"
     after = s3.head_object(Bucket=bucket, Key="big")
@@ -76,7 +103,9 @@ def test_self_copy_without_change_is_invalid(s3, bucket, expect_error) -> None:
 
 def test_self_copy_changing_storage_class_moves_the_data(s3, bucket) -> None:
     s3.put_object(Bucket=bucket, Key="k", Body=b"cool me", Metadata={"m": "1"})
-    s3.copy_object(Bucket=bucket, Key="k", CopySource={"Bucket": bucket, "Key": "k"}, StorageClass="STANDARD_IA")
+    s3.copy_object(
+        Bucket=bucket, Key="k", CopySource={"Bucket": bucket, "Key": "k"}, StorageClass="STANDARD_IA"
+    )
     head = s3.head_object(Bucket=bucket, Key="k")
     assert head["StorageClass"] == "STANDARD_IA"
     assert head["ResponseMetadata"]["HTTPHeaders"]["x-tierstore-tier"] == "warm"
@@ -134,16 +163,21 @@ def test_copy_errors(s3, bucket, expect_error) -> None:
     with expect_error("NoSuchBucket", 404):
         s3.copy_object(Bucket=f"{bucket}-nope", Key="dst", CopySource={"Bucket": bucket, "Key": "src"})
     with expect_error("InvalidArgument", 400):
-        s3.copy_object(Bucket=bucket, Key="dst", CopySource={"Bucket": bucket, "Key": "src"},
-                       MetadataDirective="MERGE")
+        s3.copy_object(
+            Bucket=bucket, Key="dst", CopySource={"Bucket": bucket, "Key": "src"}, MetadataDirective="MERGE"
+        )
 
 
 def test_copy_of_multipart_object(s3, bucket) -> None:
     parts = [os.urandom(5 * 1024 * 1024), os.urandom(1000)]
     upload = s3.create_multipart_upload(Bucket=bucket, Key="mp", Metadata={"m": "p"})["UploadId"]
-    done = [{"PartNumber": n, "ETag": s3.upload_part(Bucket=bucket, Key="mp", UploadId=upload, PartNumber=n,
-                                                     Body=body)["ETag"]}
-            for n, body in enumerate(parts, start=1)]
+    done = [
+        {
+            "PartNumber": n,
+            "ETag": s3.upload_part(Bucket=bucket, Key="mp", UploadId=upload, PartNumber=n, Body=body)["ETag"],
+        }
+        for n, body in enumerate(parts, start=1)
+    ]
     s3.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=upload, MultipartUpload={"Parts": done})
     result = s3.copy_object(Bucket=bucket, Key="copy", CopySource={"Bucket": bucket, "Key": "mp"})
     whole = b"".join(parts)
@@ -169,12 +203,16 @@ def test_copy_source_version_id_null(s3, bucket, expect_error) -> None:
     s3.copy_object(Bucket=bucket, Key="dst", CopySource={"Bucket": bucket, "Key": "src", "VersionId": "null"})
     assert s3.get_object(Bucket=bucket, Key="dst")["Body"].read() == b"v"
     with expect_error("NoSuchVersion", 404):
-        s3.copy_object(Bucket=bucket, Key="dst", CopySource={"Bucket": bucket, "Key": "src", "VersionId": "abc"})
+        s3.copy_object(
+            Bucket=bucket, Key="dst", CopySource={"Bucket": bucket, "Key": "src", "VersionId": "abc"}
+        )
 
 
 def test_copy_to_storage_class(s3, bucket) -> None:
     s3.put_object(Bucket=bucket, Key="src", Body=b"to cold", StorageClass="STANDARD_IA")
-    s3.copy_object(Bucket=bucket, Key="dst", CopySource={"Bucket": bucket, "Key": "src"}, StorageClass="GLACIER")
+    s3.copy_object(
+        Bucket=bucket, Key="dst", CopySource={"Bucket": bucket, "Key": "src"}, StorageClass="GLACIER"
+    )
     head = s3.head_object(Bucket=bucket, Key="dst")
     assert head["StorageClass"] == "GLACIER"
     assert head["ResponseMetadata"]["HTTPHeaders"]["x-tierstore-tier"] == "cold"
@@ -187,31 +225,65 @@ def test_upload_part_copy_with_range(s3, bucket) -> None:
     source = os.urandom(6 * 1024 * 1024)
     s3.put_object(Bucket=bucket, Key="src", Body=source)
     upload = s3.create_multipart_upload(Bucket=bucket, Key="assembled")["UploadId"]
-    first = s3.upload_part_copy(Bucket=bucket, Key="assembled", UploadId=upload, PartNumber=1,
-                                CopySource={"Bucket": bucket, "Key": "src"},
-                                CopySourceRange=f"bytes=0-{5 * 1024 * 1024 - 1}")
-    second = s3.upload_part_copy(Bucket=bucket, Key="assembled", UploadId=upload, PartNumber=2,
-                                 CopySource={"Bucket": bucket, "Key": "src"}, CopySourceRange="bytes=100-199")
+    first = s3.upload_part_copy(
+        Bucket=bucket,
+        Key="assembled",
+        UploadId=upload,
+        PartNumber=1,
+        CopySource={"Bucket": bucket, "Key": "src"},
+        CopySourceRange=f"bytes=0-{5 * 1024 * 1024 - 1}",
+    )
+    second = s3.upload_part_copy(
+        Bucket=bucket,
+        Key="assembled",
+        UploadId=upload,
+        PartNumber=2,
+        CopySource={"Bucket": bucket, "Key": "src"},
+        CopySourceRange="bytes=100-199",
+    )
     assert first["CopyPartResult"]["ETag"] == f'"{hashlib.md5(source[: 5 * 1024 * 1024]).hexdigest()}"'
     assert second["CopyPartResult"]["ETag"] == f'"{hashlib.md5(source[100:200]).hexdigest()}"'
-    s3.complete_multipart_upload(Bucket=bucket, Key="assembled", UploadId=upload, MultipartUpload={"Parts": [
-        {"PartNumber": 1, "ETag": first["CopyPartResult"]["ETag"]},
-        {"PartNumber": 2, "ETag": second["CopyPartResult"]["ETag"]},
-    ]})
-    assert s3.get_object(Bucket=bucket, Key="assembled")["Body"].read() == source[: 5 * 1024 * 1024] + source[100:200]
+    s3.complete_multipart_upload(
+        Bucket=bucket,
+        Key="assembled",
+        UploadId=upload,
+        MultipartUpload={
+            "Parts": [
+                {"PartNumber": 1, "ETag": first["CopyPartResult"]["ETag"]},
+                {"PartNumber": 2, "ETag": second["CopyPartResult"]["ETag"]},
+            ]
+        },
+    )
+    assert (
+        s3.get_object(Bucket=bucket, Key="assembled")["Body"].read()
+        == source[: 5 * 1024 * 1024] + source[100:200]
+    )
 
 
 def test_upload_part_copy_bad_range(s3, bucket, expect_error) -> None:
     s3.put_object(Bucket=bucket, Key="src", Body=b"0123456789")
     upload = s3.create_multipart_upload(Bucket=bucket, Key="dst")["UploadId"]
     with expect_error("InvalidRange", 416):
-        s3.upload_part_copy(Bucket=bucket, Key="dst", UploadId=upload, PartNumber=1,
-                            CopySource={"Bucket": bucket, "Key": "src"}, CopySourceRange="bytes=5-10")
+        s3.upload_part_copy(
+            Bucket=bucket,
+            Key="dst",
+            UploadId=upload,
+            PartNumber=1,
+            CopySource={"Bucket": bucket, "Key": "src"},
+            CopySourceRange="bytes=5-10",
+        )
     with expect_error("InvalidArgument", 400):
-        s3.upload_part_copy(Bucket=bucket, Key="dst", UploadId=upload, PartNumber=1,
-                            CopySource={"Bucket": bucket, "Key": "src"}, CopySourceRange="bytes=5-")
+        s3.upload_part_copy(
+            Bucket=bucket,
+            Key="dst",
+            UploadId=upload,
+            PartNumber=1,
+            CopySource={"Bucket": bucket, "Key": "src"},
+            CopySourceRange="bytes=5-",
+        )
     # The whole source without a range.
-    whole = s3.upload_part_copy(Bucket=bucket, Key="dst", UploadId=upload, PartNumber=1,
-                                CopySource={"Bucket": bucket, "Key": "src"})
+    whole = s3.upload_part_copy(
+        Bucket=bucket, Key="dst", UploadId=upload, PartNumber=1, CopySource={"Bucket": bucket, "Key": "src"}
+    )
     assert whole["CopyPartResult"]["ETag"] == f'"{hashlib.md5(b"0123456789").hexdigest()}"'
     s3.abort_multipart_upload(Bucket=bucket, Key="dst", UploadId=upload)

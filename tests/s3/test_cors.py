@@ -37,8 +37,11 @@ EVERYONE_HEADERS = {"access-control-allow-origin": "*", "access-control-allow-me
 
 
 def cors_headers(response: requests.Response) -> dict[str, str]:
-    return {k.lower(): v for k, v in response.headers.items() if k.lower().startswith("access-control-")
-            or k.lower() == "vary"}
+    return {
+        k.lower(): v
+        for k, v in response.headers.items()
+        if k.lower().startswith("access-control-") or k.lower() == "vary"
+    }
 
 
 def error_fields(response: requests.Response) -> dict[str, str]:
@@ -75,17 +78,36 @@ def rule(**fields: Any) -> dict[str, Any]:
     ("rules", "code", "message"),
     [
         ([], "MalformedXML", None),
-        ([rule(AllowedMethods=["PATCH"])], "InvalidRequest",
-         "Found unsupported HTTP method in CORS config. Unsupported method is PATCH"),
-        ([rule(AllowedMethods=["get"])], "InvalidRequest",
-         "Found unsupported HTTP method in CORS config. Unsupported method is get"),
-        ([rule(AllowedOrigins=["https://*.example.*"])], "InvalidRequest",
-         'AllowedOrigin "https://*.example.*" can not have more than one wildcard.'),
-        ([rule(AllowedHeaders=["x-*-meta-*"])], "InvalidRequest",
-         'AllowedHeader "x-*-meta-*" can not have more than one wildcard.'),
-        ([rule(ExposeHeaders=["x-amz-*"])], "InvalidRequest",
-         'ExposeHeader "x-amz-*" contains wildcard. We currently do not support wildcard for ExposeHeader.'),
-        ([rule()] * 101, "InvalidRequest", "The number of CORS rules should not exceed allowed limit of 100 rules."),
+        (
+            [rule(AllowedMethods=["PATCH"])],
+            "InvalidRequest",
+            "Found unsupported HTTP method in CORS config. Unsupported method is PATCH",
+        ),
+        (
+            [rule(AllowedMethods=["get"])],
+            "InvalidRequest",
+            "Found unsupported HTTP method in CORS config. Unsupported method is get",
+        ),
+        (
+            [rule(AllowedOrigins=["https://*.example.*"])],
+            "InvalidRequest",
+            'AllowedOrigin "https://*.example.*" can not have more than one wildcard.',
+        ),
+        (
+            [rule(AllowedHeaders=["x-*-meta-*"])],
+            "InvalidRequest",
+            'AllowedHeader "x-*-meta-*" can not have more than one wildcard.',
+        ),
+        (
+            [rule(ExposeHeaders=["x-amz-*"])],
+            "InvalidRequest",
+            'ExposeHeader "x-amz-*" contains wildcard. We currently do not support wildcard for ExposeHeader.',
+        ),
+        (
+            [rule()] * 101,
+            "InvalidRequest",
+            "The number of CORS rules should not exceed allowed limit of 100 rules.",
+        ),
         ([rule(MaxAgeSeconds=-1)], "MalformedXML", None),
         ([rule(MaxAgeSeconds=2**31)], "MalformedXML", None),
         ([rule(ID="x" * 256)], "MalformedXML", None),
@@ -107,15 +129,24 @@ def test_bad_configurations_are_refused(s3, bucket, rules, code: str, message: s
     ("body", "code"),
     [
         (b"", "MissingRequestBodyError"),
-        (b"<CORSConfiguration><CORSRule><AllowedMethod>GET</AllowedMethod></CORSRule></CORSConfiguration>",
-         "MalformedXML"),
-        (b"<CORSConfiguration><CORSRule><AllowedOrigin>*</AllowedOrigin></CORSRule></CORSConfiguration>",
-         "MalformedXML"),
-        (b"<CORSConfiguration><CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod>"
-         b"<AllowedHeaders>*</AllowedHeaders></CORSRule></CORSConfiguration>", "MalformedXML"),
-        (b"<CORSConfiguration><CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod>"
-         b"<MaxAgeSeconds>1</MaxAgeSeconds><MaxAgeSeconds>2</MaxAgeSeconds></CORSRule></CORSConfiguration>",
-         "MalformedXML"),
+        (
+            b"<CORSConfiguration><CORSRule><AllowedMethod>GET</AllowedMethod></CORSRule></CORSConfiguration>",
+            "MalformedXML",
+        ),
+        (
+            b"<CORSConfiguration><CORSRule><AllowedOrigin>*</AllowedOrigin></CORSRule></CORSConfiguration>",
+            "MalformedXML",
+        ),
+        (
+            b"<CORSConfiguration><CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod>"
+            b"<AllowedHeaders>*</AllowedHeaders></CORSRule></CORSConfiguration>",
+            "MalformedXML",
+        ),
+        (
+            b"<CORSConfiguration><CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod>"
+            b"<MaxAgeSeconds>1</MaxAgeSeconds><MaxAgeSeconds>2</MaxAgeSeconds></CORSRule></CORSConfiguration>",
+            "MalformedXML",
+        ),
         (b"<CORSConfig/>", "MalformedXML"),
         (b"<CORSConfiguration><CORSRule>", "MalformedXML"),
     ],
@@ -125,8 +156,9 @@ def test_malformed_documents_are_refused(raw, bucket, error_code, body: bytes, c
     assert (response.status_code, error_code(response)) == (400, code)
 
 
-def preflight(server: ServerProcess, path: str, origin: str | None, method: str | None,
-              headers: str | None = None) -> requests.Response:
+def preflight(
+    server: ServerProcess, path: str, origin: str | None, method: str | None, headers: str | None = None
+) -> requests.Response:
     sent = {}
     if origin is not None:
         sent["Origin"] = origin
@@ -150,7 +182,11 @@ def test_preflights_are_answered_from_the_rules(server, s3, cors_bucket: str) ->
 def check_preflights(server: ServerProcess, cors_bucket: str, key: str, no_cors: str) -> None:
 
     def forbidden(message: str, method: str, resource: str) -> tuple[int, dict[str, str], dict[str, str]]:
-        return 403, {}, {"Code": "AccessForbidden", "Message": message, "Method": method, "ResourceType": resource}
+        return (
+            403,
+            {},
+            {"Code": "AccessForbidden", "Message": message, "Method": method, "ResourceType": resource},
+        )
 
     def bad(message: str) -> tuple[int, dict[str, str], dict[str, str]]:
         return 400, {}, {"Code": "BadRequest", "Message": message}
@@ -164,18 +200,32 @@ def check_preflights(server: ServerProcess, cors_bucket: str, key: str, no_cors:
         (f"/{cors_bucket}", ("https://example.org", "GET"), forbidden(NOT_ALLOWED, "GET", "BUCKET")),
         (key, ("http://app.example.com", "GET"), forbidden(NOT_ALLOWED, "GET", "OBJECT")),
         (key, (ORIGIN, "GET", "authorization"), forbidden(NOT_ALLOWED, "GET", "OBJECT")),
-        (f"/{no_cors}/key", (ORIGIN, "GET"), forbidden("CORSResponse: CORS is not enabled for this bucket.",
-                                                       "GET", "OBJECT")),
-        (f"/{no_cors}", (ORIGIN, "PUT"), forbidden("CORSResponse: CORS is not enabled for this bucket.",
-                                                   "PUT", "BUCKET")),
-        ("/missing-bucket-xyz/key", (ORIGIN, "GET"), forbidden("CORSResponse: Bucket not found", "GET", "OBJECT")),
+        (
+            f"/{no_cors}/key",
+            (ORIGIN, "GET"),
+            forbidden("CORSResponse: CORS is not enabled for this bucket.", "GET", "OBJECT"),
+        ),
+        (
+            f"/{no_cors}",
+            (ORIGIN, "PUT"),
+            forbidden("CORSResponse: CORS is not enabled for this bucket.", "PUT", "BUCKET"),
+        ),
+        (
+            "/missing-bucket-xyz/key",
+            (ORIGIN, "GET"),
+            forbidden("CORSResponse: Bucket not found", "GET", "OBJECT"),
+        ),
         (key, (None, "GET"), bad("Insufficient information. Origin request header needed.")),
         (key, (ORIGIN, None), bad("Invalid Access-Control-Request-Method: null")),
         (key, (ORIGIN, "PATCH"), bad("Invalid Access-Control-Request-Method: PATCH")),
     ]
     for path, sent, expected in cases:
         response = preflight(server, path, *sent)
-        got = (response.status_code, cors_headers(response), error_fields(response) if response.content else {})
+        got = (
+            response.status_code,
+            cors_headers(response),
+            error_fields(response) if response.content else {},
+        )
         assert got == expected, (path, sent)
 
 
@@ -190,7 +240,14 @@ def test_responses_carry_the_cors_headers_also_when_they_fail(server, s3, raw, c
         ("PUT", "/key", {"Origin": ORIGIN}, False, 403, SITE_HEADERS),  # anonymous: AccessDenied
         ("DELETE", "/key", {"Origin": ORIGIN}, False, 403, {}),
         # S3 takes the method from Access-Control-Request-Method when the request has it.
-        ("DELETE", "/key", {"Origin": ORIGIN, "Access-Control-Request-Method": "GET"}, False, 403, SITE_HEADERS),
+        (
+            "DELETE",
+            "/key",
+            {"Origin": ORIGIN, "Access-Control-Request-Method": "GET"},
+            False,
+            403,
+            SITE_HEADERS,
+        ),
         ("GET", "/key", {"Origin": ORIGIN, "Access-Control-Request-Method": "DELETE"}, True, 200, {}),
     ]
     for method, key, headers, sign, status, expected in cases:
@@ -208,4 +265,6 @@ def test_a_changed_configuration_applies_at_once(server, s3, bucket) -> None:
     s3.delete_bucket_cors(Bucket=bucket)
     response = preflight(server, f"/{bucket}/k", ORIGIN, "PUT")
     assert (response.status_code, error_fields(response)["Message"]) == (
-        403, "CORSResponse: CORS is not enabled for this bucket.")
+        403,
+        "CORSResponse: CORS is not enabled for this bucket.",
+    )

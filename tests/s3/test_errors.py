@@ -18,10 +18,19 @@ from tests.conftest import ACCESS_KEY, REGION, SECRET_KEY, make_client
 
 
 def client(endpoint: str, *, access_key: str = ACCESS_KEY, secret: str = SECRET_KEY, unsigned: bool = False):
-    config = Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1},
-                    **({"signature_version": UNSIGNED} if unsigned else {}))
-    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=access_key,
-                        aws_secret_access_key=secret, region_name=REGION, config=config)
+    config = Config(
+        s3={"addressing_style": "path"},
+        retries={"max_attempts": 1},
+        **({"signature_version": UNSIGNED} if unsigned else {}),
+    )
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=access_key,
+        aws_secret_access_key=secret,
+        region_name=REGION,
+        config=config,
+    )
 
 
 def test_error_body_shape(raw, bucket) -> None:
@@ -89,19 +98,38 @@ def test_no_such_upload(s3, bucket, expect_error) -> None:
         ("PUT", "/obj", "tagging=", b"<Tagging><TagSet><Tag><Key>a</Key>"),
         ("PUT", "/obj", "tagging=", b"<Tagging></Tagging>"),
         ("PUT", "", "tagging=", b"garbage"),
-        ("PUT", "", "versioning=", b"<VersioningConfiguration><Status>Maybe</Status></VersioningConfiguration>"),
+        (
+            "PUT",
+            "",
+            "versioning=",
+            b"<VersioningConfiguration><Status>Maybe</Status></VersioningConfiguration>",
+        ),
         ("PUT", "", "lifecycle=", b"<LifecycleConfiguration><Rule>"),
         ("POST", "/obj", "uploadId=UPLOAD", b"<CompleteMultipartUpload><Part>"),
-        ("POST", "/obj", "uploadId=UPLOAD", b"<CompleteMultipartUpload><Part><ETag>x</ETag></Part>"
-                                            b"</CompleteMultipartUpload>"),
-        ("POST", "/obj", "uploadId=UPLOAD", b"<CompleteMultipartUpload><Part><PartNumber>x</PartNumber>"
-                                            b"<ETag>x</ETag></Part></CompleteMultipartUpload>"),
-        ("POST", "/obj", "uploadId=UPLOAD", b"<!DOCTYPE x [<!ENTITY a 'b'>]><CompleteMultipartUpload>&a;"
-                                            b"</CompleteMultipartUpload>"),
+        (
+            "POST",
+            "/obj",
+            "uploadId=UPLOAD",
+            b"<CompleteMultipartUpload><Part><ETag>x</ETag></Part></CompleteMultipartUpload>",
+        ),
+        (
+            "POST",
+            "/obj",
+            "uploadId=UPLOAD",
+            b"<CompleteMultipartUpload><Part><PartNumber>x</PartNumber>"
+            b"<ETag>x</ETag></Part></CompleteMultipartUpload>",
+        ),
+        (
+            "POST",
+            "/obj",
+            "uploadId=UPLOAD",
+            b"<!DOCTYPE x [<!ENTITY a 'b'>]><CompleteMultipartUpload>&a;</CompleteMultipartUpload>",
+        ),
     ],
 )
-def test_malformed_xml(raw, s3, bucket, error_code, method: str, path_suffix: str, query: str,
-                       body: bytes) -> None:
+def test_malformed_xml(
+    raw, s3, bucket, error_code, method: str, path_suffix: str, query: str, body: bytes
+) -> None:
     s3.put_object(Bucket=bucket, Key="obj", Body=b"x")
     if "UPLOAD" in query:
         upload = s3.create_multipart_upload(Bucket=bucket, Key="obj")["UploadId"]
@@ -116,10 +144,18 @@ def test_malformed_create_bucket_configuration(raw, s3, error_code) -> None:
     assert "malformed-config-bucket" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
 
 
-@pytest.mark.parametrize("query", ["max-keys=-1", "max-keys=abc", "list-type=2&max-keys=-5",
-                                   "list-type=2&max-keys=1.5", "max-uploads=x&uploads=",
-                                   "list-type=2&continuation-token=%21%21%21%21",
-                                   "list-type=2&continuation-token=abc"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "max-keys=-1",
+        "max-keys=abc",
+        "list-type=2&max-keys=-5",
+        "list-type=2&max-keys=1.5",
+        "max-uploads=x&uploads=",
+        "list-type=2&continuation-token=%21%21%21%21",
+        "list-type=2&continuation-token=abc",
+    ],
+)
 def test_invalid_argument_in_listing(raw, bucket, error_code, query: str) -> None:
     response = raw("GET", f"/{bucket}", query=query)
     assert (response.status_code, error_code(response)) == (400, "InvalidArgument"), response.content
@@ -168,8 +204,13 @@ def test_unsupported_apis_are_not_implemented(s3, bucket, expect_error) -> None:
     s3.put_object(Bucket=bucket, Key="k", Body=b"a,b\n1,2\n")
     calls = [
         lambda: s3.select_object_content(
-            Bucket=bucket, Key="k", Expression="select * from s3object", ExpressionType="SQL",
-            InputSerialization={"CSV": {}}, OutputSerialization={"CSV": {}}),
+            Bucket=bucket,
+            Key="k",
+            Expression="select * from s3object",
+            ExpressionType="SQL",
+            InputSerialization={"CSV": {}},
+            OutputSerialization={"CSV": {}},
+        ),
         lambda: s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"}),
         lambda: s3.put_bucket_website(Bucket=bucket, WebsiteConfiguration={"IndexDocument": {"Suffix": "i"}}),
         lambda: s3.put_object_retention(Bucket=bucket, Key="k", Retention={"Mode": "GOVERNANCE"}),
@@ -228,8 +269,11 @@ def test_client_hanging_up_mid_body_is_incomplete_body(server, bucket) -> None:
     s3 = make_client(server.endpoint)
     s3.put_object(Bucket=bucket, Key="kept", Body=b"old body")
     log_before = len(server.log())
-    request = AWSRequest(method="PUT", url=f"{server.endpoint}/{bucket}/kept",
-                         headers={"x-amz-content-sha256": "UNSIGNED-PAYLOAD", "Content-Length": "100"})
+    request = AWSRequest(
+        method="PUT",
+        url=f"{server.endpoint}/{bucket}/kept",
+        headers={"x-amz-content-sha256": "UNSIGNED-PAYLOAD", "Content-Length": "100"},
+    )
     S3SigV4Auth(Credentials(ACCESS_KEY, SECRET_KEY), "s3", REGION).add_auth(request)
     host, port = server.endpoint.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=30) as sock:

@@ -37,7 +37,10 @@ def unicode_s3(server: ServerProcess):
 @pytest.mark.parametrize("value", ["café ☕", "naïve_=?x?=", "日本語のメタデータ", "tab\there"])
 def test_non_ascii_metadata_signed_by_boto3_round_trips(unicode_s3, bucket, value: str) -> None:
     unicode_s3.put_object(Bucket=bucket, Key="k", Body=b"x", Metadata={"name": value})
-    for response in (unicode_s3.head_object(Bucket=bucket, Key="k"), unicode_s3.get_object(Bucket=bucket, Key="k")):
+    for response in (
+        unicode_s3.head_object(Bucket=bucket, Key="k"),
+        unicode_s3.get_object(Bucket=bucket, Key="k"),
+    ):
         returned = response["Metadata"]["name"]
         assert returned.isascii()  # mail-safe on the wire, as S3 returns it
         assert rfc2047_text(returned) == value
@@ -45,7 +48,9 @@ def test_non_ascii_metadata_signed_by_boto3_round_trips(unicode_s3, bucket, valu
 
 def test_non_ascii_metadata_signed_with_sigv2(server: ServerProcess, bucket) -> None:
     v2 = make_client(server.endpoint, signature_version="s3")
-    v2.meta.events.unregister("before-parameter-build.s3.PutObject", botocore.handlers.validate_ascii_metadata)
+    v2.meta.events.unregister(
+        "before-parameter-build.s3.PutObject", botocore.handlers.validate_ascii_metadata
+    )
     v2.put_object(Bucket=bucket, Key="k", Body=b"x", Metadata={"name": "café ☕"})
     assert rfc2047_text(v2.head_object(Bucket=bucket, Key="k")["Metadata"]["name"]) == "café ☕"
 
@@ -72,8 +77,11 @@ def test_non_ascii_metadata_through_copy(unicode_s3, bucket) -> None:
     unicode_s3.put_object(Bucket=bucket, Key="src", Body=b"x", Metadata={"name": "café"})
     unicode_s3.copy_object(Bucket=bucket, Key="kept", CopySource={"Bucket": bucket, "Key": "src"})
     unicode_s3.copy_object(
-        Bucket=bucket, Key="replaced", CopySource={"Bucket": bucket, "Key": "src"},
-        Metadata={"name": "thé"}, MetadataDirective="REPLACE",
+        Bucket=bucket,
+        Key="replaced",
+        CopySource={"Bucket": bucket, "Key": "src"},
+        Metadata={"name": "thé"},
+        MetadataDirective="REPLACE",
     )
     assert rfc2047_text(unicode_s3.head_object(Bucket=bucket, Key="kept")["Metadata"]["name"]) == "café"
     assert rfc2047_text(unicode_s3.head_object(Bucket=bucket, Key="replaced")["Metadata"]["name"]) == "thé"
@@ -108,7 +116,9 @@ def send_bytes(
             assert chunk, data
             data += chunk
     head = data.split(b"\r\n\r\n", 1)[0].split(b"\r\n")
-    received = {name.strip().lower(): value.strip() for name, _, value in (line.partition(b":") for line in head[1:])}
+    received = {
+        name.strip().lower(): value.strip() for name, _, value in (line.partition(b":") for line in head[1:])
+    }
     return int(head[0].split()[1]), received
 
 
@@ -141,9 +151,13 @@ def test_only_the_aws_chunked_token_is_dropped_from_content_encoding() -> None:
 def test_signature_error_over_non_utf8_header_bytes_is_a_403(server, bucket) -> None:
     # The error echoes the canonical request; a header byte that is not UTF-8 must not turn the
     # SignatureDoesNotMatch into a 500.
-    request = AWSRequest(method="PUT", url=f"{server.endpoint}/{bucket}/k", data=b"x", headers={"x-amz-meta-a": "e"})
+    request = AWSRequest(
+        method="PUT", url=f"{server.endpoint}/{bucket}/k", data=b"x", headers={"x-amz-meta-a": "e"}
+    )
     S3SigV4Auth(Credentials(ACCESS_KEY, SECRET_KEY), "s3", REGION).add_auth(request)
-    headers = {name.encode(): value.encode() for name, value in request.headers.items() if name.lower() != "host"}
+    headers = {
+        name.encode(): value.encode() for name, value in request.headers.items() if name.lower() != "host"
+    }
     headers[b"x-amz-meta-a"] = b"\xe9"
     status, received = send_bytes(server, "PUT", f"{server.endpoint}/{bucket}/k", headers, b"x")
     assert (status, received[b"content-type"]) == (403, b"application/xml")
@@ -163,7 +177,11 @@ def test_non_ascii_digits_in_number_headers_are_not_a_500(
 ) -> None:
     s3 = make_client(server.endpoint, signature_version="s3v4")
     s3.put_object(Bucket=bucket, Key="k", Body=b"0123456789")
-    url = s3.generate_presigned_url("get_object" if method == "GET" else "put_object", Params={"Bucket": bucket, "Key": "k"})
+    url = s3.generate_presigned_url(
+        "get_object" if method == "GET" else "put_object", Params={"Bucket": bucket, "Key": "k"}
+    )
     extra = {b"Content-Encoding": b"aws-chunked"} if method == "PUT" else {}
-    got, _ = send_bytes(server, method, url, {header: value, **extra}, b"0\r\n\r\n" if method == "PUT" else b"")
+    got, _ = send_bytes(
+        server, method, url, {header: value, **extra}, b"0\r\n\r\n" if method == "PUT" else b""
+    )
     assert got == status

@@ -37,10 +37,15 @@ def test_lifecycle_reads_back_as_written(s3, bucket, selector: dict[str, Any]) -
         ({"Expiration": {"Days": -1}}, "InvalidArgument"),
         ({"Transitions": [{"Days": 10**23, "StorageClass": "GLACIER"}], "Expiration": None}, "MalformedXML"),
         ({"Transitions": [{"Days": -1, "StorageClass": "GLACIER"}], "Expiration": None}, "InvalidArgument"),
-        ({"AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 10**23}, "Expiration": None}, "MalformedXML"),
+        (
+            {"AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 10**23}, "Expiration": None},
+            "MalformedXML",
+        ),
     ],
 )
-def test_lifecycle_values_out_of_range_are_refused(s3, bucket, expect_error, action: dict[str, Any], code: str) -> None:
+def test_lifecycle_values_out_of_range_are_refused(
+    s3, bucket, expect_error, action: dict[str, Any], code: str
+) -> None:
     sent = {k: v for k, v in rule(Filter={}, **action).items() if v is not None}
     with expect_error(code, 400):
         s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [sent]})

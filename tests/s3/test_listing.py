@@ -33,7 +33,9 @@ KEYS = [
 _buckets = count()
 
 
-def expected(keys: list[str], prefix: str = "", delimiter: str = "", after: str = "") -> list[tuple[str, str]]:
+def expected(
+    keys: list[str], prefix: str = "", delimiter: str = "", after: str = ""
+) -> list[tuple[str, str]]:
     """The listing S3 defines: ("k", key) and ("p", common prefix) entries in order."""
     out: list[tuple[str, str]] = []
     for key in sorted(keys):
@@ -140,9 +142,18 @@ def test_listing_matches_model_across_pages(s3, listed_bucket, prefix: str, deli
         assert [e for page in pages for e in page] == want, max_keys
 
 
-@pytest.mark.parametrize(("prefix", "delimiter", "after"),
-                         [("", "", "b"), ("", "/", "a/"), ("", "/", "a/b"), ("photos/", "/", "photos/2024/"),
-                          ("", "", "z\uFFFF"), ("a", "", "zzz"), ("", "/", "")])
+@pytest.mark.parametrize(
+    ("prefix", "delimiter", "after"),
+    [
+        ("", "", "b"),
+        ("", "/", "a/"),
+        ("", "/", "a/b"),
+        ("photos/", "/", "photos/2024/"),
+        ("", "", "z\uffff"),
+        ("a", "", "zzz"),
+        ("", "/", ""),
+    ],
+)
 def test_start_after(s3, listed_bucket, prefix: str, delimiter: str, after: str) -> None:
     page = s3.list_objects_v2(Bucket=listed_bucket, Prefix=prefix, Delimiter=delimiter, StartAfter=after)
     assert _entries(page) == expected(KEYS, prefix, delimiter, after)
@@ -156,8 +167,8 @@ def test_utf8_binary_order(s3, listed_bucket) -> None:
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=listed_bucket, Prefix="z")["Contents"]]
     assert keys == sorted(keys, key=lambda k: k.encode("utf-8"))
     # U+FFFD sorts before U+10000 in UTF-8 (and code points), after it in UTF-16.
-    assert keys.index("z\uFFFD") < keys.index("z\U00010000") < keys.index("z\U0001F600")
-    assert keys.index("z\uD7FF") < keys.index("z\uE000") < keys.index("z\uFF5E/x")
+    assert keys.index("z\ufffd") < keys.index("z\U00010000") < keys.index("z\U0001f600")
+    assert keys.index("z\ud7ff") < keys.index("z\ue000") < keys.index("z\uff5e/x")
 
 
 def test_paginators(s3, listed_bucket) -> None:
@@ -221,7 +232,9 @@ def test_encoding_type_url_covers_every_key_element(raw, listed_bucket) -> None:
     v1 = _raw_list(raw, listed_bucket, "encoding-type=url&prefix=c&marker=c%20&delimiter=%2B&max-keys=1")
     assert v1.findtext("IsTruncated") == "true"
     assert v1.findtext("NextMarker") == "c%20d/e%20f"
-    v2 = _raw_list(raw, listed_bucket, "list-type=2&encoding-type=url&prefix=c%20&start-after=c%20%2B&delimiter=%2B")
+    v2 = _raw_list(
+        raw, listed_bucket, "list-type=2&encoding-type=url&prefix=c%20&start-after=c%20%2B&delimiter=%2B"
+    )
     assert [v2.findtext(name) for name in ("Prefix", "StartAfter", "Delimiter")] == ["c%20", "c%20%2B", "%2B"]
 
 
@@ -234,7 +247,8 @@ def test_invalid_encoding_type(raw, listed_bucket, error_code) -> None:
 def test_list_object_versions_pages(s3, listed_bucket) -> None:
     seen: list[str] = []
     pages = s3.get_paginator("list_object_versions").paginate(
-        Bucket=listed_bucket, PaginationConfig={"PageSize": 3})
+        Bucket=listed_bucket, PaginationConfig={"PageSize": 3}
+    )
     for page in pages:
         for version in page.get("Versions", []):
             assert version["VersionId"] == "null"
@@ -252,9 +266,14 @@ def test_more_than_1000_keys(server, s3, bucket) -> None:
     clients = [make_client(server.endpoint) for _ in range(4)]
     with ThreadPoolExecutor(4) as pool:
         # Empty objects on the memory-speed tier: this test is about listing, not about writing.
-        list(pool.map(lambda ik: clients[ik[0] % 4].put_object(Bucket=bucket, Key=ik[1], Body=b"",
-                                                               StorageClass="EXPRESS_ONEZONE"),
-                      enumerate(keys)))
+        list(
+            pool.map(
+                lambda ik: clients[ik[0] % 4].put_object(
+                    Bucket=bucket, Key=ik[1], Body=b"", StorageClass="EXPRESS_ONEZONE"
+                ),
+                enumerate(keys),
+            )
+        )
     default = s3.list_objects_v2(Bucket=bucket)
     assert default["KeyCount"] == 1000 and default["IsTruncated"] is True
     capped = s3.list_objects_v2(Bucket=bucket, MaxKeys=5000)
@@ -264,12 +283,16 @@ def test_more_than_1000_keys(server, s3, bucket) -> None:
     assert rest["IsTruncated"] is False
     v1 = s3.list_objects(Bucket=bucket, MaxKeys=1001)
     assert len(v1["Contents"]) == 1000 and v1["IsTruncated"] is True
-    all_keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
-                for o in page["Contents"]]
+    all_keys = [
+        o["Key"]
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+        for o in page["Contents"]
+    ]
     assert all_keys == keys
     versions = s3.list_object_versions(Bucket=bucket)
     assert len(versions["Versions"]) == 1000 and versions["IsTruncated"] is True
     assert versions["NextKeyMarker"] == keys[999]
     for start in range(0, len(keys), 1000):
-        s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[start : start + 1000]],
-                                                 "Quiet": True})
+        s3.delete_objects(
+            Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[start : start + 1000]], "Quiet": True}
+        )

@@ -15,7 +15,9 @@ def test_bulk_empty_objects_list_and_read_like_zero_byte_puts(server: ServerProc
     catalog = Catalog(catalog_location(server.data_dir))
     try:
         keys = [f"put/{i:04d}" for i in range(1200)]
-        assert catalog.create_empty_objects(bucket, keys, tier="hot", meta=ObjectMeta(), now=time.time()) == 1199
+        assert (
+            catalog.create_empty_objects(bucket, keys, tier="hot", meta=ObjectMeta(), now=time.time()) == 1199
+        )
     finally:
         catalog.close()
     listed = []

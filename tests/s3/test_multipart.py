@@ -18,24 +18,32 @@ def multipart_etag(parts: list[bytes]) -> str:
 
 def upload_parts(s3, bucket: str, key: str, upload: str, parts: list[bytes]) -> list[dict[str, object]]:
     return [
-        {"PartNumber": n, "ETag": s3.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=n,
-                                                 Body=body)["ETag"]}
+        {
+            "PartNumber": n,
+            "ETag": s3.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=n, Body=body)["ETag"],
+        }
         for n, body in enumerate(parts, start=1)
     ]
 
 
 def test_multipart_round_trip(s3, bucket) -> None:
     parts = [os.urandom(5 * MIB), os.urandom(5 * MIB), b"the end"]
-    created = s3.create_multipart_upload(Bucket=bucket, Key="mp", ContentType="application/x-tar",
-                                         Metadata={"origin": "test"}, StorageClass="STANDARD_IA")
+    created = s3.create_multipart_upload(
+        Bucket=bucket,
+        Key="mp",
+        ContentType="application/x-tar",
+        Metadata={"origin": "test"},
+        StorageClass="STANDARD_IA",
+    )
     assert (created["Bucket"], created["Key"]) == (bucket, "mp")
     upload = created["UploadId"]
     done = upload_parts(s3, bucket, "mp", upload, parts)
     assert [d["ETag"] for d in done] == [f'"{hashlib.md5(p).hexdigest()}"' for p in parts]
     # Not visible until completed.
     assert s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 0
-    result = s3.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=upload,
-                                          MultipartUpload={"Parts": done})
+    result = s3.complete_multipart_upload(
+        Bucket=bucket, Key="mp", UploadId=upload, MultipartUpload={"Parts": done}
+    )
     assert result["ETag"] == multipart_etag(parts)
     assert (result["Bucket"], result["Key"]) == (bucket, "mp")
     got = s3.get_object(Bucket=bucket, Key="mp")
@@ -54,7 +62,9 @@ def test_multipart_round_trip(s3, bucket) -> None:
 def test_single_part_upload(s3, bucket) -> None:
     upload = s3.create_multipart_upload(Bucket=bucket, Key="one")["UploadId"]
     done = upload_parts(s3, bucket, "one", upload, [b"only part, any size"])
-    result = s3.complete_multipart_upload(Bucket=bucket, Key="one", UploadId=upload, MultipartUpload={"Parts": done})
+    result = s3.complete_multipart_upload(
+        Bucket=bucket, Key="one", UploadId=upload, MultipartUpload={"Parts": done}
+    )
     assert result["ETag"] == multipart_etag([b"only part, any size"])
     assert s3.get_object(Bucket=bucket, Key="one")["Body"].read() == b"only part, any size"
 
@@ -63,8 +73,9 @@ def test_complete_with_subset_of_parts(s3, bucket) -> None:
     parts = [os.urandom(5 * MIB), b"second", b"third"]
     upload = s3.create_multipart_upload(Bucket=bucket, Key="sub")["UploadId"]
     done = upload_parts(s3, bucket, "sub", upload, parts)
-    s3.complete_multipart_upload(Bucket=bucket, Key="sub", UploadId=upload,
-                                 MultipartUpload={"Parts": [done[0], done[2]]})
+    s3.complete_multipart_upload(
+        Bucket=bucket, Key="sub", UploadId=upload, MultipartUpload={"Parts": [done[0], done[2]]}
+    )
     got = s3.get_object(Bucket=bucket, Key="sub")
     assert got["Body"].read() == parts[0] + parts[2]
     assert got["ETag"] == multipart_etag([parts[0], parts[2]])
@@ -76,8 +87,9 @@ def test_reuploading_a_part_replaces_it(s3, bucket) -> None:
     etag = s3.upload_part(Bucket=bucket, Key="re", UploadId=upload, PartNumber=1, Body=b"new part!")["ETag"]
     listed = s3.list_parts(Bucket=bucket, Key="re", UploadId=upload)["Parts"]
     assert [(p["PartNumber"], p["ETag"], p["Size"]) for p in listed] == [(1, etag, 9)]
-    s3.complete_multipart_upload(Bucket=bucket, Key="re", UploadId=upload,
-                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
+    s3.complete_multipart_upload(
+        Bucket=bucket, Key="re", UploadId=upload, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]}
+    )
     assert s3.get_object(Bucket=bucket, Key="re")["Body"].read() == b"new part!"
 
 
@@ -87,7 +99,9 @@ def test_complete_errors(s3, bucket, expect_error) -> None:
     done = upload_parts(s3, bucket, "err", upload, [big, small, small])
 
     def complete(parts: list[dict[str, object]]) -> None:
-        s3.complete_multipart_upload(Bucket=bucket, Key="err", UploadId=upload, MultipartUpload={"Parts": parts})
+        s3.complete_multipart_upload(
+            Bucket=bucket, Key="err", UploadId=upload, MultipartUpload={"Parts": parts}
+        )
 
     with expect_error("InvalidPart", 400):
         complete([done[0], {"PartNumber": 2, "ETag": '"0123456789abcdef0123456789abcdef"'}])
@@ -116,15 +130,23 @@ def test_complete_with_no_parts_is_malformed(s3, bucket, raw, error_code) -> Non
 def test_abort(s3, bucket, expect_error) -> None:
     upload = s3.create_multipart_upload(Bucket=bucket, Key="ab")["UploadId"]
     upload_parts(s3, bucket, "ab", upload, [b"p1"])
-    assert s3.abort_multipart_upload(Bucket=bucket, Key="ab", UploadId=upload)["ResponseMetadata"][
-        "HTTPStatusCode"] == 204
+    assert (
+        s3.abort_multipart_upload(Bucket=bucket, Key="ab", UploadId=upload)["ResponseMetadata"][
+            "HTTPStatusCode"
+        ]
+        == 204
+    )
     with expect_error("NoSuchUpload", 404):
         s3.list_parts(Bucket=bucket, Key="ab", UploadId=upload)
     with expect_error("NoSuchUpload", 404):
         s3.upload_part(Bucket=bucket, Key="ab", UploadId=upload, PartNumber=1, Body=b"late")
     with expect_error("NoSuchUpload", 404):
-        s3.complete_multipart_upload(Bucket=bucket, Key="ab", UploadId=upload,
-                                     MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": '"x"'}]})
+        s3.complete_multipart_upload(
+            Bucket=bucket,
+            Key="ab",
+            UploadId=upload,
+            MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": '"x"'}]},
+        )
     with expect_error("NoSuchUpload", 404):
         s3.abort_multipart_upload(Bucket=bucket, Key="ab", UploadId=upload)
     with expect_error("NoSuchKey", 404):
@@ -153,8 +175,10 @@ def test_bad_part_numbers(s3, bucket, raw, error_code) -> None:
 def test_list_parts_paging(s3, bucket) -> None:
     upload = s3.create_multipart_upload(Bucket=bucket, Key="lp")["UploadId"]
     bodies = {n: f"part {n}".encode() for n in (1, 2, 3, 5, 8, 13, 21)}
-    etags = {n: s3.upload_part(Bucket=bucket, Key="lp", UploadId=upload, PartNumber=n, Body=b)["ETag"]
-             for n, b in bodies.items()}
+    etags = {
+        n: s3.upload_part(Bucket=bucket, Key="lp", UploadId=upload, PartNumber=n, Body=b)["ETag"]
+        for n, b in bodies.items()
+    }
     seen: list[tuple[int, str, int]] = []
     marker = 0
     pages = 0
@@ -170,8 +194,13 @@ def test_list_parts_paging(s3, bucket) -> None:
         assert marker == page["Parts"][-1]["PartNumber"]
     assert pages == 3
     assert seen == [(n, etags[n], len(bodies[n])) for n in sorted(bodies)]
-    via_paginator = [p["PartNumber"] for page in s3.get_paginator("list_parts").paginate(
-        Bucket=bucket, Key="lp", UploadId=upload, PaginationConfig={"PageSize": 2}) for p in page["Parts"]]
+    via_paginator = [
+        p["PartNumber"]
+        for page in s3.get_paginator("list_parts").paginate(
+            Bucket=bucket, Key="lp", UploadId=upload, PaginationConfig={"PageSize": 2}
+        )
+        for p in page["Parts"]
+    ]
     assert via_paginator == sorted(bodies)
     s3.abort_multipart_upload(Bucket=bucket, Key="lp", UploadId=upload)
 
@@ -184,8 +213,9 @@ def test_list_uploads_paging(s3, bucket) -> None:
     seen: list[tuple[str, str]] = []
     key_marker, id_marker = "", ""
     while True:
-        page = s3.list_multipart_uploads(Bucket=bucket, MaxUploads=2, KeyMarker=key_marker,
-                                         UploadIdMarker=id_marker)
+        page = s3.list_multipart_uploads(
+            Bucket=bucket, MaxUploads=2, KeyMarker=key_marker, UploadIdMarker=id_marker
+        )
         seen += [(u["Key"], u["UploadId"]) for u in page.get("Uploads", [])]
         if not page["IsTruncated"]:
             break
@@ -218,8 +248,13 @@ def test_conditional_complete(s3, bucket, expect_error, conditional: str) -> Non
     upload = s3.create_multipart_upload(Bucket=bucket, Key="exists")["UploadId"]
     done = upload_parts(s3, bucket, "exists", upload, [b"new"])
     with expect_error("PreconditionFailed", 412):
-        s3.complete_multipart_upload(Bucket=bucket, Key="exists", UploadId=upload,
-                                     MultipartUpload={"Parts": done}, **{conditional: "*"})
+        s3.complete_multipart_upload(
+            Bucket=bucket,
+            Key="exists",
+            UploadId=upload,
+            MultipartUpload={"Parts": done},
+            **{conditional: "*"},
+        )
     assert s3.get_object(Bucket=bucket, Key="exists")["Body"].read() == b"already"
     s3.abort_multipart_upload(Bucket=bucket, Key="exists", UploadId=upload)
 
@@ -237,9 +272,12 @@ def test_list_uploads_with_delimiter(s3, bucket) -> None:
     entries: list[str] = []
     key_marker, id_marker = "", ""
     while True:
-        page = s3.list_multipart_uploads(Bucket=bucket, Delimiter="/", MaxUploads=1, KeyMarker=key_marker,
-                                         UploadIdMarker=id_marker)
-        got = [u["Key"] for u in page.get("Uploads", [])] + [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+        page = s3.list_multipart_uploads(
+            Bucket=bucket, Delimiter="/", MaxUploads=1, KeyMarker=key_marker, UploadIdMarker=id_marker
+        )
+        got = [u["Key"] for u in page.get("Uploads", [])] + [
+            p["Prefix"] for p in page.get("CommonPrefixes", [])
+        ]
         assert len(got) == 1
         entries += got
         if not page["IsTruncated"]:
@@ -257,8 +295,10 @@ def test_non_ascii_digit_part_numbers_are_s3_errors_not_500(s3, bucket, raw) -> 
     upload = s3.create_multipart_upload(Bucket=bucket, Key="mp")["UploadId"]
     put = raw("PUT", f"/{bucket}/mp", query=f"partNumber=%C2%B2&uploadId={upload}", body=b"x")
     assert put.status_code == 400
-    body = ("<CompleteMultipartUpload><Part><PartNumber>\u00b2</PartNumber><ETag>\"x\"</ETag></Part>"
-            "</CompleteMultipartUpload>").encode()
+    body = (
+        '<CompleteMultipartUpload><Part><PartNumber>\u00b2</PartNumber><ETag>"x"</ETag></Part>'
+        "</CompleteMultipartUpload>"
+    ).encode()
     complete = raw("POST", f"/{bucket}/mp", query=f"uploadId={upload}", body=body)
     assert complete.status_code == 400 and b"<Code>" in complete.content
     s3.abort_multipart_upload(Bucket=bucket, Key="mp", UploadId=upload)

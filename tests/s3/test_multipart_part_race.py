@@ -28,8 +28,11 @@ GRACE = 0.5  # TIERSTORE_RETIRE_GRACE_SECONDS here: retired data is deleted soon
 
 @pytest.fixture(scope="module")
 def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = ServerProcess(tmp_path_factory.mktemp("part-race") / "data", free_port(),
-                         env={"TIERSTORE_RETIRE_GRACE_SECONDS": str(GRACE)}).start()
+    proc = ServerProcess(
+        tmp_path_factory.mktemp("part-race") / "data",
+        free_port(),
+        env={"TIERSTORE_RETIRE_GRACE_SECONDS": str(GRACE)},
+    ).start()
     yield proc
     proc.stop()
 
@@ -92,13 +95,22 @@ def test_the_part_that_ends_last_on_the_wire_wins(own_server: ServerProcess, exp
     slow.resume.set()
     slow.join(120)
     assert (slow.status, slow.etag) == (200, f'"{hashlib.md5(slow_body).hexdigest()}"')
-    assert [(p["PartNumber"], p["ETag"]) for p in s3.list_parts(Bucket="drip", Key="k", UploadId=upload)["Parts"]] \
-        == [(1, slow.etag)]
+    assert [
+        (p["PartNumber"], p["ETag"]) for p in s3.list_parts(Bucket="drip", Key="k", UploadId=upload)["Parts"]
+    ] == [(1, slow.etag)]
     with expect_error("InvalidPart", 400):
-        s3.complete_multipart_upload(Bucket="drip", Key="k", UploadId=upload,
-                                     MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": quick}]})
-    s3.complete_multipart_upload(Bucket="drip", Key="k", UploadId=upload,
-                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": slow.etag}]})
+        s3.complete_multipart_upload(
+            Bucket="drip",
+            Key="k",
+            UploadId=upload,
+            MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": quick}]},
+        )
+    s3.complete_multipart_upload(
+        Bucket="drip",
+        Key="k",
+        UploadId=upload,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": slow.etag}]},
+    )
     assert s3.get_object(Bucket="drip", Key="k")["Body"].read() == slow_body
     s3.delete_object(Bucket="drip", Key="k")
     assert _settles_to_zero(own_server.data_dir), "the replaced part's data was left behind"
@@ -112,14 +124,21 @@ def test_racing_threads_leave_exactly_one_part(own_server: ServerProcess) -> Non
     for _ in range(3):
         batch = [os.urandom(256 * 1024 + n) for n in range(8)]
         with ThreadPoolExecutor(8) as pool:
-            etags = list(pool.map(lambda body: s3.upload_part(Bucket="race", Key="k", UploadId=upload,
-                                                              PartNumber=1, Body=body)["ETag"], batch))
+            etags = list(
+                pool.map(
+                    lambda body: s3.upload_part(
+                        Bucket="race", Key="k", UploadId=upload, PartNumber=1, Body=body
+                    )["ETag"],
+                    batch,
+                )
+            )
         bodies.update(zip(etags, batch, strict=True))
         parts = s3.list_parts(Bucket="race", Key="k", UploadId=upload)["Parts"]
         assert len(parts) == 1 and parts[0]["ETag"] in etags
     live = parts[0]["ETag"]
-    s3.complete_multipart_upload(Bucket="race", Key="k", UploadId=upload,
-                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": live}]})
+    s3.complete_multipart_upload(
+        Bucket="race", Key="k", UploadId=upload, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": live}]}
+    )
     assert s3.get_object(Bucket="race", Key="k")["Body"].read() == bodies[live]
     s3.delete_object(Bucket="race", Key="k")
     assert _settles_to_zero(own_server.data_dir), "a replaced part's data was left behind"

@@ -22,15 +22,21 @@ RESULT_FIELDS = ("Location", "Bucket", "Key", "ETag", "ChecksumCRC32C", "Checksu
 def _prepare(s3, bucket: str, key: str) -> tuple[str, list[dict[str, object]]]:
     upload = s3.create_multipart_upload(Bucket=bucket, Key=key, ChecksumAlgorithm="CRC32C")["UploadId"]
     done = [
-        {"PartNumber": n, "ETag": s3.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=n, Body=body,
-                                                 ChecksumAlgorithm="CRC32C")["ETag"]}
+        {
+            "PartNumber": n,
+            "ETag": s3.upload_part(
+                Bucket=bucket, Key=key, UploadId=upload, PartNumber=n, Body=body, ChecksumAlgorithm="CRC32C"
+            )["ETag"],
+        }
         for n, body in enumerate(PARTS, start=1)
     ]
     return upload, done
 
 
 def _complete(s3, bucket: str, key: str, upload: str, parts: list[dict[str, object]]) -> dict[str, object]:
-    result = s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts})
+    result = s3.complete_multipart_upload(
+        Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}
+    )
     return {name: result.get(name) for name in RESULT_FIELDS}
 
 

@@ -116,8 +116,14 @@ def test_metadata_too_large(s3, bucket, expect_error) -> None:
 
 @pytest.mark.parametrize(
     ("storage_class", "tier"),
-    [("STANDARD", "hot"), ("STANDARD_IA", "warm"), ("GLACIER_IR", "warm"), ("EXPRESS_ONEZONE", "gpu-direct"),
-     ("REDUCED_REDUNDANCY", "hot"), ("INTELLIGENT_TIERING", "hot")],
+    [
+        ("STANDARD", "hot"),
+        ("STANDARD_IA", "warm"),
+        ("GLACIER_IR", "warm"),
+        ("EXPRESS_ONEZONE", "gpu-direct"),
+        ("REDUCED_REDUNDANCY", "hot"),
+        ("INTELLIGENT_TIERING", "hot"),
+    ],
 )
 def test_storage_class_accepted_and_reported(s3, bucket, storage_class: str, tier: str) -> None:
     body = b"class " + storage_class.encode()
@@ -230,8 +236,9 @@ def test_delete_objects_more_than_1000_is_malformed(s3, bucket, expect_error) ->
 
 
 def test_delete_objects_exactly_1000(s3, bucket) -> None:
-    result = s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": f"k{i}"} for i in range(1000)],
-                                                      "Quiet": True})
+    result = s3.delete_objects(
+        Bucket=bucket, Delete={"Objects": [{"Key": f"k{i}"} for i in range(1000)], "Quiet": True}
+    )
     assert result.get("Errors", []) == []
 
 
@@ -245,9 +252,12 @@ def test_delete_objects_bad_content_md5(raw, bucket, error_code) -> None:
 
 def test_get_object_attributes(s3, bucket) -> None:
     body = b"attributes"
-    s3.put_object(Bucket=bucket, Key="attr", Body=body, StorageClass="STANDARD_IA", ChecksumAlgorithm="SHA256")
-    attrs = s3.get_object_attributes(Bucket=bucket, Key="attr",
-                                     ObjectAttributes=["ETag", "ObjectSize", "StorageClass", "Checksum"])
+    s3.put_object(
+        Bucket=bucket, Key="attr", Body=body, StorageClass="STANDARD_IA", ChecksumAlgorithm="SHA256"
+    )
+    attrs = s3.get_object_attributes(
+        Bucket=bucket, Key="attr", ObjectAttributes=["ETag", "ObjectSize", "StorageClass", "Checksum"]
+    )
     assert attrs["ETag"] == md5_hex(body)  # without quotes, as AWS answers it
     assert attrs["ObjectSize"] == len(body)
     assert attrs["StorageClass"] == "STANDARD_IA"

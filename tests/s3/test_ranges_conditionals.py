@@ -121,7 +121,9 @@ def test_get_by_part_number(s3, bucket, expect_error) -> None:
         for n, body in ((1, part1), (2, part2))
     ]
     s3.complete_multipart_upload(
-        Bucket=bucket, Key="mp", UploadId=upload,
+        Bucket=bucket,
+        Key="mp",
+        UploadId=upload,
         MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in zip((1, 2), etags, strict=True)]},
     )
     size = len(part1) + len(part2)

@@ -19,10 +19,14 @@ KMS_KEY = "test-key-1"
 
 @pytest.fixture(scope="module")
 def sse_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = ServerProcess(tmp_path_factory.mktemp("sse") / "data", free_port(), env={
-        "TIERSTORE_ENCRYPTION_ALLOW_SSE_C_OVER_HTTP": "true",
-        "TIERSTORE_ENCRYPTION_KMS_KEY_IDS": KMS_KEY,
-    }).start()
+    proc = ServerProcess(
+        tmp_path_factory.mktemp("sse") / "data",
+        free_port(),
+        env={
+            "TIERSTORE_ENCRYPTION_ALLOW_SSE_C_OVER_HTTP": "true",
+            "TIERSTORE_ENCRYPTION_KMS_KEY_IDS": KMS_KEY,
+        },
+    ).start()
     yield proc
     proc.stop()
 
@@ -48,14 +52,26 @@ def code_of(exc: pytest.ExceptionInfo[ClientError]) -> tuple[int, str]:
 
 
 def customer(key: bytes) -> dict[str, str]:
-    return {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": base64.b64encode(key).decode(),
-            "SSECustomerKeyMD5": base64.b64encode(hashlib.md5(key).digest()).decode()}
+    return {
+        "SSECustomerAlgorithm": "AES256",
+        "SSECustomerKey": base64.b64encode(key).decode(),
+        "SSECustomerKeyMD5": base64.b64encode(hashlib.md5(key).digest()).decode(),
+    }
 
 
 def ranges_across_chunks(size: int) -> list[tuple[int, int]]:
     """Inclusive byte ranges that start, end and straddle sealed-chunk boundaries."""
-    picks = [(0, 0), (0, CHUNK - 1), (CHUNK - 1, CHUNK), (CHUNK, CHUNK), (CHUNK - 5, 2 * CHUNK + 5),
-             (2 * CHUNK, size - 1), (size - 1, size - 1), (1, size - 2), (3 * CHUNK + 7, 5 * CHUNK)]
+    picks = [
+        (0, 0),
+        (0, CHUNK - 1),
+        (CHUNK - 1, CHUNK),
+        (CHUNK, CHUNK),
+        (CHUNK - 5, 2 * CHUNK + 5),
+        (2 * CHUNK, size - 1),
+        (size - 1, size - 1),
+        (1, size - 2),
+        (3 * CHUNK + 7, 5 * CHUNK),
+    ]
     return [(a, min(b, size - 1)) for a, b in picks if a < size]
 
 
@@ -102,7 +118,9 @@ def test_bad_encryption_headers_are_s3_400s(s3, bucket: str) -> None:
         s3.put_object(Bucket=bucket, Key="k", Body=b"x", ServerSideEncryption="AES256", SSEKMSKeyId=KMS_KEY)
     assert code_of(err) == (400, "InvalidArgument")
     with pytest.raises(ClientError) as err:
-        s3.put_object(Bucket=bucket, Key="k", Body=b"x", ServerSideEncryption="AES256", **customer(os.urandom(32)))
+        s3.put_object(
+            Bucket=bucket, Key="k", Body=b"x", ServerSideEncryption="AES256", **customer(os.urandom(32))
+        )
     assert code_of(err) == (400, "InvalidArgument")
 
 
@@ -151,7 +169,9 @@ def test_sse_c_malformed_keys(s3, bucket: str) -> None:
         s3.put_object(Bucket=bucket, Key="k", Body=b"x", **customer(os.urandom(16)))
     assert code_of(err) == (400, "InvalidArgument")
     with pytest.raises(ClientError) as err:
-        s3.put_object(Bucket=bucket, Key="k", Body=b"x", **{**customer(key), "SSECustomerAlgorithm": "AES128"})
+        s3.put_object(
+            Bucket=bucket, Key="k", Body=b"x", **{**customer(key), "SSECustomerAlgorithm": "AES128"}
+        )
     assert code_of(err) == (400, "InvalidEncryptionAlgorithmError")
 
 
@@ -170,8 +190,14 @@ def test_sse_c_over_plain_http_is_refused_by_default(tmp_path) -> None:
 
 def test_sse_kms_round_trip_and_unknown_key(s3, bucket: str) -> None:
     body = os.urandom(2 * CHUNK + 9)
-    put = s3.put_object(Bucket=bucket, Key="kms", Body=body, ServerSideEncryption="aws:kms", SSEKMSKeyId=KMS_KEY,
-                        BucketKeyEnabled=True)
+    put = s3.put_object(
+        Bucket=bucket,
+        Key="kms",
+        Body=body,
+        ServerSideEncryption="aws:kms",
+        SSEKMSKeyId=KMS_KEY,
+        BucketKeyEnabled=True,
+    )
     assert put["ServerSideEncryption"] == "aws:kms" and put["SSEKMSKeyId"] == KMS_KEY
     assert put["BucketKeyEnabled"] is True
     assert put["ETag"] != f'"{hashlib.md5(body).hexdigest()}"'
@@ -180,7 +206,9 @@ def test_sse_kms_round_trip_and_unknown_key(s3, bucket: str) -> None:
     default = s3.put_object(Bucket=bucket, Key="kms-default", Body=b"abc", ServerSideEncryption="aws:kms")
     assert default["SSEKMSKeyId"] == "aws/s3"
     with pytest.raises(ClientError) as err:
-        s3.put_object(Bucket=bucket, Key="k", Body=b"x", ServerSideEncryption="aws:kms", SSEKMSKeyId="no-such-key")
+        s3.put_object(
+            Bucket=bucket, Key="k", Body=b"x", ServerSideEncryption="aws:kms", SSEKMSKeyId="no-such-key"
+        )
     assert code_of(err) == (400, "KMS.NotFoundException")
 
 
@@ -188,8 +216,12 @@ def test_bucket_default_encryption(s3, bucket: str) -> None:
     with pytest.raises(ClientError) as err:
         s3.get_bucket_encryption(Bucket=bucket)
     assert code_of(err) == (404, "ServerSideEncryptionConfigurationNotFoundError")
-    s3.put_bucket_encryption(Bucket=bucket, ServerSideEncryptionConfiguration={"Rules": [
-        {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]})
+    s3.put_bucket_encryption(
+        Bucket=bucket,
+        ServerSideEncryptionConfiguration={
+            "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+        },
+    )
     rules = s3.get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"]["Rules"]
     assert rules[0]["ApplyServerSideEncryptionByDefault"] == {"SSEAlgorithm": "AES256"}
     put = s3.put_object(Bucket=bucket, Key="d", Body=b"default")
@@ -198,11 +230,24 @@ def test_bucket_default_encryption(s3, bucket: str) -> None:
     # An explicit request wins over the default.
     key = os.urandom(32)
     assert "ServerSideEncryption" not in s3.put_object(Bucket=bucket, Key="c", Body=b"c", **customer(key))
-    s3.put_bucket_encryption(Bucket=bucket, ServerSideEncryptionConfiguration={"Rules": [
-        {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": KMS_KEY},
-         "BucketKeyEnabled": True}]})
+    s3.put_bucket_encryption(
+        Bucket=bucket,
+        ServerSideEncryptionConfiguration={
+            "Rules": [
+                {
+                    "ApplyServerSideEncryptionByDefault": {
+                        "SSEAlgorithm": "aws:kms",
+                        "KMSMasterKeyID": KMS_KEY,
+                    },
+                    "BucketKeyEnabled": True,
+                }
+            ]
+        },
+    )
     rule = s3.get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"]["Rules"][0]
-    assert rule["ApplyServerSideEncryptionByDefault"]["KMSMasterKeyID"] == KMS_KEY and rule["BucketKeyEnabled"]
+    assert (
+        rule["ApplyServerSideEncryptionByDefault"]["KMSMasterKeyID"] == KMS_KEY and rule["BucketKeyEnabled"]
+    )
     upload = s3.create_multipart_upload(Bucket=bucket, Key="mp")
     assert upload["ServerSideEncryption"] == "aws:kms"
     s3.abort_multipart_upload(Bucket=bucket, Key="mp", UploadId=upload["UploadId"])
@@ -226,10 +271,18 @@ def test_multipart_upload_encrypted(s3, bucket: str, mode: str) -> None:
         with pytest.raises(ClientError) as err:  # every part needs the key
             s3.upload_part(Bucket=bucket, Key="mp", UploadId=uid, PartNumber=1, Body=parts_data[0])
         assert code_of(err)[0] == 400
-    etags = [s3.upload_part(Bucket=bucket, Key="mp", UploadId=uid, PartNumber=n + 1, Body=data, **part_extra)["ETag"]
-             for n, data in enumerate(parts_data)]
-    done = s3.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=uid, MultipartUpload={
-        "Parts": [{"PartNumber": n + 1, "ETag": e} for n, e in enumerate(etags)]})
+    etags = [
+        s3.upload_part(Bucket=bucket, Key="mp", UploadId=uid, PartNumber=n + 1, Body=data, **part_extra)[
+            "ETag"
+        ]
+        for n, data in enumerate(parts_data)
+    ]
+    done = s3.complete_multipart_upload(
+        Bucket=bucket,
+        Key="mp",
+        UploadId=uid,
+        MultipartUpload={"Parts": [{"PartNumber": n + 1, "ETag": e} for n, e in enumerate(etags)]},
+    )
     assert done["ETag"].endswith('-2"')
     body = b"".join(parts_data)
     got = s3.get_object(Bucket=bucket, Key="mp", **part_extra)
@@ -246,36 +299,65 @@ def test_copy_between_encryption_modes(s3, bucket: str) -> None:
     body = os.urandom(2 * CHUNK + 77)
     s3.put_object(Bucket=bucket, Key="plain", Body=body)
     # plain → SSE-S3 → SSE-C → SSE-C (another key) → KMS → plain
-    s3.copy_object(Bucket=bucket, Key="s3", CopySource={"Bucket": bucket, "Key": "plain"}, ServerSideEncryption="AES256")
+    s3.copy_object(
+        Bucket=bucket, Key="s3", CopySource={"Bucket": bucket, "Key": "plain"}, ServerSideEncryption="AES256"
+    )
     assert s3.head_object(Bucket=bucket, Key="s3")["ServerSideEncryption"] == "AES256"
     s3.copy_object(Bucket=bucket, Key="c", CopySource={"Bucket": bucket, "Key": "s3"}, **customer(key))
     with pytest.raises(ClientError) as err:  # the SSE-C source needs its key
         s3.copy_object(Bucket=bucket, Key="c2", CopySource={"Bucket": bucket, "Key": "c"}, **customer(key2))
     assert code_of(err) == (400, "InvalidRequest")
     source = {f"CopySource{k}": v for k, v in customer(key).items()}
-    s3.copy_object(Bucket=bucket, Key="c2", CopySource={"Bucket": bucket, "Key": "c"}, **customer(key2), **source)
+    s3.copy_object(
+        Bucket=bucket, Key="c2", CopySource={"Bucket": bucket, "Key": "c"}, **customer(key2), **source
+    )
     assert s3.get_object(Bucket=bucket, Key="c2", **customer(key2))["Body"].read() == body
     source2 = {f"CopySource{k}": v for k, v in customer(key2).items()}
-    s3.copy_object(Bucket=bucket, Key="kms", CopySource={"Bucket": bucket, "Key": "c2"}, ServerSideEncryption="aws:kms",
-                   SSEKMSKeyId=KMS_KEY, **source2)
+    s3.copy_object(
+        Bucket=bucket,
+        Key="kms",
+        CopySource={"Bucket": bucket, "Key": "c2"},
+        ServerSideEncryption="aws:kms",
+        SSEKMSKeyId=KMS_KEY,
+        **source2,
+    )
     s3.copy_object(Bucket=bucket, Key="back", CopySource={"Bucket": bucket, "Key": "kms"})
     back = s3.get_object(Bucket=bucket, Key="back")
     assert "ServerSideEncryption" not in back and back["Body"].read() == body
     # Re-encrypting an object in place (S3 allows a self-copy that changes encryption).
-    s3.copy_object(Bucket=bucket, Key="plain", CopySource={"Bucket": bucket, "Key": "plain"},
-                   ServerSideEncryption="AES256")
+    s3.copy_object(
+        Bucket=bucket,
+        Key="plain",
+        CopySource={"Bucket": bucket, "Key": "plain"},
+        ServerSideEncryption="AES256",
+    )
     assert s3.head_object(Bucket=bucket, Key="plain")["ServerSideEncryption"] == "AES256"
     # A metadata-only self-copy keeps the object's encryption (and its data readable).
-    s3.copy_object(Bucket=bucket, Key="plain", CopySource={"Bucket": bucket, "Key": "plain"},
-                   MetadataDirective="REPLACE", Metadata={"a": "b"})
+    s3.copy_object(
+        Bucket=bucket,
+        Key="plain",
+        CopySource={"Bucket": bucket, "Key": "plain"},
+        MetadataDirective="REPLACE",
+        Metadata={"a": "b"},
+    )
     assert s3.get_object(Bucket=bucket, Key="plain")["Body"].read() == body
     # UploadPartCopy from an SSE-C source into an SSE-S3 upload.
     upload = s3.create_multipart_upload(Bucket=bucket, Key="mpc", ServerSideEncryption="AES256")
-    part = s3.upload_part_copy(Bucket=bucket, Key="mpc", UploadId=upload["UploadId"], PartNumber=1,
-                               CopySource={"Bucket": bucket, "Key": "c2"}, CopySourceRange="bytes=100-70000",
-                               **source2)
-    s3.complete_multipart_upload(Bucket=bucket, Key="mpc", UploadId=upload["UploadId"], MultipartUpload={
-        "Parts": [{"PartNumber": 1, "ETag": part["CopyPartResult"]["ETag"]}]})
+    part = s3.upload_part_copy(
+        Bucket=bucket,
+        Key="mpc",
+        UploadId=upload["UploadId"],
+        PartNumber=1,
+        CopySource={"Bucket": bucket, "Key": "c2"},
+        CopySourceRange="bytes=100-70000",
+        **source2,
+    )
+    s3.complete_multipart_upload(
+        Bucket=bucket,
+        Key="mpc",
+        UploadId=upload["UploadId"],
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["CopyPartResult"]["ETag"]}]},
+    )
     assert s3.get_object(Bucket=bucket, Key="mpc")["Body"].read() == body[100:70001]
 
 
@@ -292,14 +374,22 @@ def test_master_key_rotation_keeps_objects_readable(s3, bucket: str, sse_server:
     for name, body in bodies.items():
         assert s3.get_object(Bucket=bucket, Key=name)["Body"].read() == body
     part = s3.upload_part(Bucket=bucket, Key="open", UploadId=upload["UploadId"], PartNumber=1, Body=b"part")
-    s3.complete_multipart_upload(Bucket=bucket, Key="open", UploadId=upload["UploadId"], MultipartUpload={
-        "Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
+    s3.complete_multipart_upload(
+        Bucket=bucket,
+        Key="open",
+        UploadId=upload["UploadId"],
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]},
+    )
     assert s3.get_object(Bucket=bucket, Key="open")["Body"].read() == b"part"
     # Nothing left under the old key: a second rotation re-wraps only what the first one made current.
     again = admin(sse_server.endpoint, "encryption", "rotate")
     assert again["rewrapped"] >= len(bodies) + 1
     keyring = sse_server.data_dir / "encryption" / "master-keys"
-    assert {p.stem for p in keyring.glob("*.key")} >= {before, rotated["current_key_id"], again["current_key_id"]}
+    assert {p.stem for p in keyring.glob("*.key")} >= {
+        before,
+        rotated["current_key_id"],
+        again["current_key_id"],
+    }
     assert all((p.stat().st_mode & 0o777) == 0o600 for p in keyring.glob("*.key"))
     log = sse_server.log()
     for p in keyring.glob("*.key"):
@@ -313,14 +403,25 @@ def test_aws_cli_sse_s3_and_sse_c(sse_server: ServerProcess, s3, bucket: str, tm
 
     from tests.conftest import ACCESS_KEY, REGION, SECRET_KEY
 
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-           "AWS_DEFAULT_REGION": REGION, "AWS_CONFIG_FILE": str(tmp_path / "config"),
-           "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "credentials"), "HOME": str(tmp_path)}
+    env = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_CONFIG_FILE": str(tmp_path / "config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "credentials"),
+        "HOME": str(tmp_path),
+    }
     env.pop("AWS_PROFILE", None)
 
     def aws(*args: str) -> None:
-        done = subprocess.run([str(Path(sys.executable).with_name("aws")), "--endpoint-url", sse_server.endpoint,
-                               *args], env=env, capture_output=True, text=True, timeout=240)
+        done = subprocess.run(
+            [str(Path(sys.executable).with_name("aws")), "--endpoint-url", sse_server.endpoint, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
         assert done.returncode == 0, done.stderr
 
     source = tmp_path / "source.bin"
@@ -333,10 +434,27 @@ def test_aws_cli_sse_s3_and_sse_c(sse_server: ServerProcess, s3, bucket: str, tm
     assert s3.head_object(Bucket=bucket, Key="s3.bin")["ServerSideEncryption"] == "AES256"
     aws("s3", "cp", f"s3://{bucket}/s3.bin", str(tmp_path / "s3.out"))
     assert (tmp_path / "s3.out").read_bytes() == body
-    aws("s3", "cp", str(source), f"s3://{bucket}/c.bin", "--sse-c", "AES256", "--sse-c-key", f"fileb://{key_file}")
+    aws(
+        "s3",
+        "cp",
+        str(source),
+        f"s3://{bucket}/c.bin",
+        "--sse-c",
+        "AES256",
+        "--sse-c-key",
+        f"fileb://{key_file}",
+    )
     assert s3.get_object(Bucket=bucket, Key="c.bin", **customer(key))["Body"].read() == body
-    aws("s3", "cp", f"s3://{bucket}/c.bin", str(tmp_path / "c.out"), "--sse-c", "AES256",
-        "--sse-c-key", f"fileb://{key_file}")
+    aws(
+        "s3",
+        "cp",
+        f"s3://{bucket}/c.bin",
+        str(tmp_path / "c.out"),
+        "--sse-c",
+        "AES256",
+        "--sse-c-key",
+        f"fileb://{key_file}",
+    )
     assert (tmp_path / "c.out").read_bytes() == body
 
 
@@ -349,12 +467,34 @@ def test_bucket_encryption_and_read_header_errors(s3, bucket: str, sse_server: S
     from tests.conftest import ACCESS_KEY, SECRET_KEY
 
     with pytest.raises(ClientError) as err:
-        s3.put_bucket_encryption(Bucket=bucket, ServerSideEncryptionConfiguration={"Rules": [
-            {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": "missing"}}]})
+        s3.put_bucket_encryption(
+            Bucket=bucket,
+            ServerSideEncryptionConfiguration={
+                "Rules": [
+                    {
+                        "ApplyServerSideEncryptionByDefault": {
+                            "SSEAlgorithm": "aws:kms",
+                            "KMSMasterKeyID": "missing",
+                        }
+                    }
+                ]
+            },
+        )
     assert code_of(err) == (400, "KMS.NotFoundException")
     with pytest.raises(ClientError) as err:
-        s3.put_bucket_encryption(Bucket=bucket, ServerSideEncryptionConfiguration={"Rules": [
-            {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256", "KMSMasterKeyID": KMS_KEY}}]})
+        s3.put_bucket_encryption(
+            Bucket=bucket,
+            ServerSideEncryptionConfiguration={
+                "Rules": [
+                    {
+                        "ApplyServerSideEncryptionByDefault": {
+                            "SSEAlgorithm": "AES256",
+                            "KMSMasterKeyID": KMS_KEY,
+                        }
+                    }
+                ]
+            },
+        )
     assert code_of(err) == (400, "InvalidArgument")
 
     def signed(method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None):
@@ -363,8 +503,10 @@ def test_bucket_encryption_and_read_header_errors(s3, bucket: str, sse_server: S
         S3SigV4Auth(Credentials(ACCESS_KEY, SECRET_KEY), "s3", "us-east-1").add_auth(request)
         return requests.request(method, url, data=body, headers=dict(request.headers.items()), timeout=30)
 
-    bad = b"<ServerSideEncryptionConfiguration><Rule><ApplyServerSideEncryptionByDefault><SSEAlgorithm>DES" \
-          b"</SSEAlgorithm></ApplyServerSideEncryptionByDefault></Rule></ServerSideEncryptionConfiguration>"
+    bad = (
+        b"<ServerSideEncryptionConfiguration><Rule><ApplyServerSideEncryptionByDefault><SSEAlgorithm>DES"
+        b"</SSEAlgorithm></ApplyServerSideEncryptionByDefault></Rule></ServerSideEncryptionConfiguration>"
+    )
     answer = signed("PUT", f"/{bucket}?encryption", bad)
     assert answer.status_code == 400 and b"<Code>MalformedXML</Code>" in answer.content
     s3.put_object(Bucket=bucket, Key="k", Body=b"x", ServerSideEncryption="AES256")

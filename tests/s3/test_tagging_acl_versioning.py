@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-CANNED = ["private", "public-read", "public-read-write", "authenticated-read", "bucket-owner-read",
-          "bucket-owner-full-control"]
+CANNED = [
+    "private",
+    "public-read",
+    "public-read-write",
+    "authenticated-read",
+    "bucket-owner-read",
+    "bucket-owner-full-control",
+]
 
 
 def tag_set(tags: dict[str, str]) -> list[dict[str, str]]:
@@ -34,7 +40,11 @@ def test_object_tagging_round_trip(s3, bucket) -> None:
 
 def test_tagging_header_on_put(s3, bucket) -> None:
     s3.put_object(Bucket=bucket, Key="t", Body=b"x", Tagging="a=1&b=two%20words&c=")
-    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="t")["TagSet"]) == {"a": "1", "b": "two words", "c": ""}
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="t")["TagSet"]) == {
+        "a": "1",
+        "b": "two words",
+        "c": "",
+    }
     # Overwriting the object replaces its tags.
     s3.put_object(Bucket=bucket, Key="t", Body=b"y")
     assert s3.get_object_tagging(Bucket=bucket, Key="t")["TagSet"] == []
@@ -43,8 +53,9 @@ def test_tagging_header_on_put(s3, bucket) -> None:
 def test_tagging_header_on_multipart(s3, bucket) -> None:
     upload = s3.create_multipart_upload(Bucket=bucket, Key="mp", Tagging="k=v")["UploadId"]
     etag = s3.upload_part(Bucket=bucket, Key="mp", UploadId=upload, PartNumber=1, Body=b"p")["ETag"]
-    s3.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=upload,
-                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
+    s3.complete_multipart_upload(
+        Bucket=bucket, Key="mp", UploadId=upload, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]}
+    )
     assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="mp")["TagSet"]) == {"k": "v"}
 
 
@@ -54,14 +65,22 @@ def test_too_many_tags(s3, bucket, expect_error) -> None:
     with expect_error("InvalidTag", 400):
         s3.put_object_tagging(Bucket=bucket, Key="t", Tagging={"TagSet": tag_set(eleven)})
     with expect_error("InvalidTag", 400):
-        s3.put_object(Bucket=bucket, Key="t2", Body=b"x", Tagging="&".join(f"{k}={v}" for k, v in eleven.items()))
+        s3.put_object(
+            Bucket=bucket, Key="t2", Body=b"x", Tagging="&".join(f"{k}={v}" for k, v in eleven.items())
+        )
     ten = {f"k{i}": "v" for i in range(10)}
     s3.put_object_tagging(Bucket=bucket, Key="t", Tagging={"TagSet": tag_set(ten)})
     assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="t")["TagSet"]) == ten
 
 
-@pytest.mark.parametrize("tags", [[{"Key": "k" * 129, "Value": "v"}], [{"Key": "k", "Value": "v" * 257}],
-                                  [{"Key": "dup", "Value": "1"}, {"Key": "dup", "Value": "2"}]])
+@pytest.mark.parametrize(
+    "tags",
+    [
+        [{"Key": "k" * 129, "Value": "v"}],
+        [{"Key": "k", "Value": "v" * 257}],
+        [{"Key": "dup", "Value": "1"}, {"Key": "dup", "Value": "2"}],
+    ],
+)
 def test_invalid_tags(s3, bucket, expect_error, tags: list[dict[str, str]]) -> None:
     s3.put_object(Bucket=bucket, Key="t", Body=b"x")
     with expect_error("InvalidTag", 400):
@@ -89,7 +108,9 @@ def test_bucket_tagging(s3, bucket, expect_error) -> None:
 @pytest.mark.parametrize("acl", CANNED)
 def test_canned_acls_accepted_on_put(s3, bucket, acl: str) -> None:
     # New buckets refuse ACLs (BucketOwnerEnforced, as S3's since 2023): ObjectWriter enables them.
-    s3.put_bucket_ownership_controls(Bucket=bucket, OwnershipControls={"Rules": [{"ObjectOwnership": "ObjectWriter"}]})
+    s3.put_bucket_ownership_controls(
+        Bucket=bucket, OwnershipControls={"Rules": [{"ObjectOwnership": "ObjectWriter"}]}
+    )
     s3.put_object(Bucket=bucket, Key="a", Body=b"x", ACL=acl)
     s3.put_object_acl(Bucket=bucket, Key="a", ACL=acl)
     s3.put_bucket_acl(Bucket=bucket, ACL=acl)
@@ -135,12 +156,16 @@ def test_list_object_versions_null(s3, bucket) -> None:
         s3.put_object(Bucket=bucket, Key=key, Body=key.encode())
     versions = s3.list_object_versions(Bucket=bucket)
     assert [(v["Key"], v["VersionId"], v["IsLatest"], v["Size"]) for v in versions["Versions"]] == [
-        ("a", "null", True, 1), ("b/c", "null", True, 3), ("d", "null", True, 1)]
+        ("a", "null", True, 1),
+        ("b/c", "null", True, 3),
+        ("d", "null", True, 1),
+    ]
     page = s3.list_object_versions(Bucket=bucket, MaxKeys=2)
     assert page["IsTruncated"] is True
     assert (page["NextKeyMarker"], page["NextVersionIdMarker"]) == ("b/c", "null")
-    rest = s3.list_object_versions(Bucket=bucket, KeyMarker=page["NextKeyMarker"],
-                                   VersionIdMarker=page["NextVersionIdMarker"])
+    rest = s3.list_object_versions(
+        Bucket=bucket, KeyMarker=page["NextKeyMarker"], VersionIdMarker=page["NextVersionIdMarker"]
+    )
     assert [v["Key"] for v in rest["Versions"]] == ["d"]
     assert rest["IsTruncated"] is False
 
@@ -152,7 +177,9 @@ def test_delete_with_version_id_null(s3, bucket, expect_error) -> None:
     with expect_error("NoSuchKey", 404):
         s3.get_object(Bucket=bucket, Key="v")
     s3.put_object(Bucket=bucket, Key="w", Body=b"x")
-    result = s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "w", "VersionId": "null"},
-                                                                  {"Key": "w", "VersionId": "abc"}]})
+    result = s3.delete_objects(
+        Bucket=bucket,
+        Delete={"Objects": [{"Key": "w", "VersionId": "null"}, {"Key": "w", "VersionId": "abc"}]},
+    )
     assert [(d["Key"], d.get("VersionId")) for d in result["Deleted"]] == [("w", "null")]
     assert [(e["Key"], e["Code"]) for e in result["Errors"]] == [("w", "NoSuchVersion")]

@@ -12,8 +12,16 @@ from tiering.records import ObjectMeta, ObjectRecord, PartRecord, Segment, Uploa
 
 
 def _loc(*domains: str) -> dict[str, object]:
-    return {"v": 1, "layout": "replica", "k": 1, "m": 2, "block_size": 1 << 20,
-            "shards": list(domains), "missing": [], "size": 10}
+    return {
+        "v": 1,
+        "layout": "replica",
+        "k": 1,
+        "m": 2,
+        "block_size": 1 << 20,
+        "shards": list(domains),
+        "missing": [],
+        "size": 10,
+    }
 
 
 def test_complete_upload_takes_the_parts_current_locations(tmp_path: Path) -> None:
@@ -26,9 +34,16 @@ def test_complete_upload_takes_the_parts_current_locations(tmp_path: Path) -> No
     listed = catalog.list_parts("u1")  # what CompleteMultipartUpload builds the object from
     after = _loc("hot-n1-d1", "hot-n5-d2", "hot-n4-d1")
     assert catalog.relocate_blob_if("blob1", before, after)  # the rebalancer moves the part meanwhile
-    record = ObjectRecord(bucket="b", key="k", size=10, etag="x-1", last_modified=2.0, tier="hot",
-                          meta=ObjectMeta(), segments=tuple(Segment(p.stored, p.part_number, p.etag)
-                                                            for p in listed))
+    record = ObjectRecord(
+        bucket="b",
+        key="k",
+        size=10,
+        etag="x-1",
+        last_modified=2.0,
+        tier="hot",
+        meta=ObjectMeta(),
+        segments=tuple(Segment(p.stored, p.part_number, p.etag) for p in listed),
+    )
     committed = catalog.complete_upload(upload, record)
     assert committed.segments[0].stored.location == after
     assert catalog.get_object("b", "k").segments[0].stored.location == after

@@ -20,7 +20,9 @@ def catalog(tmp_path: Path) -> Catalog:
 
 def test_created_objects_are_empty_listed_and_readable(catalog: Catalog) -> None:
     meta = ObjectMeta(storage_class="STANDARD_IA")
-    created = catalog.create_empty_objects("b", (f"k/{i:04d}" for i in range(2500)), tier="warm", meta=meta, now=1e9)
+    created = catalog.create_empty_objects(
+        "b", (f"k/{i:04d}" for i in range(2500)), tier="warm", meta=meta, now=1e9
+    )
     assert created == 2500
     record = catalog.get_object("b", "k/0042")
     assert (record.size, record.etag, record.segments, record.tier) == (0, EMPTY_ETAG, (), "warm")

@@ -20,7 +20,13 @@ from tiering.records import ObjectMeta, ObjectRecord, Segment
 
 def _record(key: str, data_id: str) -> ObjectRecord:
     return ObjectRecord(
-        bucket="b", key=key, size=1, etag=data_id, last_modified=1.0, tier="hot", meta=ObjectMeta(),
+        bucket="b",
+        key=key,
+        size=1,
+        etag=data_id,
+        last_modified=1.0,
+        tier="hot",
+        meta=ObjectMeta(),
         segments=(Segment(StoredData(data_id, 1, {})),),
     )
 
@@ -39,9 +45,16 @@ def test_a_move_of_a_deleted_object_does_not_land_on_its_successor(catalog: Cata
     new = catalog.commit_object(_record("k", "new-data"))
     assert new.generation != old.generation
     with pytest.raises(PreconditionFailed):
-        catalog.commit_move("b", "k", expected_generation=old.generation, tier="warm",
-                            segments=(Segment(StoredData("moved-old-data", 1, {})),),
-                            storage_class=None, now=2.0, reason="test")
+        catalog.commit_move(
+            "b",
+            "k",
+            expected_generation=old.generation,
+            tier="warm",
+            segments=(Segment(StoredData("moved-old-data", 1, {})),),
+            storage_class=None,
+            now=2.0,
+            reason="test",
+        )
     current = catalog.get_object("b", "k")
     assert current is not None
     assert [s.stored.data_id for s in current.segments] == ["new-data"] and current.tier == "hot"
@@ -59,11 +72,23 @@ def test_an_expiry_of_a_deleted_object_leaves_its_successor(catalog: Catalog) ->
 def test_every_change_takes_a_new_generation(catalog: Catalog) -> None:
     seen = [catalog.commit_object(_record("k", "a")).generation]
     seen.append(catalog.update_object_meta("b", "k", ObjectMeta(content_type="text/plain")).generation)
-    seen.append(catalog.commit_move("b", "k", expected_generation=seen[-1], tier="warm",
-                                    segments=(Segment(StoredData("a-warm", 1, {})),),
-                                    storage_class=None, now=2.0, reason="test").generation)
-    seen.append(catalog.commit_restripe("b", "k", expected_generation=seen[-1],
-                                        segments=(Segment(StoredData("a-restriped", 1, {})),)).generation)
+    seen.append(
+        catalog.commit_move(
+            "b",
+            "k",
+            expected_generation=seen[-1],
+            tier="warm",
+            segments=(Segment(StoredData("a-warm", 1, {})),),
+            storage_class=None,
+            now=2.0,
+            reason="test",
+        ).generation
+    )
+    seen.append(
+        catalog.commit_restripe(
+            "b", "k", expected_generation=seen[-1], segments=(Segment(StoredData("a-restriped", 1, {})),)
+        ).generation
+    )
     assert seen == sorted(set(seen)), seen
     assert catalog.get_object("b", "k").generation == seen[-1]
 

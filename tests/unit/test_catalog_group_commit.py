@@ -16,7 +16,13 @@ from tiering.records import ObjectMeta, ObjectRecord, Segment
 
 def _record(key: str) -> ObjectRecord:
     return ObjectRecord(
-        bucket="b", key=key, size=1, etag="e", last_modified=1.0, tier="hot", meta=ObjectMeta(),
+        bucket="b",
+        key=key,
+        size=1,
+        etag="e",
+        last_modified=1.0,
+        tier="hot",
+        meta=ObjectMeta(),
         segments=(Segment(StoredData(f"id-{key}", 1, {})),),
     )
 
@@ -98,10 +104,13 @@ def test_combined_pieces_share_a_transaction_and_roll_back_alone(tmp_path: Path)
 
     def piece(n: int) -> Callable[[sqlite3.Connection], int]:
         def run(db: sqlite3.Connection) -> int:
-            db.execute("INSERT INTO buckets (name, created, owner, region) VALUES (?, 0, 'o', 'r')", (f"b{n}",))
+            db.execute(
+                "INSERT INTO buckets (name, created, owner, region) VALUES (?, 0, 'o', 'r')", (f"b{n}",)
+            )
             if n % 2:
                 raise ValueError(f"piece {n} fails after writing")
             return n
+
         return run
 
     results: dict[int, object] = {}

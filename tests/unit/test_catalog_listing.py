@@ -64,7 +64,9 @@ def _steps(catalog: Catalog, **kwargs: object) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("start_after", ["", "dir0050/file000010", "dir0079/file000040"])
-def test_page_cost_does_not_grow_with_bucket_size(catalogs: tuple[Catalog, Catalog], start_after: str) -> None:
+def test_page_cost_does_not_grow_with_bucket_size(
+    catalogs: tuple[Catalog, Catalog], start_after: str
+) -> None:
     small, big = catalogs
     small_steps, n_small = _steps(small, start_after=start_after, max_keys=1000)
     big_steps, n_big = _steps(big, start_after=start_after, max_keys=1000)

@@ -68,8 +68,9 @@ def test_racing_parts_leave_one_live_part_and_retire_every_other(tmp_path: Path)
 def test_completed_upload_is_remembered_until_forgotten(tmp_path: Path) -> None:
     catalog, upload = _catalog(tmp_path)
     catalog.put_part("up", _part(1, 1.0, "p1"))
-    record = ObjectRecord("b", "k", 10, "abc-1", 5.0, "hot", ObjectMeta(),
-                          (Segment(StoredData("p1", 10, {}), 1, "etag-p1"),))
+    record = ObjectRecord(
+        "b", "k", 10, "abc-1", 5.0, "hot", ObjectMeta(), (Segment(StoredData("p1", 10, {}), 1, "etag-p1"),)
+    )
     catalog.complete_upload(upload, record, requested=[(1, "etag-p1")])
     replay = catalog.completed_upload("b", "k", "up", [(1, "etag-p1")])
     assert replay is not None and (replay.etag, replay.last_modified) == ("abc-1", 5.0)
@@ -93,6 +94,8 @@ def test_an_older_catalog_gains_the_checksum_type_column(tmp_path: Path) -> None
     catalog.create_bucket("b", "owner", "us-east-1")
     old = catalog.get_upload("b", "k", "old")
     assert (old.checksum_algorithm, old.checksum_type) == ("CRC32", None)  # completes COMPOSITE, as before
-    catalog.create_upload(UploadRecord("new", "b", "k", 2.0, "hot", ObjectMeta(), "CRC32", "owner", "FULL_OBJECT"))
+    catalog.create_upload(
+        UploadRecord("new", "b", "k", 2.0, "hot", ObjectMeta(), "CRC32", "owner", "FULL_OBJECT")
+    )
     assert catalog.get_upload("b", "k", "new").checksum_type == "FULL_OBJECT"
     Catalog(path, durable=False).close()  # opening it again changes nothing

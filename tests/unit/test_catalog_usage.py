@@ -23,7 +23,13 @@ TIERS = ("gpu-direct", "hot", "warm", "cold")
 
 def _record(bucket: str, key: str, size: int, tier: str, n: int) -> ObjectRecord:
     return ObjectRecord(
-        bucket=bucket, key=key, size=size, etag="e", last_modified=1.0, tier=tier, meta=ObjectMeta(),
+        bucket=bucket,
+        key=key,
+        size=size,
+        etag="e",
+        last_modified=1.0,
+        tier=tier,
+        meta=ObjectMeta(),
         segments=(Segment(StoredData(f"id-{bucket}-{key}-{n}", size, {})),),
     )
 
@@ -32,10 +38,18 @@ def counted(path: Path) -> tuple[dict[str, tuple[int, int]], dict[tuple[str, str
     """What the counters must say: the objects table counted row by row."""
     db = sqlite3.connect(path)
     try:
-        per_tier = {t: (n, b) for t, n, b in db.execute(
-            "SELECT tier, COUNT(*), COALESCE(SUM(size), 0) FROM objects GROUP BY tier")}
-        per_bucket = {(k, t): (n, b) for k, t, n, b in db.execute(
-            "SELECT bucket, tier, COUNT(*), COALESCE(SUM(size), 0) FROM objects GROUP BY bucket, tier")}
+        per_tier = {
+            t: (n, b)
+            for t, n, b in db.execute(
+                "SELECT tier, COUNT(*), COALESCE(SUM(size), 0) FROM objects GROUP BY tier"
+            )
+        }
+        per_bucket = {
+            (k, t): (n, b)
+            for k, t, n, b in db.execute(
+                "SELECT bucket, tier, COUNT(*), COALESCE(SUM(size), 0) FROM objects GROUP BY bucket, tier"
+            )
+        }
     finally:
         db.close()
     return per_tier, per_bucket
@@ -63,9 +77,14 @@ def test_counters_follow_puts_overwrites_moves_and_deletes(tmp_path: Path) -> No
             except Exception:  # noqa: BLE001 - not there: nothing to move
                 continue
             catalog.commit_move(
-                bucket, key, expected_generation=current.generation, tier=rnd.choice(TIERS),
-                segments=(Segment(StoredData(f"moved-{n}", current.size, {})),), storage_class=None,
-                now=2.0, reason="test",
+                bucket,
+                key,
+                expected_generation=current.generation,
+                tier=rnd.choice(TIERS),
+                segments=(Segment(StoredData(f"moved-{n}", current.size, {})),),
+                storage_class=None,
+                now=2.0,
+                reason="test",
             )
         else:  # bulk zero-byte objects, some keys already taken
             keys = [f"k{rnd.randrange(40)}" for _ in range(5)]
@@ -112,8 +131,10 @@ def test_an_older_version_replacing_rows_keeps_the_counters_right(tmp_path: Path
     catalog.commit_object(_record("b", "k", 500, "hot", 0))
     old = sqlite3.connect(tmp_path / "c.db", isolation_level=None)
     row = ("b", "k", 2, 9, "e", 1.0, "warm", "{}", "{}", None, None, "[]", 0, 0, 0, 0, None, "STANDARD")
-    old.execute(f"INSERT OR REPLACE INTO objects ({OBJECT_COLUMNS}, storage_class) "
-                f"VALUES ({OBJECT_PLACEHOLDERS}, ?)", row)
+    old.execute(
+        f"INSERT OR REPLACE INTO objects ({OBJECT_COLUMNS}, storage_class) VALUES ({OBJECT_PLACEHOLDERS}, ?)",
+        row,
+    )
     old.close()
     assert catalog.tier_usage() == {"warm": (1, 9)}
     assert_counts(catalog)

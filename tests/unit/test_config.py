@@ -47,15 +47,33 @@ def refusal(path: Path | None = None, **flags: object) -> str:
     return str(caught.value)
 
 
-@pytest.mark.parametrize(("text", "line", "key", "valid"), [
-    ('[server]\nlistne = "127.0.0.1:9100"\n', 2, "server.listne", "listen"),
-    ("[lifecycle]\nenabled = true\ninterval_second = 30\n", 3, "lifecycle.interval_second", "interval_seconds"),
-    ('[tiers.hot]\nk = 2\nspread_levl = "node"\n', 3, "tiers.hot.spread_levl", "spread_level"),
-    ("# durability\n[catalog]\ndurabel = false\n", 3, "catalog.durabel", "durable"),
-    ("[catalog]\ndurable = false\n[sever]\nlisten = 1\n", 3, "sever", "server"),
-    ("[tiers.gpu-direct]\nk = 4\n", 2, "tiers.gpu-direct.k", "cache_bytes"),  # an erasure key on a memory tier
-    ("lifecycle.interval_second = 30\n", 1, "lifecycle.interval_second", "interval_seconds"),  # a dotted key
-])
+@pytest.mark.parametrize(
+    ("text", "line", "key", "valid"),
+    [
+        ('[server]\nlistne = "127.0.0.1:9100"\n', 2, "server.listne", "listen"),
+        (
+            "[lifecycle]\nenabled = true\ninterval_second = 30\n",
+            3,
+            "lifecycle.interval_second",
+            "interval_seconds",
+        ),
+        ('[tiers.hot]\nk = 2\nspread_levl = "node"\n', 3, "tiers.hot.spread_levl", "spread_level"),
+        ("# durability\n[catalog]\ndurabel = false\n", 3, "catalog.durabel", "durable"),
+        ("[catalog]\ndurable = false\n[sever]\nlisten = 1\n", 3, "sever", "server"),
+        (
+            "[tiers.gpu-direct]\nk = 4\n",
+            2,
+            "tiers.gpu-direct.k",
+            "cache_bytes",
+        ),  # an erasure key on a memory tier
+        (
+            "lifecycle.interval_second = 30\n",
+            1,
+            "lifecycle.interval_second",
+            "interval_seconds",
+        ),  # a dotted key
+    ],
+)
 def test_a_typo_in_the_file_is_refused_with_its_line_and_the_valid_keys(
     tmp_path: Path, text: str, line: int, key: str, valid: str
 ) -> None:
@@ -72,15 +90,18 @@ def test_a_misspelled_value_is_refused_not_read_as_false(tmp_path: Path) -> None
     assert "catalog.durable" in message and "'flase'" in message, message
 
 
-@pytest.mark.parametrize(("text", "line", "key", "got"), [
-    ('[tiers.hot]\nbackend = "erasure"\nk = "four"\n', 3, "tiers.hot.k", "'four'"),
-    ('[server]\naccess_log = "maybe"\n', 2, "server.access_log", "'maybe'"),
-    ("[lifecycle]\ninterval_seconds = -1\n", 2, "lifecycle.interval_seconds", "-1"),
-    ('[tiers.cold]\nbackend = "s3"\nbucket = "b"\npart_size = 1024\n', 4, "tiers.cold.part_size", "1024"),
-    ('[tiers.warm]\nspread_level = "datacenter"\n', 2, "tiers.warm.spread_level", "'datacenter'"),
-    ("[tiers.hot]\npack_threshold_bytes = -1\n", 2, "tiers.hot.pack_threshold_bytes", "-1"),
-    ("[tiers.hot]\npack_threshold_bytes = 2097152\n", 2, "tiers.hot.pack_threshold_bytes", "2097152"),
-])
+@pytest.mark.parametrize(
+    ("text", "line", "key", "got"),
+    [
+        ('[tiers.hot]\nbackend = "erasure"\nk = "four"\n', 3, "tiers.hot.k", "'four'"),
+        ('[server]\naccess_log = "maybe"\n', 2, "server.access_log", "'maybe'"),
+        ("[lifecycle]\ninterval_seconds = -1\n", 2, "lifecycle.interval_seconds", "-1"),
+        ('[tiers.cold]\nbackend = "s3"\nbucket = "b"\npart_size = 1024\n', 4, "tiers.cold.part_size", "1024"),
+        ('[tiers.warm]\nspread_level = "datacenter"\n', 2, "tiers.warm.spread_level", "'datacenter'"),
+        ("[tiers.hot]\npack_threshold_bytes = -1\n", 2, "tiers.hot.pack_threshold_bytes", "-1"),
+        ("[tiers.hot]\npack_threshold_bytes = 2097152\n", 2, "tiers.hot.pack_threshold_bytes", "2097152"),
+    ],
+)
 def test_a_wrong_type_or_value_is_refused(tmp_path: Path, text: str, line: int, key: str, got: str) -> None:
     path = write(tmp_path, text)
     message = refusal(path)
@@ -108,8 +129,11 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
 def test_environment_overrides_the_file_and_flags_override_both(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = write(tmp_path, '[server]\nlisten = "127.0.0.1:9100"\n[lifecycle]\ninterval_seconds = 30\n'
-                           '[tiers.hot]\nk = 2\nm = 1\n')
+    path = write(
+        tmp_path,
+        '[server]\nlisten = "127.0.0.1:9100"\n[lifecycle]\ninterval_seconds = 30\n'
+        "[tiers.hot]\nk = 2\nm = 1\n",
+    )
     monkeypatch.setenv("TIERSTORE_LIFECYCLE_INTERVAL_SECONDS", "5")
     monkeypatch.setenv("TIERSTORE_TIERS_HOT_K", "3")
     monkeypatch.setenv("TIERSTORE_TIERS_GPU_DIRECT_CAPACITY_BYTES", "1000")
@@ -122,24 +146,32 @@ def test_environment_overrides_the_file_and_flags_override_both(
     config = load_config(path)
     assert config.lifecycle.interval_seconds == 5.0
     tiers = {t.name: t for t in config.tiers}
-    assert (tiers["hot"].options["k"], tiers["hot"].options["m"]) == (3, 1)  # env over file, file over default
+    assert (tiers["hot"].options["k"], tiers["hot"].options["m"]) == (
+        3,
+        1,
+    )  # env over file, file over default
     assert tiers["gpu-direct"].capacity_bytes == 1000
     assert tiers["cold"].options["domains"] == [  # JSON for a list of tables
-        {"id": "c1", "path": str(tmp_path / "c1"), "rack": "rack1", "zone": "zone1", "weight": 0.0}]
+        {"id": "c1", "path": str(tmp_path / "c1"), "rack": "rack1", "zone": "zone1", "weight": 0.0}
+    ]
     assert config.virtual_host_domains == ["localhost", "s3.internal"]
     assert config.listen == "127.0.0.1:9200" and config.catalog_durable is False
     assert config.access_key == "shortcut-key"
     assert load_config(path, listen="127.0.0.1:9300", data_dir=tmp_path / "d").listen == "127.0.0.1:9300"
 
 
-def test_a_bad_environment_value_or_name_is_refused_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bad_environment_value_or_name_is_refused_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("TIERSTORE_TIERS_HOT_K", "four")
     monkeypatch.setenv("TIERSTORE_LIFECYCLE_INTERVAL_SECOND", "5")
     monkeypatch.setenv("TIERSTORE_TIERS_COLD_SPREAD_LEVL", "node")
     message = refusal()
     assert "environment TIERSTORE_TIERS_HOT_K: tiers.hot.k: " in message and "'four'" in message, message
-    assert ("environment TIERSTORE_LIFECYCLE_INTERVAL_SECOND: unknown key lifecycle.interval_second "
-            "(did you mean 'interval_seconds'?)") in message, message
+    assert (
+        "environment TIERSTORE_LIFECYCLE_INTERVAL_SECOND: unknown key lifecycle.interval_second "
+        "(did you mean 'interval_seconds'?)"
+    ) in message, message
     assert "environment TIERSTORE_TIERS_COLD_SPREAD_LEVL: unknown key tiers.cold.spread_levl" in message
 
 
@@ -149,7 +181,8 @@ def test_other_programs_variables_do_not_stop_the_server(monkeypatch: pytest.Mon
     assert load_config().warnings == []
     monkeypatch.setenv("TIERSTORE_SOMETHING_ELSE", "1")  # no section of ours: perhaps another tool's
     assert load_config().warnings == [
-        "environment variable TIERSTORE_SOMETHING_ELSE is not a configuration key (ignored)"]
+        "environment variable TIERSTORE_SOMETHING_ELSE is not a configuration key (ignored)"
+    ]
 
 
 def test_the_catalog_url_from_flag_environment_or_file_is_validated(
@@ -169,7 +202,9 @@ def test_the_catalog_url_from_flag_environment_or_file_is_validated(
 
 
 def test_a_bad_flag_is_named(tmp_path: Path) -> None:
-    assert "command line --listen: server.listen: listen address must be HOST:PORT" in refusal(listen="1.2.3.4")
+    assert "command line --listen: server.listen: listen address must be HOST:PORT" in refusal(
+        listen="1.2.3.4"
+    )
 
 
 def test_defaults_are_the_embedded_tiers_under_data_dir(tmp_path: Path) -> None:
@@ -178,19 +213,35 @@ def test_defaults_are_the_embedded_tiers_under_data_dir(tmp_path: Path) -> None:
     hot = next(t for t in config.tiers if t.name == "hot")
     assert hot.backend == "erasure" and hot.options["root"] == str(tmp_path / "domains")
     assert {k: hot.options[k] for k in ("k", "m", "nodes", "drives_per_node")} == {
-        "k": 4, "m": 2, "nodes": 8, "drives_per_node": 2}
+        "k": 4,
+        "m": 2,
+        "nodes": 8,
+        "drives_per_node": 2,
+    }
     assert config.catalog_path == tmp_path / "catalog" / "catalog.db"
-    assert (config.header_timeout_seconds, config.body_idle_timeout_seconds, config.keep_alive_timeout_seconds,
-            config.max_connections, config.metrics_per_bucket) == (10, 60, 30, 1024, False)
-    assert (config.drives.reserve_bytes, config.drives.failing_after_errors, config.drives.reprobe_seconds) == (
-        1073741824, 3, 10)
+    assert (
+        config.header_timeout_seconds,
+        config.body_idle_timeout_seconds,
+        config.keep_alive_timeout_seconds,
+        config.max_connections,
+        config.metrics_per_bucket,
+    ) == (10, 60, 30, 1024, False)
+    assert (
+        config.drives.reserve_bytes,
+        config.drives.failing_after_errors,
+        config.drives.reprobe_seconds,
+    ) == (1073741824, 3, 10)
 
 
 def test_a_tier_with_another_backend_replaces_the_default_table(tmp_path: Path) -> None:
-    path = write(tmp_path, '[tiers.cold]\nbackend = "s3"\nbucket = "archive"\n[tiers.warm]\nenabled = false\n')
+    path = write(
+        tmp_path, '[tiers.cold]\nbackend = "s3"\nbucket = "archive"\n[tiers.warm]\nenabled = false\n'
+    )
     tiers = {t.name: t for t in load_config(path).tiers}
     assert "warm" not in tiers
-    assert tiers["cold"].backend == "s3" and "k" not in tiers["cold"].options  # nothing of the erasure default
+    assert (
+        tiers["cold"].backend == "s3" and "k" not in tiers["cold"].options
+    )  # nothing of the erasure default
 
 
 def documented_example() -> str:
@@ -221,8 +272,11 @@ def run_cli(*args: str) -> tuple[int, str, str]:
 def test_config_check_prints_the_effective_configuration_with_secrets_masked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = write(tmp_path, '[credentials]\nsecret_key = "file-secret"\n[tiers.cold]\nbackend = "s3"\n'
-                           'bucket = "archive"\nsecret_key = "remote-secret"\n')
+    path = write(
+        tmp_path,
+        '[credentials]\nsecret_key = "file-secret"\n[tiers.cold]\nbackend = "s3"\n'
+        'bucket = "archive"\nsecret_key = "remote-secret"\n',
+    )
     monkeypatch.setenv("TIERSTORE_LIFECYCLE_MOVER_CONCURRENCY", "7")
     code, out, err = run_cli("config", "check", str(path))
     assert code == 0, err
@@ -245,8 +299,21 @@ def test_serve_refuses_a_bad_file_with_exit_2_and_no_traceback(tmp_path: Path) -
     path = write(tmp_path, '[server]\nlistne = "127.0.0.1:1"\n[tiers.hot]\nk = "four"\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERSTORE_")}
     done = subprocess.run(
-        [sys.executable, "-m", "server.cli", "serve", "--config", str(path), "--data", str(tmp_path / "data")],
-        capture_output=True, text=True, timeout=60, cwd=REPO, env=env,
+        [
+            sys.executable,
+            "-m",
+            "server.cli",
+            "serve",
+            "--config",
+            str(path),
+            "--data",
+            str(tmp_path / "data"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env=env,
     )
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
@@ -259,7 +326,9 @@ def test_encryption_keys_are_validated(tmp_path: Path, monkeypatch: pytest.Monke
     short = tmp_path / "short.key"
     short.write_text("c2hvcnQ=\n")  # 5 bytes
     assert "32 bytes" in refusal(write(tmp_path, f'[encryption]\nmaster_key_file = "{short}"\n'))
-    assert "cannot read" in refusal(write(tmp_path, f'[encryption]\nmaster_key_file = "{tmp_path / "none"}"\n'))
+    assert "cannot read" in refusal(
+        write(tmp_path, f'[encryption]\nmaster_key_file = "{tmp_path / "none"}"\n')
+    )
     monkeypatch.delenv("TS_TEST_MASTER", raising=False)
     assert "not set" in refusal(write(tmp_path, '[encryption]\nmaster_key_env = "TS_TEST_MASTER"\n'))
     good = tmp_path / "good.key"
@@ -267,6 +336,8 @@ def test_encryption_keys_are_validated(tmp_path: Path, monkeypatch: pytest.Monke
     text = f'[encryption]\nmaster_key_file = "{good}"\nmaster_key_env = "TS_TEST_MASTER"\n'
     monkeypatch.setenv("TS_TEST_MASTER", "cd" * 32)
     assert "not both" in refusal(write(tmp_path, text))
-    config = load_config(write(tmp_path, f'[encryption]\nmaster_key_file = "{good}"\nkms_key_ids = ["a", "b"]\n'))
+    config = load_config(
+        write(tmp_path, f'[encryption]\nmaster_key_file = "{good}"\nkms_key_ids = ["a", "b"]\n')
+    )
     assert config.encryption_keys.master_key_file == str(good)
     assert config.encryption_keys.kms_key_ids == ["a", "b"] and not config.encryption_allow_sse_c_over_http

@@ -44,8 +44,11 @@ def test_the_first_rule_that_allows_everything_asked_wins() -> None:
 def test_a_star_origin_answers_star_without_credentials() -> None:
     everyone = CorsRule(("*",), ("GET",), max_age=5)
     assert allow_headers(everyone, "https://x.org") == {
-        "access-control-allow-origin": "*", "access-control-allow-methods": "GET", "access-control-max-age": "5",
-        "vary": "Origin, Access-Control-Request-Headers, Access-Control-Request-Method"}
+        "access-control-allow-origin": "*",
+        "access-control-allow-methods": "GET",
+        "access-control-max-age": "5",
+        "vary": "Origin, Access-Control-Request-Headers, Access-Control-Request-Method",
+    }
     site = CorsRule(("https://x.org",), ("GET", "PUT"), expose_headers=("ETag",))
     headers = allow_headers(site, "https://x.org", ["content-type"])
     assert headers["access-control-allow-origin"] == "https://x.org"
@@ -55,8 +58,10 @@ def test_a_star_origin_answers_star_without_credentials() -> None:
 
 
 def test_documents_round_trip_in_s3s_element_order() -> None:
-    rules = [CorsRule(("https://a.com", "https://*.b.org"), ("GET", "PUT"), ("x-amz-*",), ("ETag",), 300, "r1"),
-             CorsRule(("*",), ("HEAD",))]
+    rules = [
+        CorsRule(("https://a.com", "https://*.b.org"), ("GET", "PUT"), ("x-amz-*",), ("ETag",), 300, "r1"),
+        CorsRule(("*",), ("HEAD",)),
+    ]
     body = render_cors(rules)
     assert body.startswith(b'<?xml version="1.0" encoding="UTF-8"?>\n<CORSConfiguration xmlns=')
     assert b"<CORSRule><ID>r1</ID><AllowedMethod>GET</AllowedMethod>" in body

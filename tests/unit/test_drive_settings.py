@@ -19,12 +19,16 @@ def test_defaults_and_toml_and_environment(tmp_path: Path, monkeypatch: pytest.M
     assert cfg.drives == DriveHealthSettings(reserve_bytes=4096, failing_after_errors=5, reprobe_seconds=2.5)
     # Every erasure-coded tier's pool gets them; other backends do not.
     assert {t.name: t.options.get("drive_health") for t in cfg.tiers} == {
-        "gpu-direct": None, "hot": cfg.drives, "warm": cfg.drives, "cold": cfg.drives,
+        "gpu-direct": None,
+        "hot": cfg.drives,
+        "warm": cfg.drives,
+        "cold": cfg.drives,
     }
 
 
-@pytest.mark.parametrize("table", ["reserve_bytes = -1", "failing_after_errors = 0", "reprobe_seconds = 0",
-                                   "reserve = 10"])
+@pytest.mark.parametrize(
+    "table", ["reserve_bytes = -1", "failing_after_errors = 0", "reprobe_seconds = 0", "reserve = 10"]
+)
 def test_bad_values_and_unknown_keys_are_refused(tmp_path: Path, table: str) -> None:
     toml = tmp_path / "tierstore.toml"
     toml.write_text(f"[drives]\n{table}\n")

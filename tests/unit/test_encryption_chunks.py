@@ -65,8 +65,12 @@ def test_tampered_swapped_or_misplaced_chunks_do_not_open() -> None:
     with pytest.raises(ChunkAuthError):
         open_blob(key, oid, 1, bytes(flipped))
     step = CHUNK_SIZE + 16
-    swapped = blob[:HEADER_BYTES] + blob[HEADER_BYTES + step : HEADER_BYTES + 2 * step] \
-        + blob[HEADER_BYTES : HEADER_BYTES + step] + blob[HEADER_BYTES + 2 * step :]
+    swapped = (
+        blob[:HEADER_BYTES]
+        + blob[HEADER_BYTES + step : HEADER_BYTES + 2 * step]
+        + blob[HEADER_BYTES : HEADER_BYTES + step]
+        + blob[HEADER_BYTES + 2 * step :]
+    )
     with pytest.raises(ChunkAuthError):
         open_blob(key, oid, 1, bytes(swapped))
     with pytest.raises(ChunkAuthError):  # another part of the object

@@ -15,14 +15,23 @@ from tiering.backends.erasure_coded import ErasureCodedBackend
 
 def make(tmp_path: Path) -> ErasureCodedBackend:
     backend = create_backend(
-        "erasure", name="hot", root=tmp_path, nodes=3, drives_per_node=2, k=4, m=2,
-        block_size=8192, small_object_threshold=1024,
+        "erasure",
+        name="hot",
+        root=tmp_path,
+        nodes=3,
+        drives_per_node=2,
+        k=4,
+        m=2,
+        block_size=8192,
+        small_object_threshold=1024,
     )
     assert isinstance(backend, ErasureCodedBackend)
     return backend
 
 
-async def read(backend: ErasureCodedBackend, stored: StoredData, start: int = 0, end: int | None = None) -> bytes:
+async def read(
+    backend: ErasureCodedBackend, stored: StoredData, start: int = 0, end: int | None = None
+) -> bytes:
     reader = await backend.open_reader(stored)
     try:
         return b"".join([c async for c in reader.stream(start, stored.size if end is None else end)])

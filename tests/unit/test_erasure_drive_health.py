@@ -50,8 +50,9 @@ def mount() -> Iterator[Callable[[Path, str], None]]:
 
 def make_pool(tmp_path: Path, nodes: int, settings: DriveHealthSettings) -> ErasurePool:
     topology = default_layout(tmp_path, "hot", nodes=nodes, drives_per_node=1, weight=1.0)
-    return ErasurePool("hot", topology, K, M, block_size=BLOCK, small_object_threshold=SMALL,
-                       drive_health=settings)
+    return ErasurePool(
+        "hot", topology, K, M, block_size=BLOCK, small_object_threshold=SMALL, drive_health=settings
+    )
 
 
 def data_id_placed_on(pool: ErasurePool, drive: str, width: int = K + M, skip: str = "") -> str:

@@ -37,7 +37,9 @@ async def put(pool: ErasurePool, data_id: str, data: bytes, chunk: int = 10_000)
     return await writer.finish()
 
 
-async def get(pool: ErasurePool, data_id: str, loc: dict[str, Any], size: int, start: int = 0, end: int | None = None) -> bytes:
+async def get(
+    pool: ErasurePool, data_id: str, loc: dict[str, Any], size: int, start: int = 0, end: int | None = None
+) -> bytes:
     reader = await pool.open_reader(data_id, loc, size)
     try:
         return b"".join([c async for c in reader.stream(start, size if end is None else end)])

@@ -38,16 +38,31 @@ def nodes(tmp_path: Path) -> Iterator[list[tuple[str, NodeHTTPServer]]]:
         server.server_close()
 
 
-def _pool(nodes: list[tuple[str, NodeHTTPServer]], secret: bytes = SECRET,
-          addresses: dict[int, str] | None = None) -> ErasurePool:
+def _pool(
+    nodes: list[tuple[str, NodeHTTPServer]], secret: bytes = SECRET, addresses: dict[int, str] | None = None
+) -> ErasurePool:
     """A 4+2 pool over the nodes; `addresses` sends node n's requests elsewhere instead."""
     topology = Topology(
-        Domain(id=f"hot-n{n}-{d}", path=Path(d) / "hot", node=f"n{n}", rack=f"r{n % 3}",
-               address=(addresses or {}).get(n, address))
-        for n, (address, _) in enumerate(nodes) for d in ("d1", "d2")
+        Domain(
+            id=f"hot-n{n}-{d}",
+            path=Path(d) / "hot",
+            node=f"n{n}",
+            rack=f"r{n % 3}",
+            address=(addresses or {}).get(n, address),
+        )
+        for n, (address, _) in enumerate(nodes)
+        for d in ("d1", "d2")
     )
-    return ErasurePool("hot", topology, 4, 2, spread_level="node", block_size=4096,
-                       small_object_threshold=1024, drive_factory=remote_drive_factory(secret, timeout=2.0))
+    return ErasurePool(
+        "hot",
+        topology,
+        4,
+        2,
+        spread_level="node",
+        block_size=4096,
+        small_object_threshold=1024,
+        drive_factory=remote_drive_factory(secret, timeout=2.0),
+    )
 
 
 def test_blobs_round_trip_over_nodes(nodes: list[tuple[str, NodeHTTPServer]]) -> None:
@@ -87,13 +102,18 @@ def test_reads_survive_dead_nodes(nodes: list[tuple[str, NodeHTTPServer]]) -> No
     # with spread over 6 nodes and 2 dead, only 4 shards land — below quorum, refused cleanly.
 
 
-def test_wrong_secret_is_refused_and_nothing_written(nodes: list[tuple[str, NodeHTTPServer]], tmp_path: Path) -> None:
+def test_wrong_secret_is_refused_and_nothing_written(
+    nodes: list[tuple[str, NodeHTTPServer]], tmp_path: Path
+) -> None:
     pool = _pool(nodes, secret=b"not-the-secret")
     with pytest.raises(Exception, match="quorum|forbidden|signature"):
         pool.write_blob("forged", b"y" * 5000)
     assert not any(p.name.startswith("forged") for p in tmp_path.rglob("*"))
     address = nodes[0][0]
-    for headers in ({}, {"x-tierstore-date": "1", "x-tierstore-content-sha256": "x", "x-tierstore-signature": "0"}):
+    for headers in (
+        {},
+        {"x-tierstore-date": "1", "x-tierstore-content-sha256": "x", "x-tierstore-signature": "0"},
+    ):
         request = urllib.request.Request(address + "/v1/drive/d1/hot/list", headers=headers)
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=5)
@@ -133,7 +153,9 @@ def test_nodes_pack_small_shards(tmp_path: Path) -> None:
         data = tmp_path / f"pnode{n}"
         for d in ("d1", "d2"):
             (data / d).mkdir(parents=True)
-        server = NodeHTTPServer(("127.0.0.1", 0), NodeDrives(data, ["d1", "d2"], pack_threshold=65536), SECRET)
+        server = NodeHTTPServer(
+            ("127.0.0.1", 0), NodeDrives(data, ["d1", "d2"], pack_threshold=65536), SECRET
+        )
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append((f"http://127.0.0.1:{server.server_address[1]}", server))
     try:

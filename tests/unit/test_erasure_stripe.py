@@ -66,7 +66,9 @@ def test_stripes_account_for_every_byte(size: int, k: int, block_size: int) -> N
     fill=st.floats(0.01, 1.0),
     seed=st.integers(0, 2**32),
 )
-def test_encode_then_drop_any_m_decodes_to_the_input(k: int, m: int, block_len: int, fill: float, seed: int) -> None:
+def test_encode_then_drop_any_m_decodes_to_the_input(
+    k: int, m: int, block_len: int, fill: float, seed: int
+) -> None:
     rng = random.Random(seed)
     data = rng.randbytes(max(1, int(k * block_len * fill)))
     codec = Codec(k, m)

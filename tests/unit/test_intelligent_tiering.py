@@ -65,8 +65,16 @@ def obj(
     tier: str = "hot",
     last_access: float = T0,
 ) -> ObjectFacts:
-    return ObjectFacts(key, size, tags if tags is not None else {"project": "alpha"}, storage_class, tier,
-                       T0 - 10 * DAY, last_access, 0.0)
+    return ObjectFacts(
+        key,
+        size,
+        tags if tags is not None else {"project": "alpha"},
+        storage_class,
+        tier,
+        T0 - 10 * DAY,
+        last_access,
+        0.0,
+    )
 
 
 def it_action_of(
@@ -113,8 +121,14 @@ def test_filter_is_optional_and_every_single_predicate_form_parses() -> None:
         (it_doc(tiering(200) + tiering(200, DEEP_ARCHIVE_ACCESS)), "InvalidArgument"),
         (it_doc(tiering(90, "GLACIER")), "MalformedXML"),
         (it_doc("<Tiering><Days>90</Days></Tiering>"), "MalformedXML"),
-        (it_doc("<Tiering><Days>ninety</Days><AccessTier>ARCHIVE_ACCESS</AccessTier></Tiering>"), "MalformedXML"),
-        (it_doc("<Filter><ObjectSizeGreaterThan>5</ObjectSizeGreaterThan></Filter>" + tiering(90)), "MalformedXML"),
+        (
+            it_doc("<Tiering><Days>ninety</Days><AccessTier>ARCHIVE_ACCESS</AccessTier></Tiering>"),
+            "MalformedXML",
+        ),
+        (
+            it_doc("<Filter><ObjectSizeGreaterThan>5</ObjectSizeGreaterThan></Filter>" + tiering(90)),
+            "MalformedXML",
+        ),
         (it_doc("<Filter><Prefix>a</Prefix><Tag><Key>k</Key></Tag></Filter>" + tiering(90)), "MalformedXML"),
         (it_doc("<Bogus/>" + tiering(90)), "MalformedXML"),
     ],
@@ -126,8 +140,13 @@ def test_validation_errors(xml: bytes, code: str) -> None:
 
 
 def test_bounds_are_inclusive() -> None:
-    for body in (tiering(90), tiering(730), tiering(180, DEEP_ARCHIVE_ACCESS), tiering(730, DEEP_ARCHIVE_ACCESS),
-                 tiering(100) + tiering(180, DEEP_ARCHIVE_ACCESS)):
+    for body in (
+        tiering(90),
+        tiering(730),
+        tiering(180, DEEP_ARCHIVE_ACCESS),
+        tiering(730, DEEP_ARCHIVE_ACCESS),
+        tiering(100) + tiering(180, DEEP_ARCHIVE_ACCESS),
+    ):
         parse_intelligent_tiering(it_doc(body))
 
 
@@ -150,8 +169,10 @@ def test_render_list_sorted_and_not_truncated() -> None:
     a = parse_intelligent_tiering(it_doc(tiering(90), id_="b"))
     b = parse_intelligent_tiering(it_doc(tiering(91), id_="a"))
     body = render_intelligent_tiering_list([a, b]).decode()
-    assert body.startswith(f'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketIntelligentTieringConfigurationsOutput {NS}>'
-                           "<IsTruncated>false</IsTruncated><IntelligentTieringConfiguration><Id>a</Id>")
+    assert body.startswith(
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketIntelligentTieringConfigurationsOutput {NS}>'
+        "<IsTruncated>false</IsTruncated><IntelligentTieringConfiguration><Id>a</Id>"
+    )
     assert body.index("<Id>a</Id>") < body.index("<Id>b</Id>")
     assert body.endswith("</ListBucketIntelligentTieringConfigurationsOutput>")
     empty = render_intelligent_tiering_list([]).decode()
@@ -160,7 +181,9 @@ def test_render_list_sorted_and_not_truncated() -> None:
 
 # --- it_action ----------------------------------------------------------------------------------
 
-CONFIG = IntelligentTieringConfig("cfg", True, Filter("images/"), (Tiering(90, ARCHIVE_ACCESS), Tiering(180, DEEP_ARCHIVE_ACCESS)))
+CONFIG = IntelligentTieringConfig(
+    "cfg", True, Filter("images/"), (Tiering(90, ARCHIVE_ACCESS), Tiering(180, DEEP_ARCHIVE_ACCESS))
+)
 POLICY = ITPolicy()
 
 
@@ -174,11 +197,17 @@ def test_only_monitored_objects() -> None:
 def test_frequent_to_infrequent_to_archive_to_deep_archive() -> None:
     o = obj()
     assert it_action([CONFIG], o, T0 + 29 * DAY, POLICY) is None
-    assert it_action([CONFIG], o, T0 + 30 * DAY, POLICY) == Action(ActionKind.TRANSITION, "WARM", "", "infrequent")
+    assert it_action([CONFIG], o, T0 + 30 * DAY, POLICY) == Action(
+        ActionKind.TRANSITION, "WARM", "", "infrequent"
+    )
     warm = obj(tier="warm")
     assert it_action([CONFIG], warm, T0 + 60 * DAY, POLICY) is None
-    assert it_action([CONFIG], warm, T0 + 90 * DAY, POLICY) == Action(ActionKind.TRANSITION, "COLD", "cfg", "archive")
-    assert it_action([CONFIG], warm, T0 + 180 * DAY, POLICY) == Action(ActionKind.TRANSITION, "COLD", "cfg", "deep-archive")
+    assert it_action([CONFIG], warm, T0 + 90 * DAY, POLICY) == Action(
+        ActionKind.TRANSITION, "COLD", "cfg", "archive"
+    )
+    assert it_action([CONFIG], warm, T0 + 180 * DAY, POLICY) == Action(
+        ActionKind.TRANSITION, "COLD", "cfg", "deep-archive"
+    )
     # Straight from frequent when it was idle long enough; nothing more once it is cold.
     assert it_action_of([CONFIG], o, T0 + 100 * DAY, POLICY).reason == "archive"
     assert it_action([CONFIG], obj(tier="cold"), T0 + 400 * DAY, POLICY) is None
@@ -196,7 +225,9 @@ def test_without_archive_configs_it_stops_at_warm() -> None:
 
 def test_filters_select_configs_and_deepest_wins() -> None:
     other = IntelligentTieringConfig("logs", True, Filter("logs/"), (Tiering(90, ARCHIVE_ACCESS),))
-    tagged = IntelligentTieringConfig("tagged", True, Filter(tags={"project": "alpha"}), (Tiering(200, DEEP_ARCHIVE_ACCESS),))
+    tagged = IntelligentTieringConfig(
+        "tagged", True, Filter(tags={"project": "alpha"}), (Tiering(200, DEEP_ARCHIVE_ACCESS),)
+    )
     plain = IntelligentTieringConfig("all", True, Filter(), (Tiering(120, ARCHIVE_ACCESS),))
     configs = [other, plain, tagged]
     assert it_action(configs, obj(tier="warm"), T0 + 100 * DAY, POLICY) is None
@@ -216,7 +247,9 @@ def test_policy_knobs() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.lists(st.sampled_from([(ARCHIVE_ACCESS, 90, 730), (DEEP_ARCHIVE_ACCESS, 180, 730)]), unique=True, min_size=1),
+    st.lists(
+        st.sampled_from([(ARCHIVE_ACCESS, 90, 730), (DEEP_ARCHIVE_ACCESS, 180, 730)]), unique=True, min_size=1
+    ),
     st.data(),
 )
 def test_render_then_parse_is_identity(kinds, data) -> None:
@@ -227,9 +260,15 @@ def test_render_then_parse_is_identity(kinds, data) -> None:
     if len(by_tier) == 2 and by_tier[DEEP_ARCHIVE_ACCESS] <= by_tier[ARCHIVE_ACCESS]:
         return
     prefix = data.draw(st.text("abc/-_ ", max_size=6))
-    tags = data.draw(st.dictionaries(st.text("xyz", min_size=1, max_size=3), st.text("uv", max_size=3), max_size=2))
-    config = IntelligentTieringConfig(data.draw(st.text("idABC-_.", min_size=1, max_size=10)),
-                                      data.draw(st.booleans()), Filter(prefix, tags), tierings)
+    tags = data.draw(
+        st.dictionaries(st.text("xyz", min_size=1, max_size=3), st.text("uv", max_size=3), max_size=2)
+    )
+    config = IntelligentTieringConfig(
+        data.draw(st.text("idABC-_.", min_size=1, max_size=10)),
+        data.draw(st.booleans()),
+        Filter(prefix, tags),
+        tierings,
+    )
     assert parse_intelligent_tiering(render_intelligent_tiering(config)) == config
 
 

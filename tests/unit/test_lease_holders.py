@@ -15,7 +15,7 @@ def _holder_of(pid: int) -> str:
     """The holder name process `pid` would use (computed here from /proc, as it would)."""
     ours = process_holder().split(":")
     stat = Path(f"/proc/{pid}/stat").read_text()
-    started = stat[stat.rindex(")") + 2:].split()[19]
+    started = stat[stat.rindex(")") + 2 :].split()[19]
     return ":".join([ours[0], str(pid), started, ours[3]])
 
 

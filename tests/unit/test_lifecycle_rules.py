@@ -165,15 +165,17 @@ AWS_DATE_EXAMPLE = b"""<LifecycleConfiguration>
 
 def test_aws_prefix_example() -> None:
     config = parse_lifecycle(AWS_PREFIX_EXAMPLE)
-    assert config == LifecycleConfiguration((
-        Rule(
-            id="Transition and Expiration Rule",
-            enabled=True,
-            filter=Filter(prefix="tax/"),
-            transitions=(Transition(days=365, date=None, storage_class="GLACIER"),),
-            expiration_days=3650,
-        ),
-    ))
+    assert config == LifecycleConfiguration(
+        (
+            Rule(
+                id="Transition and Expiration Rule",
+                enabled=True,
+                filter=Filter(prefix="tax/"),
+                transitions=(Transition(days=365, date=None, storage_class="GLACIER"),),
+                expiration_days=3650,
+            ),
+        )
+    )
 
 
 def test_aws_tiering_down_example_walks_the_waterfall() -> None:
@@ -183,7 +185,9 @@ def test_aws_tiering_down_example_walks_the_waterfall() -> None:
     assert object_action(config, young, created + 29 * DAY) is None
     at_30 = next_midnight(created + 30 * DAY)
     assert object_action(config, young, at_30 - 1) is None
-    assert object_action(config, young, at_30) == Action(ActionKind.TRANSITION, "STANDARD_IA", "example-id", "transition")
+    assert object_action(config, young, at_30) == Action(
+        ActionKind.TRANSITION, "STANDARD_IA", "example-id", "transition"
+    )
     # Once in STANDARD_IA, only GLACIER is next; a STANDARD object 100 days old skips straight to it.
     as_ia = obj(created=created, storage_class="STANDARD_IA", tier="warm")
     assert object_action(config, as_ia, created + 60 * DAY) is None
@@ -260,8 +264,10 @@ def test_aws_date_example_applies_from_that_midnight_to_old_and_new_objects() ->
         ("<Filter><Tag><Key>k</Key></Tag></Filter>", Filter(tags={"k": ""})),
         ("<Filter><ObjectSizeGreaterThan>10</ObjectSizeGreaterThan></Filter>", Filter(size_greater_than=10)),
         ("<Filter><ObjectSizeLessThan>10</ObjectSizeLessThan></Filter>", Filter(size_less_than=10)),
-        ("<Filter><And><Prefix>p</Prefix><ObjectSizeLessThan>9</ObjectSizeLessThan></And></Filter>",
-         Filter("p", size_less_than=9)),
+        (
+            "<Filter><And><Prefix>p</Prefix><ObjectSizeLessThan>9</ObjectSizeLessThan></And></Filter>",
+            Filter("p", size_less_than=9),
+        ),
         ("<Prefix>legacy/</Prefix>", Filter("legacy/")),
         ("<Prefix></Prefix>", Filter()),
     ],
@@ -272,9 +278,9 @@ def test_filter_forms(filt: str, expected: Filter) -> None:
 
 
 def test_tag_without_value_matches_only_an_empty_value() -> None:
-    config = parse_lifecycle(doc(rule(
-        "<Expiration><Days>1</Days></Expiration>", filt="<Filter><Tag><Key>k</Key></Tag></Filter>"
-    )))
+    config = parse_lifecycle(
+        doc(rule("<Expiration><Days>1</Days></Expiration>", filt="<Filter><Tag><Key>k</Key></Tag></Filter>"))
+    )
     later = JAN_15_2024_1030 + 10 * DAY
     assert object_action(config, obj(tags={"k": ""}), later) is not None
     assert object_action(config, obj(tags={"k": "v"}), later) is None
@@ -297,7 +303,9 @@ def test_namespace_is_optional_and_stripped() -> None:
 
 
 def test_storage_class_case_is_normalised() -> None:
-    config = parse_lifecycle(doc(rule("<Transition><Days>5</Days><StorageClass>Glacier</StorageClass></Transition>")))
+    config = parse_lifecycle(
+        doc(rule("<Transition><Days>5</Days><StorageClass>Glacier</StorageClass></Transition>"))
+    )
     assert config.rules[0].transitions[0].storage_class == "GLACIER"
 
 
@@ -336,92 +344,263 @@ EXPIRE_1 = "<Expiration><Days>1</Days></Expiration>"
         (doc(rule(EXPIRE_1, status="enabled")), "MalformedXML", None),
         (doc(rule(EXPIRE_1, filt="")), "MalformedXML", None),
         (doc(rule(EXPIRE_1, filt="<Prefix>a</Prefix><Filter/>")), "MalformedXML", None),
-        (doc(rule(EXPIRE_1, filt="<Filter><Prefix>a</Prefix><Tag><Key>k</Key><Value>v</Value></Tag></Filter>")),
-         "MalformedXML", None),
-        (doc(rule(EXPIRE_1, filt="<Filter><Tag><Key>a</Key></Tag><Tag><Key>b</Key></Tag></Filter>")),
-         "MalformedXML", None),
+        (
+            doc(
+                rule(
+                    EXPIRE_1,
+                    filt="<Filter><Prefix>a</Prefix><Tag><Key>k</Key><Value>v</Value></Tag></Filter>",
+                )
+            ),
+            "MalformedXML",
+            None,
+        ),
+        (
+            doc(rule(EXPIRE_1, filt="<Filter><Tag><Key>a</Key></Tag><Tag><Key>b</Key></Tag></Filter>")),
+            "MalformedXML",
+            None,
+        ),
         (doc(rule(EXPIRE_1, filt="<Filter><And></And></Filter>")), "MalformedXML", None),
-        (doc(rule(EXPIRE_1, filt="<Filter><And><Prefix>a</Prefix><Prefix>b</Prefix></And></Filter>")),
-         "MalformedXML", None),
+        (
+            doc(rule(EXPIRE_1, filt="<Filter><And><Prefix>a</Prefix><Prefix>b</Prefix></And></Filter>")),
+            "MalformedXML",
+            None,
+        ),
         (doc(rule(EXPIRE_1, filt="<Filter><Bogus/></Filter>")), "MalformedXML", None),
         (doc(rule(EXPIRE_1, filt="<Filter><Tag><Value>v</Value></Tag></Filter>")), "MalformedXML", None),
-        (doc(rule(EXPIRE_1, filt="<Filter><And><Tag><Key>k</Key></Tag><Tag><Key>k</Key></Tag></And></Filter>")),
-         "InvalidArgument", "Duplicate Tag Keys are not allowed."),
-        (doc(rule(EXPIRE_1, filt="<Filter><ObjectSizeGreaterThan>x</ObjectSizeGreaterThan></Filter>")),
-         "MalformedXML", None),
-        (doc(rule(EXPIRE_1, filt="<Filter><ObjectSizeGreaterThan>-1</ObjectSizeGreaterThan></Filter>")),
-         "InvalidArgument", None),
-        (doc(rule(EXPIRE_1, filt="<Filter><And><ObjectSizeGreaterThan>9</ObjectSizeGreaterThan>"
-                                 "<ObjectSizeLessThan>9</ObjectSizeLessThan></And></Filter>")),
-         "InvalidArgument", "ObjectSizeGreaterThan must be less than ObjectSizeLessThan"),
+        (
+            doc(
+                rule(
+                    EXPIRE_1,
+                    filt="<Filter><And><Tag><Key>k</Key></Tag><Tag><Key>k</Key></Tag></And></Filter>",
+                )
+            ),
+            "InvalidArgument",
+            "Duplicate Tag Keys are not allowed.",
+        ),
+        (
+            doc(rule(EXPIRE_1, filt="<Filter><ObjectSizeGreaterThan>x</ObjectSizeGreaterThan></Filter>")),
+            "MalformedXML",
+            None,
+        ),
+        (
+            doc(rule(EXPIRE_1, filt="<Filter><ObjectSizeGreaterThan>-1</ObjectSizeGreaterThan></Filter>")),
+            "InvalidArgument",
+            None,
+        ),
+        (
+            doc(
+                rule(
+                    EXPIRE_1,
+                    filt="<Filter><And><ObjectSizeGreaterThan>9</ObjectSizeGreaterThan>"
+                    "<ObjectSizeLessThan>9</ObjectSizeLessThan></And></Filter>",
+                )
+            ),
+            "InvalidArgument",
+            "ObjectSizeGreaterThan must be less than ObjectSizeLessThan",
+        ),
         (doc(rule("")), "InvalidArgument", "At least one action needs to be specified in a rule"),
-        (doc(rule(EXPIRE_1, rule_id="x" * 256)), "InvalidArgument",
-         "ID length should not exceed allowed limit of 255"),
-        (doc(rule(EXPIRE_1, rule_id="same"), rule(EXPIRE_1, rule_id="same")), "InvalidArgument",
-         "Rule ID must be unique. Found same ID for more than one rule"),
-        (doc(*[rule(EXPIRE_1, rule_id=f"r{i}") for i in range(1001)]), "InvalidArgument",
-         "The number of lifecycle rules must not exceed the allowed limit of 1000 rules"),
-        (doc(rule("<Expiration><Days>0</Days></Expiration>")), "InvalidArgument",
-         "'Days' for Expiration action must be a positive integer"),
+        (
+            doc(rule(EXPIRE_1, rule_id="x" * 256)),
+            "InvalidArgument",
+            "ID length should not exceed allowed limit of 255",
+        ),
+        (
+            doc(rule(EXPIRE_1, rule_id="same"), rule(EXPIRE_1, rule_id="same")),
+            "InvalidArgument",
+            "Rule ID must be unique. Found same ID for more than one rule",
+        ),
+        (
+            doc(*[rule(EXPIRE_1, rule_id=f"r{i}") for i in range(1001)]),
+            "InvalidArgument",
+            "The number of lifecycle rules must not exceed the allowed limit of 1000 rules",
+        ),
+        (
+            doc(rule("<Expiration><Days>0</Days></Expiration>")),
+            "InvalidArgument",
+            "'Days' for Expiration action must be a positive integer",
+        ),
         (doc(rule("<Expiration><Days>1.5</Days></Expiration>")), "MalformedXML", None),
-        (doc(rule("<Expiration><Days>-5</Days></Expiration>")), "InvalidArgument",
-         "'Days' for Expiration action must be a positive integer"),
+        (
+            doc(rule("<Expiration><Days>-5</Days></Expiration>")),
+            "InvalidArgument",
+            "'Days' for Expiration action must be a positive integer",
+        ),
         # Days is an xs:int: a number past its range fails the schema, as on AWS.
         (doc(rule("<Expiration><Days>100000000000000000000000</Days></Expiration>")), "MalformedXML", None),
         (doc(rule("<Expiration><Days>2147483648</Days></Expiration>")), "MalformedXML", None),
         (doc(rule("<Expiration><Days>1e3</Days></Expiration>")), "MalformedXML", None),
-        (doc(rule("<Transition><Days>100000000000000000000000</Days><StorageClass>GLACIER</StorageClass>"
-                  "</Transition>")), "MalformedXML", None),
-        (doc(rule("<AbortIncompleteMultipartUpload><DaysAfterInitiation>100000000000000000000000"
-                  "</DaysAfterInitiation></AbortIncompleteMultipartUpload>")), "MalformedXML", None),
-        (doc(rule(EXPIRE_1, filt="<Filter><ObjectSizeGreaterThan>10000000000000000000000</ObjectSizeGreaterThan>"
-                                 "</Filter>")), "MalformedXML", None),
-        (doc(rule("<Expiration><Days>3</Days><Date>2030-01-01T00:00:00Z</Date></Expiration>")), "MalformedXML", None),
+        (
+            doc(
+                rule(
+                    "<Transition><Days>100000000000000000000000</Days><StorageClass>GLACIER</StorageClass>"
+                    "</Transition>"
+                )
+            ),
+            "MalformedXML",
+            None,
+        ),
+        (
+            doc(
+                rule(
+                    "<AbortIncompleteMultipartUpload><DaysAfterInitiation>100000000000000000000000"
+                    "</DaysAfterInitiation></AbortIncompleteMultipartUpload>"
+                )
+            ),
+            "MalformedXML",
+            None,
+        ),
+        (
+            doc(
+                rule(
+                    EXPIRE_1,
+                    filt="<Filter><ObjectSizeGreaterThan>10000000000000000000000</ObjectSizeGreaterThan>"
+                    "</Filter>",
+                )
+            ),
+            "MalformedXML",
+            None,
+        ),
+        (
+            doc(rule("<Expiration><Days>3</Days><Date>2030-01-01T00:00:00Z</Date></Expiration>")),
+            "MalformedXML",
+            None,
+        ),
         (doc(rule("<Expiration></Expiration>")), "MalformedXML", None),
         (doc(rule(EXPIRE_1 + EXPIRE_1)), "MalformedXML", None),
-        (doc(rule("<Expiration><Date>2030-01-01T10:00:00Z</Date></Expiration>")), "InvalidArgument",
-         "'Date' must be at midnight GMT"),
+        (
+            doc(rule("<Expiration><Date>2030-01-01T10:00:00Z</Date></Expiration>")),
+            "InvalidArgument",
+            "'Date' must be at midnight GMT",
+        ),
         (doc(rule("<Expiration><Date>yesterday</Date></Expiration>")), "MalformedXML", None),
-        (doc(rule("<Transition><Days>29</Days><StorageClass>STANDARD_IA</StorageClass></Transition>")),
-         "InvalidArgument", "'Days' in Transition action for StorageClass 'STANDARD_IA' must be greater than or equal to 30"),
-        (doc(rule("<Transition><Days>10</Days><StorageClass>ONEZONE_IA</StorageClass></Transition>")),
-         "InvalidArgument", "'Days' in Transition action for StorageClass 'ONEZONE_IA' must be greater than or equal to 30"),
-        (doc(rule("<Transition><Days>-1</Days><StorageClass>GLACIER</StorageClass></Transition>")),
-         "InvalidArgument", None),
-        (doc(rule("<Transition><Days>1</Days><StorageClass>PLATINUM</StorageClass></Transition>")),
-         "MalformedXML", None),
-        (doc(rule("<Transition><Days>1</Days><StorageClass>STANDARD</StorageClass></Transition>")),
-         "MalformedXML", None),
+        (
+            doc(rule("<Transition><Days>29</Days><StorageClass>STANDARD_IA</StorageClass></Transition>")),
+            "InvalidArgument",
+            "'Days' in Transition action for StorageClass 'STANDARD_IA' must be greater than or equal to 30",
+        ),
+        (
+            doc(rule("<Transition><Days>10</Days><StorageClass>ONEZONE_IA</StorageClass></Transition>")),
+            "InvalidArgument",
+            "'Days' in Transition action for StorageClass 'ONEZONE_IA' must be greater than or equal to 30",
+        ),
+        (
+            doc(rule("<Transition><Days>-1</Days><StorageClass>GLACIER</StorageClass></Transition>")),
+            "InvalidArgument",
+            None,
+        ),
+        (
+            doc(rule("<Transition><Days>1</Days><StorageClass>PLATINUM</StorageClass></Transition>")),
+            "MalformedXML",
+            None,
+        ),
+        (
+            doc(rule("<Transition><Days>1</Days><StorageClass>STANDARD</StorageClass></Transition>")),
+            "MalformedXML",
+            None,
+        ),
         (doc(rule("<Transition><Days>1</Days></Transition>")), "MalformedXML", None),
         (doc(rule("<Transition><StorageClass>GLACIER</StorageClass></Transition>")), "MalformedXML", None),
-        (doc(rule("<Transition><Days>1</Days><Date>2030-01-01T00:00:00Z</Date>"
-                  "<StorageClass>GLACIER</StorageClass></Transition>")), "MalformedXML", None),
-        (doc(rule("<Transition><Days>1</Days><StorageClass>GLACIER</StorageClass></Transition>"
-                  "<Expiration><Date>2030-01-01T00:00:00Z</Date></Expiration>")),
-         "InvalidArgument", "Found mixed 'Date' and 'Days' based Expiration and Transition actions in lifecycle rule"),
-        (doc(rule("<Transition><Days>1</Days><StorageClass>GLACIER</StorageClass></Transition>"
-                  "<Transition><Days>5</Days><StorageClass>GLACIER</StorageClass></Transition>")),
-         "InvalidArgument", "'StorageClass' must be different for 'Transition' actions in same 'Rule'"),
-        (doc(rule("<Transition><Days>1</Days><StorageClass>GLACIER</StorageClass></Transition>"
-                  "<Transition><Days>5</Days><StorageClass>COLD</StorageClass></Transition>")),
-         "InvalidArgument", "'StorageClass' must be different for 'Transition' actions in same 'Rule'"),
-        (doc(rule("<Transition><Days>30</Days><StorageClass>STANDARD_IA</StorageClass></Transition>"
-                  "<Transition><Days>40</Days><StorageClass>GLACIER</StorageClass></Transition>")),
-         "InvalidArgument", None),
-        (doc(rule("<Transition><Days>100</Days><StorageClass>GLACIER</StorageClass></Transition>"
-                  "<Transition><Days>50</Days><StorageClass>DEEP_ARCHIVE</StorageClass></Transition>")),
-         "InvalidArgument", None),
-        (doc(rule("<Transition><Days>100</Days><StorageClass>GLACIER</StorageClass></Transition>"
-                  "<Expiration><Days>100</Days></Expiration>")), "InvalidArgument", None),
-        (doc(rule("<AbortIncompleteMultipartUpload><DaysAfterInitiation>0</DaysAfterInitiation>"
-                  "</AbortIncompleteMultipartUpload>")), "InvalidArgument",
-         "'DaysAfterInitiation' for AbortIncompleteMultipartUpload action must be a positive integer"),
+        (
+            doc(
+                rule(
+                    "<Transition><Days>1</Days><Date>2030-01-01T00:00:00Z</Date>"
+                    "<StorageClass>GLACIER</StorageClass></Transition>"
+                )
+            ),
+            "MalformedXML",
+            None,
+        ),
+        (
+            doc(
+                rule(
+                    "<Transition><Days>1</Days><StorageClass>GLACIER</StorageClass></Transition>"
+                    "<Expiration><Date>2030-01-01T00:00:00Z</Date></Expiration>"
+                )
+            ),
+            "InvalidArgument",
+            "Found mixed 'Date' and 'Days' based Expiration and Transition actions in lifecycle rule",
+        ),
+        (
+            doc(
+                rule(
+                    "<Transition><Days>1</Days><StorageClass>GLACIER</StorageClass></Transition>"
+                    "<Transition><Days>5</Days><StorageClass>GLACIER</StorageClass></Transition>"
+                )
+            ),
+            "InvalidArgument",
+            "'StorageClass' must be different for 'Transition' actions in same 'Rule'",
+        ),
+        (
+            doc(
+                rule(
+                    "<Transition><Days>1</Days><StorageClass>GLACIER</StorageClass></Transition>"
+                    "<Transition><Days>5</Days><StorageClass>COLD</StorageClass></Transition>"
+                )
+            ),
+            "InvalidArgument",
+            "'StorageClass' must be different for 'Transition' actions in same 'Rule'",
+        ),
+        (
+            doc(
+                rule(
+                    "<Transition><Days>30</Days><StorageClass>STANDARD_IA</StorageClass></Transition>"
+                    "<Transition><Days>40</Days><StorageClass>GLACIER</StorageClass></Transition>"
+                )
+            ),
+            "InvalidArgument",
+            None,
+        ),
+        (
+            doc(
+                rule(
+                    "<Transition><Days>100</Days><StorageClass>GLACIER</StorageClass></Transition>"
+                    "<Transition><Days>50</Days><StorageClass>DEEP_ARCHIVE</StorageClass></Transition>"
+                )
+            ),
+            "InvalidArgument",
+            None,
+        ),
+        (
+            doc(
+                rule(
+                    "<Transition><Days>100</Days><StorageClass>GLACIER</StorageClass></Transition>"
+                    "<Expiration><Days>100</Days></Expiration>"
+                )
+            ),
+            "InvalidArgument",
+            None,
+        ),
+        (
+            doc(
+                rule(
+                    "<AbortIncompleteMultipartUpload><DaysAfterInitiation>0</DaysAfterInitiation>"
+                    "</AbortIncompleteMultipartUpload>"
+                )
+            ),
+            "InvalidArgument",
+            "'DaysAfterInitiation' for AbortIncompleteMultipartUpload action must be a positive integer",
+        ),
         (doc(rule("<AbortIncompleteMultipartUpload/>")), "MalformedXML", None),
-        (doc(rule("<AbortIncompleteMultipartUpload><DaysAfterInitiation>3</DaysAfterInitiation>"
-                  "</AbortIncompleteMultipartUpload>", filt="<Filter><Tag><Key>k</Key></Tag></Filter>")),
-         "InvalidArgument", "AbortIncompleteMultipartUpload cannot be specified with Tags"),
-        (doc(rule("<NoncurrentVersionExpiration><NoncurrentDays>3</NoncurrentDays></NoncurrentVersionExpiration>")),
-         "NotImplemented", None),
+        (
+            doc(
+                rule(
+                    "<AbortIncompleteMultipartUpload><DaysAfterInitiation>3</DaysAfterInitiation>"
+                    "</AbortIncompleteMultipartUpload>",
+                    filt="<Filter><Tag><Key>k</Key></Tag></Filter>",
+                )
+            ),
+            "InvalidArgument",
+            "AbortIncompleteMultipartUpload cannot be specified with Tags",
+        ),
+        (
+            doc(
+                rule(
+                    "<NoncurrentVersionExpiration><NoncurrentDays>3</NoncurrentDays></NoncurrentVersionExpiration>"
+                )
+            ),
+            "NotImplemented",
+            None,
+        ),
     ],
 )
 def test_validation_errors(xml: bytes, code: str, message: str | None) -> None:
@@ -495,11 +674,18 @@ def test_render_filter_forms_and_dates() -> None:
         ("<Filter><Prefix>logs/</Prefix></Filter>", "<Filter><Prefix>logs/</Prefix></Filter>"),
         ("<Prefix>old/</Prefix>", "<Prefix>old/</Prefix>"),
         ("<Prefix></Prefix>", "<Prefix></Prefix>"),
-        ("<Filter><And><Prefix>a/</Prefix></And></Filter>", "<Filter><And><Prefix>a/</Prefix></And></Filter>"),
-        ("<Filter><And><Prefix></Prefix><Tag><Key>k</Key><Value>v</Value></Tag></And></Filter>",
-         "<Filter><And><Prefix></Prefix><Tag><Key>k</Key><Value>v</Value></Tag></And></Filter>"),
-        ("<Filter><ObjectSizeLessThan>5</ObjectSizeLessThan></Filter>",
-         "<Filter><ObjectSizeLessThan>5</ObjectSizeLessThan></Filter>"),
+        (
+            "<Filter><And><Prefix>a/</Prefix></And></Filter>",
+            "<Filter><And><Prefix>a/</Prefix></And></Filter>",
+        ),
+        (
+            "<Filter><And><Prefix></Prefix><Tag><Key>k</Key><Value>v</Value></Tag></And></Filter>",
+            "<Filter><And><Prefix></Prefix><Tag><Key>k</Key><Value>v</Value></Tag></And></Filter>",
+        ),
+        (
+            "<Filter><ObjectSizeLessThan>5</ObjectSizeLessThan></Filter>",
+            "<Filter><ObjectSizeLessThan>5</ObjectSizeLessThan></Filter>",
+        ),
     ],
 )
 def test_filter_is_read_back_as_written(sent: str, returned: str) -> None:
@@ -510,9 +696,9 @@ def test_filter_is_read_back_as_written(sent: str, returned: str) -> None:
 
 
 def test_render_escapes_user_text() -> None:
-    config = LifecycleConfiguration((
-        Rule("<id & 'x'>", True, Filter("a<&>\r\nb", {"k&": "v<"}), expiration_days=3),
-    ))
+    config = LifecycleConfiguration(
+        (Rule("<id & 'x'>", True, Filter("a<&>\r\nb", {"k&": "v<"}), expiration_days=3),)
+    )
     assert parse_lifecycle(render_lifecycle(config)) == config
 
 
@@ -530,21 +716,27 @@ def test_days_round_up_to_next_midnight_utc() -> None:
 
 
 def test_expiration_wins_over_transitions() -> None:
-    config = LifecycleConfiguration((
-        Rule("move", True, Filter(), transitions=(Transition(1, None, "GLACIER"),)),
-        Rule("kill", True, Filter("logs/"), expiration_days=5),
-    ))
+    config = LifecycleConfiguration(
+        (
+            Rule("move", True, Filter(), transitions=(Transition(1, None, "GLACIER"),)),
+            Rule("kill", True, Filter("logs/"), expiration_days=5),
+        )
+    )
     later = JAN_15_2024_1030 + 10 * DAY
-    assert object_action(config, obj("logs/a"), later) == Action(ActionKind.EXPIRE, None, "kill", "expiration")
+    assert object_action(config, obj("logs/a"), later) == Action(
+        ActionKind.EXPIRE, None, "kill", "expiration"
+    )
     assert action_of(config, obj("data/a"), later).kind is ActionKind.TRANSITION
 
 
 def test_coldest_due_transition_wins_across_rules() -> None:
-    config = LifecycleConfiguration((
-        Rule("ia", True, Filter(), transitions=(Transition(30, None, "STANDARD_IA"),)),
-        Rule("deep", True, Filter(), transitions=(Transition(60, None, "DEEP_ARCHIVE"),)),
-        Rule("glacier", True, Filter(), transitions=(Transition(40, None, "GLACIER"),)),
-    ))
+    config = LifecycleConfiguration(
+        (
+            Rule("ia", True, Filter(), transitions=(Transition(30, None, "STANDARD_IA"),)),
+            Rule("deep", True, Filter(), transitions=(Transition(60, None, "DEEP_ARCHIVE"),)),
+            Rule("glacier", True, Filter(), transitions=(Transition(40, None, "GLACIER"),)),
+        )
+    )
     at = lambda days: JAN_15_2024_1030 + days * DAY  # noqa: E731
     assert action_of(config, obj(), at(35)).rule_id == "ia"
     assert action_of(config, obj(), at(45)).rule_id == "glacier"
@@ -552,13 +744,20 @@ def test_coldest_due_transition_wins_across_rules() -> None:
 
 
 def test_never_up_nor_sideways() -> None:
-    config = LifecycleConfiguration((
-        Rule("ia", True, Filter(), transitions=(Transition(30, None, "STANDARD_IA"),)),
-        Rule("warm", True, Filter("w/"), transitions=(Transition(30, None, "WARM"),)),
-    ))
+    config = LifecycleConfiguration(
+        (
+            Rule("ia", True, Filter(), transitions=(Transition(30, None, "STANDARD_IA"),)),
+            Rule("warm", True, Filter("w/"), transitions=(Transition(30, None, "WARM"),)),
+        )
+    )
     later = JAN_15_2024_1030 + 100 * DAY
-    for cls, tier in [("STANDARD_IA", "warm"), ("GLACIER", "cold"), ("DEEP_ARCHIVE", "cold"),
-                      ("INTELLIGENT_TIERING", "hot"), ("ONEZONE_IA", "warm")]:
+    for cls, tier in [
+        ("STANDARD_IA", "warm"),
+        ("GLACIER", "cold"),
+        ("DEEP_ARCHIVE", "cold"),
+        ("INTELLIGENT_TIERING", "hot"),
+        ("ONEZONE_IA", "warm"),
+    ]:
         assert object_action(config, obj(storage_class=cls, tier=tier), later) is None, cls
     # WARM is STANDARD_IA's rung: an object already on it stays.
     assert object_action(config, obj("w/a", storage_class="STANDARD_IA", tier="warm"), later) is None
@@ -594,10 +793,12 @@ def test_data_never_moves_to_a_faster_tier() -> None:
 
 
 def test_small_object_minimum_is_the_daemons_choice() -> None:
-    plain = LifecycleConfiguration((Rule("g", True, Filter(), transitions=(Transition(1, None, "GLACIER"),)),))
-    sized = LifecycleConfiguration((
-        Rule("g", True, Filter(size_greater_than=10), transitions=(Transition(1, None, "GLACIER"),)),
-    ))
+    plain = LifecycleConfiguration(
+        (Rule("g", True, Filter(), transitions=(Transition(1, None, "GLACIER"),)),)
+    )
+    sized = LifecycleConfiguration(
+        (Rule("g", True, Filter(size_greater_than=10), transitions=(Transition(1, None, "GLACIER"),)),)
+    )
     tiny, later = obj(size=1000), JAN_15_2024_1030 + 10 * DAY
     assert object_action(plain, tiny, later) is not None
     assert object_action(plain, tiny, later, min_transition_size=128 * 1024) is None
@@ -605,24 +806,29 @@ def test_small_object_minimum_is_the_daemons_choice() -> None:
 
 
 def test_upload_abort_is_conservative_about_filters() -> None:
-    config = LifecycleConfiguration((
-        Rule("disabled", False, Filter(), abort_incomplete_days=1),
-        Rule("sized", True, Filter(size_greater_than=5), abort_incomplete_days=1),
-        Rule("late", True, Filter("a/"), abort_incomplete_days=10),
-        Rule("early", True, Filter("a/b"), abort_incomplete_days=2),
-    ))
+    config = LifecycleConfiguration(
+        (
+            Rule("disabled", False, Filter(), abort_incomplete_days=1),
+            Rule("sized", True, Filter(size_greater_than=5), abort_incomplete_days=1),
+            Rule("late", True, Filter("a/"), abort_incomplete_days=10),
+            Rule("early", True, Filter("a/b"), abort_incomplete_days=2),
+        )
+    )
     up = UploadFacts("a/b/c", JAN_15_2024_1030)
     assert upload_should_abort(config, up, JAN_15_2024_1030 + DAY) is None
     assert upload_should_abort(config, up, JAN_15_2024_1030 + 3 * DAY) == "early"
-    assert upload_should_abort(config, UploadFacts("z", JAN_15_2024_1030), JAN_15_2024_1030 + 99 * DAY) is None
+    assert (
+        upload_should_abort(config, UploadFacts("z", JAN_15_2024_1030), JAN_15_2024_1030 + 99 * DAY) is None
+    )
 
 
 # --- properties -------------------------------------------------------------------------------
 
 # Text that XML 1.0 can carry (no control characters but tab/LF/CR, no surrogates).
-xml_chars = st.characters(exclude_categories=["Cs"], exclude_characters="".join(
-    chr(c) for c in range(32) if c not in (9, 10, 13)
-) + "\ufffe\uffff")
+xml_chars = st.characters(
+    exclude_categories=["Cs"],
+    exclude_characters="".join(chr(c) for c in range(32) if c not in (9, 10, 13)) + "\ufffe\uffff",
+)
 xml_text = st.text(xml_chars, max_size=12)
 day_counts = st.integers(min_value=0, max_value=3000)
 midnights = st.integers(min_value=0, max_value=40_000).map(lambda d: float(d * DAY))
@@ -695,7 +901,9 @@ def test_parse_render_parse_is_stable_for_any_filter_spelling(config: LifecycleC
     # Respell each filter the long way (And around a lone predicate, legacy Prefix) and re-parse.
     text = render_lifecycle(config).decode()
     spellings = ("<Filter>{}</Filter>", "<Filter><And>{}</And></Filter>", "{}")  # the last: legacy
-    text = re.sub(r"<Filter>(<Prefix>[^<]*</Prefix>)</Filter>", lambda m: rnd.choice(spellings).format(m.group(1)), text)
+    text = re.sub(
+        r"<Filter>(<Prefix>[^<]*</Prefix>)</Filter>", lambda m: rnd.choice(spellings).format(m.group(1)), text
+    )
     once = parse_lifecycle(text.encode())
     assert parse_lifecycle(render_lifecycle(once)) == once == config
 
@@ -709,8 +917,13 @@ def test_due_is_the_first_midnight_not_before_created_plus_days(created: float, 
 
 
 @settings(max_examples=60, deadline=None)
-@given(configs, st.floats(min_value=0, max_value=4e9), st.floats(min_value=0, max_value=4e9),
-       st.sampled_from(sorted(CLASS_RANK)), st.sampled_from(["gpu-direct", "hot", "warm", "cold"]))
+@given(
+    configs,
+    st.floats(min_value=0, max_value=4e9),
+    st.floats(min_value=0, max_value=4e9),
+    st.sampled_from(sorted(CLASS_RANK)),
+    st.sampled_from(["gpu-direct", "hot", "warm", "cold"]),
+)
 def test_transitions_only_go_down(config, created: float, now: float, cls: str, tier: str) -> None:
     action = object_action(config, obj("", size=0, storage_class=cls, tier=tier, created=created), now)
     if action is not None and action.kind is ActionKind.TRANSITION:

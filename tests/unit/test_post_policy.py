@@ -27,24 +27,48 @@ def encode(document: Any) -> str:
         ({"conditions": []}, "Invalid Policy: Policy missing expiration."),
         ({"expiration": LATER}, "Invalid Policy: Policy missing conditions."),
         ({"EXPIRATION": LATER, "conditions": []}, "Invalid Policy: Unexpected: 'expiration'"),
-        ({"expiration": "2026-06-01 13:00:00 UTC", "conditions": []},
-         "Invalid Policy: Invalid 'expiration' value: '2026-06-01 13:00:00 UTC'"),
-        ({"expiration": LATER, "conditions": {}}, "Invalid Policy: Invalid 'conditions' value: must be a List."),
-        ({"expiration": LATER, "conditions": [{}]},
-         "Invalid Policy: Invalid Simple-Condition: Simple-Conditions must have exactly one property specified."),
-        ({"expiration": LATER, "conditions": [{"Content-Length": 5}]},
-         "Invalid Policy: Invalid Simple-Condition: value must be a string."),
-        ({"expiration": LATER, "conditions": [[]]}, "Invalid Policy: Invalid Condition: missing operation identifier."),
-        ({"expiration": LATER, "conditions": [["in", "$a", "b"]]},
-         "Invalid Policy: Invalid Condition: unknown operation 'in'."),
-        ({"expiration": LATER, "conditions": [["content-length-range", 0]]},
-         "Invalid Policy: Invalid content-length-range: wrong number of arguments."),
-        ({"expiration": LATER, "conditions": [["content-length-range", 0, 512.0]]}, "Invalid Policy: Invalid JSON."),
-        ({"expiration": LATER, "conditions": ["key"]}, "Invalid Policy: Invalid condition test: must be a List or Object."),
+        (
+            {"expiration": "2026-06-01 13:00:00 UTC", "conditions": []},
+            "Invalid Policy: Invalid 'expiration' value: '2026-06-01 13:00:00 UTC'",
+        ),
+        (
+            {"expiration": LATER, "conditions": {}},
+            "Invalid Policy: Invalid 'conditions' value: must be a List.",
+        ),
+        (
+            {"expiration": LATER, "conditions": [{}]},
+            "Invalid Policy: Invalid Simple-Condition: Simple-Conditions must have exactly one property specified.",
+        ),
+        (
+            {"expiration": LATER, "conditions": [{"Content-Length": 5}]},
+            "Invalid Policy: Invalid Simple-Condition: value must be a string.",
+        ),
+        (
+            {"expiration": LATER, "conditions": [[]]},
+            "Invalid Policy: Invalid Condition: missing operation identifier.",
+        ),
+        (
+            {"expiration": LATER, "conditions": [["in", "$a", "b"]]},
+            "Invalid Policy: Invalid Condition: unknown operation 'in'.",
+        ),
+        (
+            {"expiration": LATER, "conditions": [["content-length-range", 0]]},
+            "Invalid Policy: Invalid content-length-range: wrong number of arguments.",
+        ),
+        (
+            {"expiration": LATER, "conditions": [["content-length-range", 0, 512.0]]},
+            "Invalid Policy: Invalid JSON.",
+        ),
+        (
+            {"expiration": LATER, "conditions": ["key"]},
+            "Invalid Policy: Invalid condition test: must be a List or Object.",
+        ),
     ],
 )
 def test_bad_documents(document: Any, message: str) -> None:
-    encoded = encode(document) if not isinstance(document, str) else base64.b64encode(document.encode()).decode()
+    encoded = (
+        encode(document) if not isinstance(document, str) else base64.b64encode(document.encode()).decode()
+    )
     with pytest.raises(InvalidPolicyDocument) as caught:
         parse_policy(encoded)
     assert caught.value.detail == message
@@ -58,7 +82,8 @@ def test_conditions_match_names_case_insensitively_and_values_exactly() -> None:
     with pytest.raises(s3.AccessDenied) as caught:
         check_form(policy, [("key", "up/x"), ("Content-Type", "Text/Plain")], "b", NOW)
     assert caught.value.detail == (
-        'Invalid according to Policy: Policy Condition failed: ["eq", "$content-type", "text/plain"]')
+        'Invalid according to Policy: Policy Condition failed: ["eq", "$content-type", "text/plain"]'
+    )
     with pytest.raises(s3.AccessDenied) as caught:
         check_form(policy, [("key", "up/x"), ("Content-Type", "text/plain"), ("X-Extra", "1")], "b", NOW)
     assert caught.value.detail == "Invalid according to Policy: Extra input fields: X-Extra"

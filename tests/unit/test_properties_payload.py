@@ -22,9 +22,13 @@ from tests.unit.test_signature import AKID, encode_signed, pieces_by, read_all, 
 payloads = st.binary(max_size=3000)
 chunk_sizes = st.lists(st.integers(1, 1200), min_size=1, max_size=8)
 wire_splits = st.lists(st.integers(1, 700), min_size=1, max_size=30)
-modes = st.sampled_from([
-    PayloadMode.STREAMING_SIGNED, PayloadMode.STREAMING_SIGNED_TRAILER, PayloadMode.STREAMING_UNSIGNED_TRAILER,
-])
+modes = st.sampled_from(
+    [
+        PayloadMode.STREAMING_SIGNED,
+        PayloadMode.STREAMING_SIGNED_TRAILER,
+        PayloadMode.STREAMING_UNSIGNED_TRAILER,
+    ]
+)
 
 
 def chunked(data: bytes, sizes: list[int]) -> list[bytes]:
@@ -57,12 +61,19 @@ def encode(mode: PayloadMode, data: bytes, sizes: list[int]) -> tuple[bytes, Aut
         trailers = {"x-amz-checksum-crc32": crc32_b64(data)}
         headers["x-amz-trailer"] = "x-amz-checksum-crc32"
     body, _ = encode_signed(
-        chunks, key=ctx.signing_key, amz_date=ctx.amz_date, scope=ctx.scope, seed="5eed" * 16, trailers=trailers
+        chunks,
+        key=ctx.signing_key,
+        amz_date=ctx.amz_date,
+        scope=ctx.scope,
+        seed="5eed" * 16,
+        trailers=trailers,
     )
     return body, ctx, headers
 
 
-def decode(body: bytes, ctx: AuthContext, headers: dict[str, str], splits: list[int]) -> tuple[bytes, PayloadReader]:
+def decode(
+    body: bytes, ctx: AuthContext, headers: dict[str, str], splits: list[int]
+) -> tuple[bytes, PayloadReader]:
     reader = PayloadReader(pieces_by(body, splits * (len(body) // max(1, sum(splits)) + 1)), ctx, headers)
     return read_all(reader), reader
 
@@ -149,7 +160,9 @@ def test_signed_chunks_never_deliver_altered_data(
 
 @fuzz(200)
 @given(payloads, wire_splits, st.booleans())
-def test_plain_signed_body_is_checked_against_its_sha256(data: bytes, splits: list[int], tamper: bool) -> None:
+def test_plain_signed_body_is_checked_against_its_sha256(
+    data: bytes, splits: list[int], tamper: bool
+) -> None:
     sent = data + b"x" if tamper else data
     ctx = AuthContext(AKID, PayloadMode.SIGNED_SHA256, hashlib.sha256(data).hexdigest())
     try:

@@ -29,9 +29,11 @@ text_chars = st.characters(exclude_categories=["Cs"])
 # What a header value can carry over HTTP/1.1: no control characters (CR/LF least of all).
 header_chars = st.characters(exclude_categories=["Cs", "Cc", "Zl", "Zp"])
 keys = st.text(text_chars, min_size=1, max_size=40)
-query_names = st.sampled_from(["prefix", "delimiter", "marker", "uploadId", "partNumber", "tagging", "x", "ü"]) | st.text(
-    st.characters(exclude_categories=["Cs"], exclude_characters="&="), min_size=1, max_size=8
-).filter(lambda n: not n.lower().startswith(("x-amz-", "awsaccesskeyid", "signature")))
+query_names = st.sampled_from(
+    ["prefix", "delimiter", "marker", "uploadId", "partNumber", "tagging", "x", "ü"]
+) | st.text(st.characters(exclude_categories=["Cs"], exclude_characters="&="), min_size=1, max_size=8).filter(
+    lambda n: not n.lower().startswith(("x-amz-", "awsaccesskeyid", "signature"))
+)
 queries = st.dictionaries(query_names, st.text(text_chars, max_size=20), max_size=4)
 meta_names = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789-"), min_size=1, max_size=12)
 header_values = st.text(header_chars, max_size=30).map(str.strip)
@@ -50,9 +52,13 @@ def as_received(prepared_headers: object) -> dict[str, str]:
     return received
 
 
-def signed(method: str, key: str, query: dict[str, str], meta: dict[str, str], *, presign: bool) -> RequestToVerify:
+def signed(
+    method: str, key: str, query: dict[str, str], meta: dict[str, str], *, presign: bool
+) -> RequestToVerify:
     headers = {f"x-amz-meta-{name}": value for name, value in meta.items()}
-    request = AWSRequest(method=method, url=f"{ENDPOINT}/bkt/{quote(key, safe='/~')}", params=query, headers=headers)
+    request = AWSRequest(
+        method=method, url=f"{ENDPOINT}/bkt/{quote(key, safe='/~')}", params=query, headers=headers
+    )
     if presign:
         S3SigV4QueryAuth(BOTO_CREDS, "s3", "us-east-1", expires=600).add_auth(request)
     else:
@@ -80,16 +86,22 @@ def test_a_changed_metadata_value_is_refused(
     req = signed(method, key, query, meta, presign=False)
     name = f"x-amz-meta-{data.draw(st.sampled_from(sorted(meta)))}"
     original = req.headers[name]
-    changed = data.draw(header_values.map(lambda v: v.encode("utf-8").decode("latin-1")).filter(
-        lambda v: " ".join(v.split()) != " ".join(original.split())
-    ))
+    changed = data.draw(
+        header_values.map(lambda v: v.encode("utf-8").decode("latin-1")).filter(
+            lambda v: " ".join(v.split()) != " ".join(original.split())
+        )
+    )
     with pytest.raises(SignatureDoesNotMatch):
-        authenticate(RequestToVerify(req.method, req.raw_path, req.query_string, {**req.headers, name: changed}), CREDS)
+        authenticate(
+            RequestToVerify(req.method, req.raw_path, req.query_string, {**req.headers, name: changed}), CREDS
+        )
 
 
 @fuzz(150)
 @given(methods, keys, queries, st.data())
-def test_a_changed_key_or_query_is_refused(method: str, key: str, query: dict[str, str], data: st.DataObject) -> None:
+def test_a_changed_key_or_query_is_refused(
+    method: str, key: str, query: dict[str, str], data: st.DataObject
+) -> None:
     req = signed(method, key, query, {}, presign=data.draw(st.booleans()))
     other_key = data.draw(keys.filter(lambda k: k != key))
     moved = RequestToVerify(req.method, f"/bkt/{quote(other_key, safe='/~')}", req.query_string, req.headers)

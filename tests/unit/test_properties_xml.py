@@ -90,8 +90,10 @@ def test_tagging_body_only_raises_s3_errors(body: bytes, limit: int) -> None:
 
 @fuzz(400)
 @given(any_body)
-@example(b"<LifecycleConfiguration><Rule><Filter/><Status>Enabled</Status><Expiration><Days>\xc2\xb2</Days>"
-         b"</Expiration></Rule></LifecycleConfiguration>")
+@example(
+    b"<LifecycleConfiguration><Rule><Filter/><Status>Enabled</Status><Expiration><Days>\xc2\xb2</Days>"
+    b"</Expiration></Rule></LifecycleConfiguration>"
+)
 def test_lifecycle_body_only_raises_rule_errors(body: bytes) -> None:
     _only((RuleError,), parse_lifecycle, body)
 
@@ -125,18 +127,23 @@ def _element(name: str, text: str) -> str:
 
 @fuzz(300)
 @given(
-    st.lists(st.tuples(nonempty, st.none() | st.sampled_from(["null", "3HL4kqtJlcpXroDTDmJ+rmSpXd3dIbrHY"])),
-             min_size=1, max_size=20),
+    st.lists(
+        st.tuples(nonempty, st.none() | st.sampled_from(["null", "3HL4kqtJlcpXroDTDmJ+rmSpXd3dIbrHY"])),
+        min_size=1,
+        max_size=20,
+    ),
     st.sampled_from([None, "true", "false", " TRUE "]),
     st.booleans(),
 )
-def test_delete_objects_round_trip(objects: list[tuple[str, str | None]], quiet: str | None, ns: bool) -> None:
+def test_delete_objects_round_trip(
+    objects: list[tuple[str, str | None]], quiet: str | None, ns: bool
+) -> None:
     entries = "".join(
         "<Object>" + _element("Key", key) + (_element("VersionId", v) if v is not None else "") + "</Object>"
         for key, v in objects
     )
     quiet_part = _element("Quiet", quiet) if quiet is not None else ""
-    body = f'<Delete{f" xmlns={chr(34)}{NS}{chr(34)}" if ns else ""}>{quiet_part}{entries}</Delete>'.encode()
+    body = f"<Delete{f' xmlns={chr(34)}{NS}{chr(34)}' if ns else ''}>{quiet_part}{entries}</Delete>".encode()
     assert parse_delete(body) == ((quiet or "").strip().lower() == "true", objects)
 
 
@@ -161,18 +168,34 @@ def test_too_many_tags_are_refused(tags: dict[str, str]) -> None:
 
 
 @fuzz(200)
-@given(st.lists(st.sampled_from([
-    "<Filter></Filter>", "<Filter><Prefix>a/</Prefix></Filter>", "<Prefix>p</Prefix>",
-    "<Filter><And><Prefix>x</Prefix><Tag><Key>k</Key><Value>v</Value></Tag></And></Filter>",
-    "<Filter><ObjectSizeLessThan>100</ObjectSizeLessThan></Filter>",
-]), min_size=1, max_size=5), st.randoms(use_true_random=False))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "<Filter></Filter>",
+                "<Filter><Prefix>a/</Prefix></Filter>",
+                "<Prefix>p</Prefix>",
+                "<Filter><And><Prefix>x</Prefix><Tag><Key>k</Key><Value>v</Value></Tag></And></Filter>",
+                "<Filter><ObjectSizeLessThan>100</ObjectSizeLessThan></Filter>",
+            ]
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    st.randoms(use_true_random=False),
+)
 def test_lifecycle_documents_read_back_as_written(filters: list[str], rnd: random.Random) -> None:
-    actions = ["<Expiration><Days>{}</Days></Expiration>", "<Transition><Days>{}</Days><StorageClass>GLACIER"
-               "</StorageClass></Transition>", "<AbortIncompleteMultipartUpload><DaysAfterInitiation>{}"
-               "</DaysAfterInitiation></AbortIncompleteMultipartUpload>"]
+    actions = [
+        "<Expiration><Days>{}</Days></Expiration>",
+        "<Transition><Days>{}</Days><StorageClass>GLACIER</StorageClass></Transition>",
+        "<AbortIncompleteMultipartUpload><DaysAfterInitiation>{}"
+        "</DaysAfterInitiation></AbortIncompleteMultipartUpload>",
+    ]
     rules = []
     for i, selector in enumerate(filters):
-        action = rnd.choice(actions if "Tag" not in selector else actions[:2]).format(rnd.randint(1, 2**31 - 1))
+        action = rnd.choice(actions if "Tag" not in selector else actions[:2]).format(
+            rnd.randint(1, 2**31 - 1)
+        )
         rules.append(f"<Rule><ID>r{i}</ID>{selector}<Status>Enabled</Status>{action}</Rule>")
     body = f'<?xml version="1.0" encoding="UTF-8"?>\n<LifecycleConfiguration xmlns="{NS}">{"".join(rules)}</LifecycleConfiguration>'
     assert render_lifecycle(parse_lifecycle(body.encode())).decode() == body

@@ -55,7 +55,11 @@ async def get(store: ObjectStore, key: str) -> bytes:
 
 
 def shard_files(tmp_path: Path) -> set[Path]:
-    return {p for p in (tmp_path / "data").rglob("*") if p.is_file() and ".tmp" not in p.parts and p.suffix[1:].isdigit()}
+    return {
+        p
+        for p in (tmp_path / "data").rglob("*")
+        if p.is_file() and ".tmp" not in p.parts and p.suffix[1:].isdigit()
+    }
 
 
 @pytest.mark.parametrize(

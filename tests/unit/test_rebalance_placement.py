@@ -112,8 +112,13 @@ def test_offline_source_is_blocked_not_moved() -> None:
     topology = layout(8)
     loc = written("b", topology, 6)
     topology.add(Domain(id="hot-n9-d1", path=Path("/x"), node="n9", weight=100.0))  # wins every blob
-    source = topology[next(d for d in loc.shards if d and topology[d].label("node") not in
-                           desired_groups("b", topology, "node", 6))]
+    source = topology[
+        next(
+            d
+            for d in loc.shards
+            if d and topology[d].label("node") not in desired_groups("b", topology, "node", 6)
+        )
+    ]
     source.state = source.state.OFFLINE
     plan = plan_moves("b", loc, topology, "node")
     assert plan.blocked == 1 and not plan.moves
@@ -139,8 +144,14 @@ def test_any_placement_converges_in_one_plan(
     if len({d.node for d in topology if not d.draining}) < width:
         return
     ids = sorted(d.id for d in topology)
-    loc = Location("ec", max(width - 2, 1), width - max(width - 2, 1), 1 << 20,
-                   [ids[s % len(ids)] for s in shuffle[:width]], {i for i in missing if i < width})
+    loc = Location(
+        "ec",
+        max(width - 2, 1),
+        width - max(width - 2, 1),
+        1 << 20,
+        [ids[s % len(ids)] for s in shuffle[:width]],
+        {i for i in missing if i < width},
+    )
     plan = plan_moves("blob", loc, topology, "node")
     after = apply(loc, plan.moves)
     present = [topology[d] for _, d in after.present()]

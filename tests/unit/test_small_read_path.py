@@ -58,8 +58,17 @@ def test_anything_unusual_answers_none_and_the_reader_still_serves(tmp_path: Pat
 def test_amz_date_parsing_is_strict() -> None:
     assert parse_amz_date("20130524T000000Z") is not None
     assert parse_amz_date("20130524T235959Z").isoformat() == "2013-05-24T23:59:59+00:00"  # type: ignore[union-attr]
-    for bad in ["20130524T000000z", "2013052T0000000Z", "20130524 000000Z", "20131324T000000Z",
-                "20130524T250000Z", "2013O524T000000Z", "２０１３0524T000000Z", "", "20130524T000000ZZ"]:
+    for bad in [
+        "20130524T000000z",
+        "2013052T0000000Z",
+        "20130524 000000Z",
+        "20131324T000000Z",
+        "20130524T250000Z",
+        "2013O524T000000Z",
+        "２０１３0524T000000Z",
+        "",
+        "20130524T000000ZZ",
+    ]:
         assert parse_amz_date(bad) is None, bad
 
 

@@ -29,7 +29,9 @@ POLICY = TemperaturePolicy()
 TIERS = ["gpu-direct", "hot", "warm", "cold"]
 
 
-def obj(tier: str, heat: float = 0.0, *, idle: float = 0.0, key: str = "k", heat_at: float | None = None) -> ObjectFacts:
+def obj(
+    tier: str, heat: float = 0.0, *, idle: float = 0.0, key: str = "k", heat_at: float | None = None
+) -> ObjectFacts:
     return ObjectFacts(key, 100, {}, "STANDARD", tier, T0 - 100 * DAY, T0 - idle, heat, heat_at)
 
 
@@ -138,8 +140,17 @@ def test_moves_settle_and_never_touch_cold(tier, heat, idle, heat_age, gpu, hot_
             break
         assert target in TIERS[:3] and target not in seen  # no flapping back to a tier it left
         seen.append(target)
-        facts = ObjectFacts(facts.key, facts.size, facts.tags, facts.storage_class, target,
-                            facts.created, facts.last_access, facts.heat, facts.heat_at)
+        facts = ObjectFacts(
+            facts.key,
+            facts.size,
+            facts.tags,
+            facts.storage_class,
+            target,
+            facts.created,
+            facts.last_access,
+            facts.heat,
+            facts.heat_at,
+        )
     else:
         pytest.fail(f"did not settle: {seen}")
     assert desired_tier(obj("cold", heat, idle=idle), policy, T0) is None
@@ -192,7 +203,14 @@ def test_freeing_reaches_the_low_watermark(used: int, capacity: int, x: float, y
 
 def test_heat_histogram_is_cumulative_with_le_labels() -> None:
     assert heat_histogram([0.0, 0.1, 0.5, 2.0, 19.0, 20.0, 21.0, 1000.0]) == {
-        "0.1": 2, "1": 3, "2": 4, "5": 4, "10": 4, "20": 6, "50": 7, "+Inf": 8,
+        "0.1": 2,
+        "1": 3,
+        "2": 4,
+        "5": 4,
+        "10": 4,
+        "20": 6,
+        "50": 7,
+        "+Inf": 8,
     }
     assert heat_histogram([], bounds=(1, 2)) == {"1": 0, "2": 0, "+Inf": 0}
     with pytest.raises(ValueError):
@@ -209,15 +227,18 @@ def test_heat_histogram_counts_everything_once(values: list[float]) -> None:
     assert hist["2"] == sum(1 for v in values if v <= 2)
 
 
-@pytest.mark.parametrize(("storage_class", "explicit", "unclassified_on", "managed"), [
-    ("STANDARD", False, True, True),  # written without a class
-    ("STANDARD", False, False, False),  # ... in a bucket (or server) that turned temperature off
-    ("STANDARD", True, True, False),  # the writer named STANDARD
-    ("STANDARD_IA", False, True, False),  # a lifecycle transition gave it STANDARD_IA
-    ("STANDARD_IA", True, True, False),
-    ("EXPRESS_ONEZONE", True, True, False),
-    ("INTELLIGENT_TIERING", True, False, True),  # always: that class *is* temperature management
-])
+@pytest.mark.parametrize(
+    ("storage_class", "explicit", "unclassified_on", "managed"),
+    [
+        ("STANDARD", False, True, True),  # written without a class
+        ("STANDARD", False, False, False),  # ... in a bucket (or server) that turned temperature off
+        ("STANDARD", True, True, False),  # the writer named STANDARD
+        ("STANDARD_IA", False, True, False),  # a lifecycle transition gave it STANDARD_IA
+        ("STANDARD_IA", True, True, False),
+        ("EXPRESS_ONEZONE", True, True, False),
+        ("INTELLIGENT_TIERING", True, False, True),  # always: that class *is* temperature management
+    ],
+)
 def test_only_unclassed_and_intelligent_tiering_objects_follow_temperature(
     storage_class: str, explicit: bool, unclassified_on: bool, managed: bool
 ) -> None:

@@ -97,12 +97,17 @@ def _fitting_level(name: str, topology: Topology, level: str, width: int) -> str
     A tier wider than the nodes (8+3 over 6 nodes) still runs, on distinct drives; losing a node
     may then cost such a stripe more than one shard.
     """
-    for candidate in LEVELS[LEVELS.index(level):]:
+    for candidate in LEVELS[LEVELS.index(level) :]:
         if len(topology.groups(candidate)) >= width:
             if candidate != level:
                 logging.getLogger("tierstore.nodes").warning(
                     "tier %s: %d shards but only %d %ss: spreading over %ss instead",
-                    name, width, len(topology.groups(level)), level, candidate)
+                    name,
+                    width,
+                    len(topology.groups(level)),
+                    level,
+                    candidate,
+                )
             return candidate
     return level
 
@@ -134,13 +139,22 @@ class ErasureCodedBackend(TierBackend):
         pack_compact_seconds: float = 60.0,
         **_: Any,
     ) -> None:
-        factory: DriveFactory = packed_local_drive(pack_threshold_bytes) if pack_threshold_bytes else local_drive
+        factory: DriveFactory = (
+            packed_local_drive(pack_threshold_bytes) if pack_threshold_bytes else local_drive
+        )
         topology: Topology | None = None
         if pool is None and remote_domains:
             # On storage nodes (tiering.nodes): one domain per node drive, reached over HTTP.
             topology = Topology(
-                Domain(id=d["id"], path=Path(d["path"]), node=d["node"], rack=d.get("rack", "rack1"),
-                       zone=d.get("zone", "zone1"), weight=float(d.get("weight", 1.0)), address=d["address"])
+                Domain(
+                    id=d["id"],
+                    path=Path(d["path"]),
+                    node=d["node"],
+                    rack=d.get("rack", "rack1"),
+                    zone=d.get("zone", "zone1"),
+                    weight=float(d.get("weight", 1.0)),
+                    address=d["address"],
+                )
                 for d in remote_domains
             )
             factory = remote_drive_factory(cluster_secret, node_timeout)
@@ -148,9 +162,14 @@ class ErasureCodedBackend(TierBackend):
         elif pool is None:
             if domains:
                 topology = Topology(
-                    Domain(id=d["id"], path=Path(d["path"]), node=d.get("node", d["id"]),
-                           rack=d.get("rack", "rack1"), zone=d.get("zone", "zone1"),
-                           weight=float(d.get("weight", 0.0)))
+                    Domain(
+                        id=d["id"],
+                        path=Path(d["path"]),
+                        node=d.get("node", d["id"]),
+                        rack=d.get("rack", "rack1"),
+                        zone=d.get("zone", "zone1"),
+                        weight=float(d.get("weight", 0.0)),
+                    )
                     for d in domains
                 )
                 for domain in topology:
@@ -162,9 +181,16 @@ class ErasureCodedBackend(TierBackend):
         if pool is None:
             assert topology is not None
             pool = ErasurePool(
-                name, topology, k, m, spread_level=spread_level, block_size=block_size,
-                write_quorum=write_quorum or None, small_object_threshold=small_object_threshold,
-                drive_health=drive_health, drive_factory=factory,
+                name,
+                topology,
+                k,
+                m,
+                spread_level=spread_level,
+                block_size=block_size,
+                write_quorum=write_quorum or None,
+                small_object_threshold=small_object_threshold,
+                drive_health=drive_health,
+                drive_factory=factory,
             )
         self.pool = pool
         pool.pack_compact_seconds = pack_compact_seconds

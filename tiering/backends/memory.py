@@ -67,7 +67,9 @@ class _CachingWriter(DataWriter):
 class MemoryBackend(TierBackend):
     kind = "memory"
 
-    def __init__(self, root: str | Path, cache_bytes: int = DEFAULT_CACHE_BYTES, fsync: bool = True, **_: Any) -> None:
+    def __init__(
+        self, root: str | Path, cache_bytes: int = DEFAULT_CACHE_BYTES, fsync: bool = True, **_: Any
+    ) -> None:
         self.durable = LocalFilesBackend(root, fsync=fsync)
         self.cache_bytes = int(cache_bytes)
         self.max_cached_blob = self.cache_bytes // 4

@@ -79,8 +79,9 @@ MAX_POOL_CONNECTIONS = 32
 READ_RESUMES = 3  # a ranged GET that breaks mid-body is resumed this many times
 
 _NOT_FOUND = frozenset({"NoSuchKey", "NotFound", "404", "PreconditionFailed", "412"})
-_NO_ROOM = frozenset({"EntityTooLarge", "QuotaExceeded", "XMinioStorageFull", "InsufficientStorage",
-                      "StorageFull"})
+_NO_ROOM = frozenset(
+    {"EntityTooLarge", "QuotaExceeded", "XMinioStorageFull", "InsufficientStorage", "StorageFull"}
+)
 
 
 def _as_bool_or_path(value: Any) -> bool | str:
@@ -153,7 +154,8 @@ class _RemoteWriter(DataWriter):
         if self._upload_id is None:
             created = await backend.call(
                 lambda: backend.client.create_multipart_upload(Bucket=backend.bucket, Key=self._key),
-                self._key, writing=True,
+                self._key,
+                writing=True,
             )
             self._upload_id = str(created["UploadId"])
         number = len(self._parts) + 1
@@ -163,8 +165,13 @@ class _RemoteWriter(DataWriter):
 
         def upload() -> dict[str, Any]:
             return backend.client.upload_part(
-                Bucket=backend.bucket, Key=self._key, UploadId=upload_id, PartNumber=number,
-                Body=data, ContentLength=len(data), ContentMD5=_md5_b64(data),
+                Bucket=backend.bucket,
+                Key=self._key,
+                UploadId=upload_id,
+                PartNumber=number,
+                Body=data,
+                ContentLength=len(data),
+                ContentMD5=_md5_b64(data),
             )
 
         reply = await backend.call(upload, self._key, writing=True)
@@ -181,7 +188,10 @@ class _RemoteWriter(DataWriter):
 
                 def put() -> dict[str, Any]:
                     return backend.client.put_object(
-                        Bucket=backend.bucket, Key=self._key, Body=data, ContentLength=len(data),
+                        Bucket=backend.bucket,
+                        Key=self._key,
+                        Body=data,
+                        ContentLength=len(data),
                         ContentMD5=_md5_b64(data),
                     )
 
@@ -194,10 +204,13 @@ class _RemoteWriter(DataWriter):
                 upload_id, parts = self._upload_id, list(self._parts)
                 reply = await backend.call(
                     lambda: backend.client.complete_multipart_upload(
-                        Bucket=backend.bucket, Key=self._key, UploadId=upload_id,
+                        Bucket=backend.bucket,
+                        Key=self._key,
+                        UploadId=upload_id,
                         MultipartUpload={"Parts": parts},
                     ),
-                    self._key, writing=True,
+                    self._key,
+                    writing=True,
                 )
         except BaseException:
             await self.abort()
@@ -206,7 +219,9 @@ class _RemoteWriter(DataWriter):
         self._upload_id = None
         backend.blobs_written += 1
         etag = str(reply.get("ETag", "")).strip('"')
-        return StoredData(self._data_id, self._size, {"bucket": backend.bucket, "key": self._key, "etag": etag})
+        return StoredData(
+            self._data_id, self._size, {"bucket": backend.bucket, "key": self._key, "etag": etag}
+        )
 
     async def abort(self) -> None:
         self._closed = True
@@ -217,14 +232,19 @@ class _RemoteWriter(DataWriter):
         backend = self._backend
         try:
             await backend.call(
-                lambda: backend.client.abort_multipart_upload(Bucket=backend.bucket, Key=self._key, UploadId=upload_id),
+                lambda: backend.client.abort_multipart_upload(
+                    Bucket=backend.bucket, Key=self._key, UploadId=upload_id
+                ),
                 self._key,
             )
         except DataNotFound:
             pass  # NoSuchUpload: already gone
         except BackendError as exc:
-            log.warning("could not abort remote multipart upload of %s (left for the bucket's lifecycle rule): %s",
-                        self._key, exc)
+            log.warning(
+                "could not abort remote multipart upload of %s (left for the bucket's lifecycle rule): %s",
+                self._key,
+                exc,
+            )
 
 
 class _RemoteReader(DataReader):
@@ -335,7 +355,9 @@ class S3RemoteBackend(TierBackend):
 
     def _where(self, stored: StoredData) -> tuple[str, str]:
         location = stored.location or {}
-        return str(location.get("bucket") or self.bucket), str(location.get("key") or self.key_for(stored.data_id))
+        return str(location.get("bucket") or self.bucket), str(
+            location.get("key") or self.key_for(stored.data_id)
+        )
 
     async def call(self, action: Callable[[], T], what: str, *, writing: bool = False) -> T:
         """Run one blocking boto3 call in a worker thread, mapping its failures."""
@@ -386,11 +408,17 @@ class S3RemoteBackend(TierBackend):
             self.reachable = False
             log.warning(
                 "tier %s: remote S3 bucket %r at %s is not reachable (%s); writes to and reads from "
-                "this tier will fail until it is", self.name, self.bucket, self.endpoint or "AWS", exc,
+                "this tier will fail until it is",
+                self.name,
+                self.bucket,
+                self.endpoint or "AWS",
+                exc,
             )
             return
         self.reachable = True
-        log.info("tier %s: remote S3 bucket %r at %s is reachable", self.name, self.bucket, self.endpoint or "AWS")
+        log.info(
+            "tier %s: remote S3 bucket %r at %s is reachable", self.name, self.bucket, self.endpoint or "AWS"
+        )
 
     async def close(self) -> None:
         if self._probe is not None:
@@ -405,11 +433,17 @@ class S3RemoteBackend(TierBackend):
 
         def scan() -> list[StoredData]:
             found: list[StoredData] = []
-            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self.prefix):
+            for page in self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=self.prefix
+            ):
                 for obj in page.get("Contents", []):
                     if since <= obj["LastModified"].timestamp() < until:
-                        data_id = obj["Key"][len(self.prefix):]
-                        location = {"bucket": self.bucket, "key": obj["Key"], "etag": str(obj.get("ETag", "")).strip('"')}
+                        data_id = obj["Key"][len(self.prefix) :]
+                        location = {
+                            "bucket": self.bucket,
+                            "key": obj["Key"],
+                            "etag": str(obj.get("ETag", "")).strip('"'),
+                        }
                         found.append(StoredData(data_id, int(obj["Size"]), location))
             return found
 

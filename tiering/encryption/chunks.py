@@ -67,7 +67,9 @@ class ChunkSealer:
     Not thread-safe; a caller may run `feed` in a worker thread (one at a time, in order).
     """
 
-    def __init__(self, key: bytes, object_id: bytes, part_number: int = 0, chunk_size: int = CHUNK_SIZE) -> None:
+    def __init__(
+        self, key: bytes, object_id: bytes, part_number: int = 0, chunk_size: int = CHUNK_SIZE
+    ) -> None:
         self._aead = AESGCM(key)
         self._object_id = object_id
         self._part = part_number
@@ -85,8 +87,9 @@ class ChunkSealer:
 
     def _seal(self, plain: bytes | bytearray | memoryview) -> bytes:
         # Slices of the caller's buffer go in as they are: AESGCM takes any bytes-like object.
-        sealed = self._aead.encrypt(_nonce(self._prefix, self._index), plain,
-                                    _aad(self._object_id, self._part, self._index))
+        sealed = self._aead.encrypt(
+            _nonce(self._prefix, self._index), plain, _aad(self._object_id, self._part, self._index)
+        )
         self._index += 1
         if self._index >= 1 << 32:
             raise ValueError("blob too large for one nonce prefix")
@@ -138,8 +141,15 @@ def parse_header(header: bytes) -> bytes:
 class ChunkOpener:
     """Decrypts consecutive sealed chunks of one blob, starting at chunk `first`."""
 
-    def __init__(self, key: bytes, object_id: bytes, part_number: int, prefix: bytes, first: int,
-                 chunk_size: int = CHUNK_SIZE) -> None:
+    def __init__(
+        self,
+        key: bytes,
+        object_id: bytes,
+        part_number: int,
+        prefix: bytes,
+        first: int,
+        chunk_size: int = CHUNK_SIZE,
+    ) -> None:
         self._aead = AESGCM(key)
         self._object_id = object_id
         self._part = part_number
@@ -178,15 +188,18 @@ class ChunkOpener:
 
     def _open(self, sealed: memoryview) -> bytes:
         try:
-            plain = self._aead.decrypt(_nonce(self._prefix, self._index), sealed,
-                                       _aad(self._object_id, self._part, self._index))
+            plain = self._aead.decrypt(
+                _nonce(self._prefix, self._index), sealed, _aad(self._object_id, self._part, self._index)
+            )
         except InvalidTag:
             raise ChunkAuthError(f"chunk {self._index} does not authenticate") from None
         self._index += 1
         return plain
 
 
-def open_blob(key: bytes, object_id: bytes, part_number: int, blob: bytes, chunk_size: int = CHUNK_SIZE) -> bytes:
+def open_blob(
+    key: bytes, object_id: bytes, part_number: int, blob: bytes, chunk_size: int = CHUNK_SIZE
+) -> bytes:
     """A whole sealed blob's plaintext (the small-object path)."""
     plaintext_size(len(blob), chunk_size)  # a size no sealer makes is corrupt
     opener = ChunkOpener(key, object_id, part_number, parse_header(blob[:HEADER_BYTES]), 0, chunk_size)

@@ -51,8 +51,13 @@ class ObjectEncryption:
         return bytes.fromhex(self.object_id)
 
     def to_json(self) -> dict[str, Any]:
-        raw: dict[str, Any] = {"m": self.mode, "oid": self.object_id, "wk": self.wrapped_key, "kid": self.key_id,
-                               "cs": self.chunk_size}
+        raw: dict[str, Any] = {
+            "m": self.mode,
+            "oid": self.object_id,
+            "wk": self.wrapped_key,
+            "kid": self.key_id,
+            "cs": self.chunk_size,
+        }
         if self.key_check:
             raw["kc"] = self.key_check
         if self.bucket_key:
@@ -61,5 +66,12 @@ class ObjectEncryption:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> ObjectEncryption:
-        return cls(raw["m"], raw["oid"], raw["wk"], raw.get("kid", ""), raw.get("kc", ""), raw.get("bk", False),
-                   raw.get("cs", CHUNK_SIZE))
+        return cls(
+            raw["m"],
+            raw["oid"],
+            raw["wk"],
+            raw.get("kid", ""),
+            raw.get("kc", ""),
+            raw.get("bk", False),
+            raw.get("cs", CHUNK_SIZE),
+        )

@@ -179,8 +179,12 @@ class KeyService:
             tmp = directory / "current.tmp"
             tmp.write_text(name + "\n")
             os.replace(tmp, directory / "current")
-            log.info("encryption: generated master key %s in %s (set [encryption] master_key_file "
-                     "or master_key_env to bring your own)", name, directory)
+            log.info(
+                "encryption: generated master key %s in %s (set [encryption] master_key_file "
+                "or master_key_env to bring your own)",
+                name,
+                directory,
+            )
         return name
 
     @property
@@ -302,7 +306,9 @@ class KeyService:
             return None
         data_key = self.data_key(enc)
         wrapped = aes_key_wrap(self._master(self._current), data_key)
-        return ObjectEncryption(SSE_S3, enc.object_id, _b64(wrapped), self._current, chunk_size=enc.chunk_size)
+        return ObjectEncryption(
+            SSE_S3, enc.object_id, _b64(wrapped), self._current, chunk_size=enc.chunk_size
+        )
 
 
 def _b64(raw: bytes) -> str:
