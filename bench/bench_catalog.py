@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_catalog.py                 # ~10 min on 2 cores
     .venv/bin/python bench/bench_catalog.py --quick         # ~3 min: short windows, 20,000 listed keys
     .venv/bin/python bench/bench_catalog.py --list-keys 1000000 --out catalog.json
+    .venv/bin/python bench/bench_catalog.py --list-keys 1000000 --skip shapes --skip scale  # LIST only
 
 Starts its own PostgreSQL (Debian's package, as tests/postgres.py does: a temp dir, a free
 loopback port) and tierstore servers from this checkout (bench/servers.py), and drives them with
@@ -135,7 +136,7 @@ def per_operation(pg: PostgresServer, args: argparse.Namespace) -> dict[str, Any
             ("put-1MiB-c1", ["--op", "put", "--size", "1MiB", "-c", "1"]),
             ("put-1MiB-c8", ["--op", "put", "--size", "1MiB", "-c", "8"]),
         ]
-        for name, shape in shapes:
+        for name, shape in [] if "shapes" in args.skip else shapes:
             results[name] = per_endpoint(s3bench(both, *shape, *window, "--bucket", f"ops-{name.lower()}"))
             print(name, results[name], flush=True)
         # LIST pages over a big bucket: filled through each catalog, then listed by s3bench.
@@ -272,7 +273,8 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--list-keys", type=int, default=200_000)
-    parser.add_argument("--skip", choices=("ops", "scale"), action="append", default=[])
+    # shapes: the per-operation PUT/GET shapes (LIST alone: --skip shapes --skip scale)
+    parser.add_argument("--skip", choices=("ops", "shapes", "scale"), action="append", default=[])
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     if args.quick:

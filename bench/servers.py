@@ -182,7 +182,8 @@ class Tierstore(Server):
         return self.tmp / "data"
 
     def command(self) -> list[str]:
-        extra = ["--workers", str(self.workers)] if self.workers != 1 else []
+        # Always explicit: `tierstore serve` alone runs one worker per core.
+        extra = ["--workers", str(self.workers)]
         return [
             sys.executable,
             "-m",

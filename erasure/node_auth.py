@@ -7,14 +7,20 @@ streams a body whose hash is not known when the headers go out: it is signed wit
 `STREAMING`, and its last record carries a MAC (under the same secret, chained to the header
 signature) over the SHA-256 of every body byte before it. The node writes such a shard to a
 temporary file and makes it visible only after that MAC checks out, so a stream altered or cut
-short on the way leaves nothing behind. Replays within the clock window are possible (shard
-writes and deletes are idempotent by name); TLS in front of a node is optional and not built in.
+short on the way leaves nothing behind.
+
+Replays: the request time carries microseconds and three random digits (still a plain number, so
+a node of the previous version checks it as before), which makes each signature unique; a node
+remembers the signatures it accepted within the clock window (`ReplayWindow`) and refuses one
+seen again. TLS in front of a node is optional and not built in.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
+import threading
 import time
 
 DATE_HEADER = "x-tierstore-date"
@@ -35,7 +41,7 @@ def sign(
     secret: bytes, method: str, target: str, body: bytes | None = None, *, streaming: bool = False
 ) -> dict[str, str]:
     """The headers that authenticate a request."""
-    date = f"{time.time():.3f}"
+    date = f"{time.time():.6f}{secrets.randbelow(1000):03d}"  # unique: see ReplayWindow
     body_sha = STREAMING if streaming else hashlib.sha256(body or b"").hexdigest()
     return {
         DATE_HEADER: date,
@@ -60,6 +66,32 @@ def check(
     if not hmac.compare_digest(signature(secret, method, target, date, body_sha), sig):
         return "bad signature"
     return None
+
+
+class ReplayWindow:
+    """The signatures a node accepted within the last MAX_SKEW seconds: each is accepted once.
+
+    Older ones need no memory, since `check` refuses their time anyway. Pruned as it goes: one
+    entry per request of the last window (a few MB at thousands of requests per second)."""
+
+    def __init__(self, window: float = MAX_SKEW) -> None:
+        self.window = window
+        self._seen: dict[str, float] = {}  # signature → its request time; insertion order ≈ time
+        self._lock = threading.Lock()
+
+    def first_use(self, signature_hex: str, sent: float, now: float | None = None) -> bool:
+        """Record this signature; False if it was seen already (a replay)."""
+        now = time.time() if now is None else now
+        with self._lock:
+            while self._seen:
+                oldest, when = next(iter(self._seen.items()))
+                if now - when <= self.window:
+                    break
+                del self._seen[oldest]
+            if signature_hex in self._seen:
+                return False
+            self._seen[signature_hex] = max(sent, now - self.window)
+            return True
 
 
 def trailer_mac(secret: bytes, request_signature: str, body_sha256: bytes) -> bytes:

@@ -36,6 +36,7 @@ from urllib.parse import parse_qs, urlsplit
 from erasure import node_auth
 from erasure.checksum import CHECKSUM_SIZE
 from erasure.errors import CorruptShard, ErasureError
+from erasure.pack import DEFAULT_PACK_THRESHOLD
 from erasure.remote import FRAME, HEADER_B64
 from erasure.shard_format import HEADER_SIZE, ShardHeader, frame_offset
 from erasure.shard_store import LocalDrive, PackedShardReader, check_data_id
@@ -50,10 +51,12 @@ _ROUTE = re.compile(r"/v1/drive/([^/]+)/([^/]+)/([a-z]+)(?:/([^/]+)/([0-9]{1,3})
 class NodeDrives:
     """The drives under a node's data directory (one subdirectory each), per tier, as LocalDrives."""
 
-    def __init__(self, data_dir: Path, drives: list[str], pack_threshold: int = 0) -> None:
+    def __init__(
+        self, data_dir: Path, drives: list[str], pack_threshold: int = DEFAULT_PACK_THRESHOLD
+    ) -> None:
         self.data_dir = data_dir
         self.drives = list(drives)
-        self.pack_threshold = pack_threshold  # >0: small shards go to pack files (erasure/pack.py)
+        self.pack_threshold = pack_threshold  # small shards go to pack files (erasure/pack.py); 0: off
         self._stores: dict[tuple[str, str], LocalDrive] = {}
         self._lock = threading.Lock()
 
@@ -121,6 +124,7 @@ class _Handler(BaseHTTPRequestHandler):
     # -- dispatch ----------------------------------------------------------------------------
 
     def _serve(self) -> None:
+        self.server.in_flight(+1)
         try:
             self._authenticate()
             self._dispatch()
@@ -139,10 +143,18 @@ class _Handler(BaseHTTPRequestHandler):
                 str(exc),
                 errno_=exc.errno,
             )
+        finally:
+            if self.server.stopping.is_set():
+                self.close_connection = True  # draining: no next request on this connection
+            self.server.in_flight(-1)
 
     def _authenticate(self) -> None:
         headers = {k.lower(): v for k, v in self.headers.items()}
         why = node_auth.check(self.server.secret, self.command, self.path, headers)
+        if why is None and not self.server.replays.first_use(
+            headers[node_auth.SIGNATURE_HEADER], float(headers[node_auth.DATE_HEADER])
+        ):
+            why = "replayed request"
         if why is not None:
             self.close_connection = True  # its body (if any) is not read: nothing more on this connection
             log.warning("refused %s %s from %s: %s", self.command, self.path, self.client_address[0], why)
@@ -167,9 +179,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif what == "shard" and shard and method == "DELETE":
             self._delete(store, *shard)
         elif what == "header" and shard and method == "GET":
-            reader = store.open(*shard)
-            reader.close()
-            self._send(200, reader.header.pack())
+            self._header(store, *shard, int(query.get("first_frame_max", "0")))
         elif what == "frame" and shard and method == "GET":
             self._frame(store, *shard, int(query.get("stripe", "0")))
         elif what == "verify" and shard and method == "POST":
@@ -201,6 +211,20 @@ class _Handler(BaseHTTPRequestHandler):
             size = 0
         self._json({"removed": store.remove(data_id, index), "size": size})
 
+    def _header(self, store: LocalDrive, data_id: str, index: int, first_frame_max: int) -> None:
+        """The shard's header; followed by its first frame when that is at most `first_frame_max`
+        bytes (a small object's GET then costs one round trip to each node, not two)."""
+        reader = store.open(data_id, index)
+        try:
+            header = reader.header.pack()
+            geo = reader.header.geometry
+            frame = b""
+            if geo.stripe_count > 0 and CHECKSUM_SIZE + geo.block_len(0) <= first_frame_max:
+                frame = self._read_frame(store, reader, data_id, index, 0)
+        finally:
+            reader.close()
+        self._send(200, header + frame)
+
     def _frame(self, store: LocalDrive, data_id: str, index: int, stripe: int) -> None:
         """One frame as stored (the gateway checks it against its checksum)."""
         reader = store.open(data_id, index)
@@ -208,18 +232,22 @@ class _Handler(BaseHTTPRequestHandler):
             geo = reader.header.geometry
             if not 0 <= stripe < geo.stripe_count:
                 raise ValueError(f"stripe {stripe} out of range")
-            length = CHECKSUM_SIZE + geo.block_len(stripe)
-            if isinstance(reader, PackedShardReader):
-                raw = reader.frame(stripe)  # the record was read whole when opened
-            else:
-                fd = os.open(store.path_for(data_id, index), os.O_RDONLY)
-                try:
-                    raw = os.pread(fd, length, frame_offset(geo.block_size, stripe))
-                finally:
-                    os.close(fd)
+            raw = self._read_frame(store, reader, data_id, index, stripe)
         finally:
             reader.close()
         self._send(200, raw)
+
+    @staticmethod
+    def _read_frame(store: LocalDrive, reader: Any, data_id: str, index: int, stripe: int) -> bytes:
+        geo = reader.header.geometry
+        length = CHECKSUM_SIZE + geo.block_len(stripe)
+        if isinstance(reader, PackedShardReader):
+            return reader.frame(stripe)  # the record was read whole when opened
+        fd = os.open(store.path_for(data_id, index), os.O_RDONLY)
+        try:
+            return os.pread(fd, length, frame_offset(geo.block_size, stripe))
+        finally:
+            os.close(fd)
 
     def _put(self, store: LocalDrive, data_id: str, index: int) -> None:
         """Stream a shard in: frames appended as they arrive, committed only after the trailer MAC."""
@@ -346,4 +374,22 @@ class NodeHTTPServer(ThreadingHTTPServer):
         if not secret:
             raise ValueError("a node needs a cluster secret")
         self.drives, self.secret = drives, secret
+        self.stopping = threading.Event()
+        self.replays = node_auth.ReplayWindow()
+        self._busy = 0
+        self._idle = threading.Condition()
         super().__init__(address, _Handler)
+
+    def in_flight(self, change: int) -> None:
+        with self._idle:
+            self._busy += change
+            if self._busy == 0:
+                self._idle.notify_all()
+
+    def drain(self, timeout: float = 30.0) -> bool:
+        """After `shutdown` (no new connections): let the requests in flight finish — a shard write
+        the gateway is streaming completes and is durable — for up to `timeout` seconds. Handler
+        threads are daemons, so a connection left idle does not hold the exit up. True if none is left."""
+        self.stopping.set()
+        with self._idle:
+            return self._idle.wait_for(lambda: self._busy == 0, timeout)

@@ -1,13 +1,23 @@
-"""Pack files: small shards appended to a few large files instead of a file each (opt-in per tier).
+"""Pack files: small shards appended to a few large files instead of a file each (the default).
 
-A tier with `pack_threshold_bytes` > 0 gives its local drives a `PackSet`. A shard whose whole
-file (header + frames) is at most that many bytes is written as one record appended to the
-drive's open pack, instead of a file of its own: a small-object PUT then creates no file and no
-directory entry, and a flood of 4 KiB objects leaves a handful of files instead of millions.
+A tier's `pack_threshold_bytes` (default 128 KiB; 0 turns packs off) gives its local drives a
+`PackSet`. A shard whose whole file (header + frames) is at most that many bytes is written as one
+record appended to the drive's open pack, instead of a file of its own: a small-object PUT then
+creates no file and no directory entry, and a flood of 4 KiB objects leaves a handful of files
+instead of millions.
 
     <domain>/.packs/pack-<ns>-p<pid>-<tok>.tsp      records, appended only
 
-    record = [fixed: magic kind id_len index length payload_xxh3][data id][xxh32 of the above][payload]
+    <domain>/.packs/pack.key                       the drive's record key (32 random bytes, 0600)
+
+    record = [fixed: magic kind id_len index length payload_xxh3][data id][tag of the above][payload]
+
+The tag is BLAKE2b-128 keyed with the drive's own secret (magic `TSPK`), so bytes a client
+uploaded cannot pass for a record header: a scan that resyncs past a damaged header or a torn tail
+and lands inside a payload (user bytes) never indexes what it finds there without the key. Packs
+written before keys (magic `TSPR`, an unkeyed xxh32) are still read, but only record after record
+from the start of the pack, never by resyncing; compaction migrates them (it copies every live
+record of a legacy pack into the open, keyed pack).
 
 `payload` is exactly the bytes the shard file would hold, so a packed shard reads and verifies
 like a file (header, then checksummed frames). `kind` 2 is a tombstone (a removed shard).
@@ -20,8 +30,8 @@ like a file (header, then checksummed frames). `kind` 2 is a tombstone (a remove
   group flush (erasure/durability.py: writers arriving during a flush share the next one) before
   the catalog names it. A torn tail (short record, bad header) ends the scan of that pack, a
   damaged header in the middle is skipped to the next whole record. Opening the index reads
-  record headers only; a record whose payload fails its checksum when read raises CorruptShard,
-  so reads fall back to other shards and heal writes a fresh record that supersedes it.
+  record headers only; a damaged payload is found by its reader, block by block as in a shard
+  file (shard_store.PackedShardReader), and heal writes a fresh record that supersedes it.
 - Each process appends only to packs it created (its pid is in the name), one open pack at a time,
   rotated at `rotate_bytes`. Other processes' records are found by refreshing the index on a miss.
 - Dead space: removals append a tombstone and lower the pack's live bytes. `compact()` copies the
@@ -34,6 +44,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
+import hmac
 import os
 import secrets
 import struct
@@ -47,12 +59,70 @@ import xxhash
 from erasure.durability import FlushBarrier
 
 PACK_DIR = ".packs"
+# The default on every erasure-coded tier and storage node: a shard file (512-byte header + frames)
+# up to 128 KiB is packed. That covers every replica-layout object (< 64 KiB) and the shards of
+# striped objects up to about k x 128 KiB, the ImageNet-sized blobs a training set is made of.
+DEFAULT_PACK_THRESHOLD = 128 << 10
 DEFAULT_ROTATE_BYTES = 256 << 20
 RETIRE_GRACE = 30.0  # seconds a compacted pack's descriptor stays open for readers in flight
-_MAGIC = b"TSPR"
+KEY_FILE = "pack.key"
+KEY_BYTES = 32
+_MAGIC = b"TSPK"  # keyed records
+_LEGACY_MAGIC = b"TSPR"  # records written before keys: an unkeyed xxh32 of the header
 _PUT, _DEL = 1, 2
 _FIXED = struct.Struct("<4sBBHIQ")  # magic kind id_len index payload_length payload_xxh3
-_CHECK = struct.Struct("<I")
+_CHECK = struct.Struct("<I")  # legacy
+_TAG_BYTES = 16
+
+
+def _tag(key: bytes, head: bytes) -> bytes:
+    return hashlib.blake2b(head, key=key, digest_size=_TAG_BYTES).digest()
+
+
+def load_pack_key(pack_dir: Path, create: bool = True) -> bytes | None:
+    """The drive's record key, made (random, 0600, durable) the first time; None if there is none
+    (or no pack folder). A key that cannot be made raises the drive's OSError (EROFS, ENOSPC).
+
+    Made in a temporary file, flushed, then linked into place: the link is atomic and fails if
+    another process linked its key first, so every process of a drive ends up with the same key.
+    """
+    path = pack_dir / KEY_FILE
+    for _ in range(2):
+        try:
+            key = path.read_bytes()
+        except FileNotFoundError:
+            key = b""
+        except OSError:
+            return None
+        if len(key) == KEY_BYTES:
+            return key
+        if key or not create:
+            return None  # a damaged key: no record can be trusted, none is written
+        tmp = pack_dir / f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.write(fd, secrets.token_bytes(KEY_BYTES))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)
+            os.unlink(tmp)
+            dfd = os.open(pack_dir, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if isinstance(exc, FileNotFoundError):
+                return None  # no pack folder: nothing to read, and the writer makes the folder first
+            # A read-only or full drive: it reads its packs and writes none. The errno goes up to
+            # the writer, so that drive health says why (EROFS, ENOSPC), not just "no key".
+            raise
+    return None
 
 
 @dataclass(frozen=True)
@@ -66,29 +136,51 @@ class PackedRecord:
         return len(payload) == self.length and xxhash.xxh3_64_intdigest(payload) == self.digest
 
 
-def encode_record(kind: int, data_id: str, index: int, payload: bytes) -> bytes:
+def encode_record(kind: int, data_id: str, index: int, payload: bytes, key: bytes | None = None) -> bytes:
+    """A record tagged with the drive's `key` (None: the legacy unkeyed format, for tests of old packs)."""
     ident = data_id.encode()
+    magic = _LEGACY_MAGIC if key is None else _MAGIC
     head = (
-        _FIXED.pack(_MAGIC, kind, len(ident), index, len(payload), xxhash.xxh3_64_intdigest(payload)) + ident
+        _FIXED.pack(magic, kind, len(ident), index, len(payload), xxhash.xxh3_64_intdigest(payload)) + ident
     )
-    return head + _CHECK.pack(xxhash.xxh32_intdigest(head)) + payload
+    check = _CHECK.pack(xxhash.xxh32_intdigest(head)) if key is None else _tag(key, head)
+    return head + check + payload
 
 
-def _record_at(fd: int, pos: int, size: int) -> tuple[int, str, int, PackedRecord, int] | None:
-    """The whole record at `pos` (kind, data id, index, record, where it ends), None if none is."""
+def record_header_size(data_id: str, keyed: bool) -> int:
+    return _FIXED.size + len(data_id.encode()) + (_TAG_BYTES if keyed else _CHECK.size)
+
+
+def _record_at(
+    fd: int, pos: int, size: int, key: bytes | None, legacy: bool
+) -> tuple[int, str, int, PackedRecord, int] | None:
+    """The whole record at `pos` (kind, data id, index, record, where it ends), None if none is.
+
+    A keyed record needs the drive's `key`; a legacy (unkeyed) one is accepted only where `legacy`
+    says `pos` is where the previous whole record ended, never where a resync landed.
+    """
     if pos + _FIXED.size > size:
         return None
     fixed = os.pread(fd, _FIXED.size, pos)
     magic, kind, id_len, index, length, digest = _FIXED.unpack(fixed)
-    if magic != _MAGIC or kind not in (_PUT, _DEL):
+    if kind not in (_PUT, _DEL):
         return None
-    rest = os.pread(fd, id_len + _CHECK.size, pos + _FIXED.size)
-    if len(rest) != id_len + _CHECK.size:
+    if magic == _MAGIC and key is not None:
+        check_size = _TAG_BYTES
+    elif magic == _LEGACY_MAGIC and legacy:
+        check_size = _CHECK.size
+    else:
+        return None
+    rest = os.pread(fd, id_len + check_size, pos + _FIXED.size)
+    if len(rest) != id_len + check_size:
         return None
     head = fixed + rest[:id_len]
-    if _CHECK.unpack(rest[id_len:])[0] != xxhash.xxh32_intdigest(head):
+    if key is not None and check_size == _TAG_BYTES:
+        if not hmac.compare_digest(rest[id_len:], _tag(key, head)):
+            return None
+    elif _CHECK.unpack(rest[id_len:])[0] != xxhash.xxh32_intdigest(head):
         return None
-    payload_at = pos + _FIXED.size + id_len + _CHECK.size
+    payload_at = pos + _FIXED.size + id_len + check_size
     if payload_at + length > size:
         return None  # the payload never made it whole
     try:
@@ -101,7 +193,7 @@ def _record_at(fd: int, pos: int, size: int) -> tuple[int, str, int, PackedRecor
 
 
 def _next_magic(fd: int, pos: int, size: int) -> int | None:
-    """The next offset after `pos` where a record's magic appears (a damaged header is skipped)."""
+    """The next offset after `pos` where a keyed record's magic appears (a damaged header is skipped)."""
     chunk = 1 << 20
     at = pos + 1
     while at < size:
@@ -114,27 +206,32 @@ def _next_magic(fd: int, pos: int, size: int) -> int | None:
 
 
 def scan_pack(
-    fd: int, start: int = 0, resync: bool = True
+    fd: int, start: int = 0, resync: bool = True, key: bytes | None = None
 ) -> tuple[list[tuple[int, str, int, PackedRecord]], int]:
     """Records of a pack from `start`: [(kind, data id, index, record)], and where whole records end.
 
     A record that is short or whose header does not check is skipped: scanning resumes at the next
-    whole record found after it (a damaged header in the middle), else ends there (a torn tail).
-    Without `resync` (a pack another live process is appending to: its last record may be half
-    written right now) the scan ends at the first such record, to be read on from there later.
+    keyed record found after it (a damaged header in the middle), else ends there (a torn tail, or
+    the last record of a live appender, half written right now: read on from there later). Only a
+    keyed record is taken where a resync lands: it may be inside a payload, and user bytes cannot
+    carry a valid tag without the drive's key. Before skipping, the spot is read again: a keyed
+    record after it was appended after it, so a record that was half written is whole by now.
+    Without `key` (or without `resync`) the scan ends at the first record that does not check.
     """
     size = os.fstat(fd).st_size
     found: list[tuple[int, str, int, PackedRecord]] = []
     pos = start
     while pos < size:
-        record = _record_at(fd, pos, size)
+        record = _record_at(fd, pos, size, key, legacy=True)
         probe = pos
         while record is None:
-            nxt = _next_magic(fd, probe, size) if resync else None
+            nxt = _next_magic(fd, probe, size) if resync and key is not None else None
             if nxt is None:
                 return found, pos
             probe = nxt
-            record = _record_at(fd, probe, size)
+            record = _record_at(fd, probe, size, key, legacy=False)
+            if record is not None:
+                record = _record_at(fd, pos, size, key, legacy=True) or record
         kind, data_id, index, rec, pos = record
         found.append((kind, data_id, index, rec))
     return found, pos
@@ -154,6 +251,8 @@ class PackSet:
         self._size: dict[str, int] = {}  # pack -> bytes of whole records
         self._live: dict[str, int] = {}  # pack -> payload bytes still indexed
         self._active: str | None = None
+        self._key: bytes | None = None  # the drive's record key (None: this drive cannot write)
+        self._legacy: set[str] = set()  # packs written before keys: compaction migrates them
         self._retired: list[tuple[float, int]] = []  # (when, fd) to close after the grace
         self._loaded = False
 
@@ -161,7 +260,11 @@ class PackSet:
 
     def _load(self) -> None:
         if not self._loaded:
-            self.dir.mkdir(exist_ok=True)
+            # A drive that is full (or read-only) may refuse even a directory: it must stay
+            # readable all the same, so the pack directory is made again when a pack is.
+            with contextlib.suppress(OSError):
+                self.dir.mkdir(exist_ok=True)
+            self._key = load_pack_key(self.dir, create=False)  # made with the first pack
             self._loaded = True
             self.refresh()
 
@@ -172,13 +275,20 @@ class PackSet:
                 names = sorted(n for n in os.listdir(self.dir) if n.endswith(".tsp"))
             except FileNotFoundError:
                 names = []
+            if names and self._key is None:
+                self._key = load_pack_key(self.dir, create=False)  # another process made it since
             for name in names:
                 if name == self._active:
                     continue  # ours: indexed as we append
                 fd = self._fd(name)
                 if fd is None:
                     continue
-                found, end = scan_pack(fd, self._scanned.get(name, 0), resync=self._ours_or_orphan(name))
+                start = self._scanned.get(name, 0)
+                if start == 0 and os.pread(fd, len(_LEGACY_MAGIC), 0) == _LEGACY_MAGIC:
+                    self._legacy.add(name)
+                # Skipping a damaged header is safe even in a live appender's pack: only a keyed
+                # record is taken past it, and the spot is read again once a later record is seen.
+                found, end = scan_pack(fd, start, key=self._key)
                 self._scanned[name] = end
                 self._size[name] = end
                 for kind, data_id, index, rec in found:
@@ -252,9 +362,9 @@ class PackSet:
             return rec.length
 
     def _append(self, kind: int, data_id: str, index: int, payload: bytes, sync: bool) -> PackedRecord:
-        record = encode_record(kind, data_id, index, payload)
         with self._lock:
             self._load()
+            record = encode_record(kind, data_id, index, payload, self._writing_key())
             name = self._active
             if name is None or self._size[name] + len(record) > self.rotate_bytes and self._size[name] > 0:
                 name = self._open_new()
@@ -272,8 +382,19 @@ class PackSet:
                 os.fdatasync(fd)
             return rec
 
+    def _writing_key(self) -> bytes:
+        if self._key is None:
+            # The folder may be missing: a drive that was read-only or full when this process
+            # started could not make it; the first write after it recovers makes folder and key.
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._key = load_pack_key(self.dir)
+        if self._key is None:
+            raise OSError(f"no record key in {self.dir} (read-only drive or a damaged {KEY_FILE})")
+        return self._key
+
     def _open_new(self) -> str:
         name = f"pack-{time.time_ns():020d}-p{os.getpid()}-{secrets.token_hex(4)}.tsp"  # names sort by age
+        self.dir.mkdir(exist_ok=True)
         fd = os.open(self.dir / name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         self._fds[name] = fd
         self._size[name] = self._scanned[name] = 0
@@ -288,7 +409,8 @@ class PackSet:
     # -- compaction -------------------------------------------------------------------------
 
     def compact(self, min_dead_ratio: float = 0.5, bytes_per_second: float = 64 << 20) -> int:
-        """Rewrite packs at least `min_dead_ratio` dead; returns the bytes of pack files removed."""
+        """Rewrite packs at least `min_dead_ratio` dead, and legacy (unkeyed) packs whatever their
+        dead share (a migration: their records come back keyed); returns the bytes of packs removed."""
         self._close_retired()
         with self._lock:
             self._load()
@@ -297,7 +419,7 @@ class PackSet:
                 name
                 for name, size in self._size.items()
                 if size > 0
-                and 1 - self._live.get(name, 0) / size >= min_dead_ratio
+                and (1 - self._live.get(name, 0) / size >= min_dead_ratio or name in self._legacy)
                 and self._ours_or_orphan(name)
             ]
         reclaimed = 0
@@ -352,14 +474,15 @@ class PackSet:
             self._live.pop(name, None)
             self._scanned.pop(name, None)
             del self._fds[name]
+            self._legacy.discard(name)
             os.unlink(self.dir / name)
             self._retired.append((time.monotonic(), fd))
             return size
 
     def _copy(self, key: tuple[str, int], payload: bytes) -> PackedRecord:
         """Append a live record's payload without touching the index (compaction swaps it in later)."""
-        record = encode_record(_PUT, key[0], key[1], payload)
         with self._lock:
+            record = encode_record(_PUT, key[0], key[1], payload, self._writing_key())  # re-tagged
             name = self._active
             if name is None or self._size[name] + len(record) > self.rotate_bytes and self._size[name] > 0:
                 name = self._open_new()

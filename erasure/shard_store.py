@@ -623,17 +623,20 @@ class PackingWriter:
 
 
 class PackedShardReader:
-    """A packed shard: its whole record read with one pread, then served like a shard file."""
+    """A packed shard: its whole record read with one pread, then served like a shard file.
+
+    The record's own checksum is not what decides: a damaged record is read like a damaged shard
+    file — its header and every block checked on their own — so one bad block costs one block
+    (rebuilt on the fly, rewritten by heal), never the whole shard, exactly as for a file.
+    """
 
     def __init__(
         self, store: LocalDrive, packs: PackSet, rec: PackedRecord, data_id: str, index: int
     ) -> None:
         self.store = store
         self._raw = packs.read(rec)
-        if not rec.intact(self._raw):
-            raise CorruptShard(
-                f"packed shard {data_id}.{index} in {rec.pack} at {rec.offset}: checksum mismatch"
-            )
+        if len(self._raw) != rec.length:
+            raise CorruptShard(f"packed shard {data_id}.{index} in {rec.pack} at {rec.offset}: truncated")
         self.header = ShardHeader.unpack(self._raw[:HEADER_SIZE])
         if self.header.data_id != data_id or self.header.index != index:
             raise CorruptShard(f"{rec.pack} at {rec.offset} holds {self.header.data_id}.{self.header.index}")

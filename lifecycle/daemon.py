@@ -41,8 +41,10 @@ from lifecycle.mover import MoveOrder, Mover
 from lifecycle.rules import (
     LifecycleConfiguration,
     RuleError,
+    noncurrent_action,
     object_action,
     parse_lifecycle,
+    removes_lone_marker,
     upload_should_abort,
 )
 from lifecycle.temperature import (
@@ -103,6 +105,11 @@ class PassReport:
     restores_expired: int = 0
     uploads_aborted: int = 0
     watermark_moves: int = 0
+    # Versioned buckets: noncurrent versions expired / moved, lone delete markers removed.
+    noncurrent_expired: int = 0
+    noncurrent_transitions: int = 0
+    noncurrent_cooled: int = 0  # noncurrent versions temperature moved (colder, or back to hot)
+    markers_removed: int = 0
     # Set when the pass did not run because another live daemon holds the lease.
     skipped: str = ""
     lease_holder: str = ""
@@ -351,10 +358,123 @@ class LifecycleDaemon:
         report.transitions = len(orders)
         report.uploads_aborted = await self._abort_uploads(policies, now)
         await self.mover.run(orders)
+        await self._versions(policies, now, report)
         report.finished = time.time()
         self.last_pass = report
         self.passes += 1
         return report
+
+    def _noncurrent_tier(self, record: ObjectRecord, policy: BucketPolicy, now: float) -> str | None:
+        """The tier temperature sends a noncurrent version to, or None.
+
+        A noncurrent version follows temperature like a current object without a class (same
+        policy, same bucket opt-out, classed versions stay on their class's tier), judged by its
+        own heat and last access: reads by versionId warm that version (lifecycle.tracker). It
+        never goes to gpu-direct, whose room the watermarks keep for current objects: where
+        temperature would send it there, it goes to hot."""
+        if record.tier == COLD or not self._managed(record, policy):
+            return None
+        wanted = desired_tier(self.facts(record), self.settings.temperature, now)
+        if wanted == GPU_DIRECT:
+            wanted = HOT
+        if wanted is None or wanted == record.tier or wanted not in self.store.tiers:
+            return None
+        return wanted
+
+    async def _versions(self, policies: dict[str, BucketPolicy], now: float, report: PassReport) -> None:
+        """Noncurrent versions (rules, then temperature) and lone delete markers of every bucket.
+
+        Every bucket is looked at, not only those the object scan met: a bucket whose keys were
+        all deleted holds only markers and noncurrent versions."""
+        for bucket in await self.store.list_buckets():
+            policy = await self._bucket_policy(bucket.name, policies)
+            config = policy.lifecycle
+            if config is not None and not any(r.enabled and r.acts_on_versions for r in config.rules):
+                config = None  # no rule acts on versions: only temperature may move them
+            cursor: tuple[str, int] | None = None
+            while True:
+                batch, cursor = await asyncio.to_thread(
+                    self.store.catalog.noncurrent_versions, bucket.name, cursor, self.settings.scan_batch
+                )
+                for version in batch:
+                    record = version.record
+                    action = None
+                    if config is not None:
+                        action = noncurrent_action(
+                            config,
+                            self.facts(record),
+                            version.noncurrent_since,
+                            version.newer_noncurrent,
+                            now,
+                        )
+                    if action is None:
+                        await self._cool_version(bucket.name, record, policy, now, report)
+                        continue
+                    try:
+                        if action.kind is ActionKind.EXPIRE:
+                            await self.store.delete_version(bucket.name, record.key, record.version_id)
+                            report.noncurrent_expired += 1
+                        elif action.storage_class:
+                            tier = tier_for_storage_class(action.storage_class)
+                            if tier in self.store.tiers and tier != record.tier:
+                                moved = await self.store.move_version(
+                                    bucket.name,
+                                    record.key,
+                                    record.version_id,
+                                    tier,
+                                    storage_class=action.storage_class,
+                                    expected_generation=record.generation,
+                                )
+                                report.noncurrent_transitions += moved is not None
+                    except TieringError:
+                        log.warning(
+                            "lifecycle could not act on %s/%s version %s",
+                            bucket.name,
+                            record.key,
+                            record.version_id,
+                        )
+                if cursor is None:
+                    break
+            if config is not None:
+                await self._lone_markers(bucket.name, config, report)
+
+    async def _cool_version(
+        self, bucket: str, record: ObjectRecord, policy: BucketPolicy, now: float, report: PassReport
+    ) -> None:
+        """Move a noncurrent version where its temperature says (keeping its class), through
+        the same compare-and-swap on its generation as a rule's move: a version that became
+        current, changed or was deleted meanwhile is left as it is."""
+        tier = self._noncurrent_tier(record, policy, now)
+        if tier is None:
+            return
+        try:
+            moved = await self.store.move_version(
+                bucket,
+                record.key,
+                record.version_id,
+                tier,
+                storage_class=record.meta.storage_class,
+                expected_generation=record.generation,
+            )
+        except TieringError:
+            log.warning("lifecycle could not cool %s/%s version %s", bucket, record.key, record.version_id)
+            return
+        report.noncurrent_cooled += moved is not None
+
+    async def _lone_markers(self, bucket: str, config: LifecycleConfiguration, report: PassReport) -> None:
+        """ExpiredObjectDeleteMarker: a delete marker with no version left behind it goes."""
+        if not any(r.enabled and r.expired_object_delete_marker for r in config.rules):
+            return
+        after: str | None = ""
+        while after is not None:
+            markers, after = await asyncio.to_thread(
+                self.store.catalog.lone_delete_markers, bucket, after, self.settings.scan_batch
+            )
+            for key, version_id in markers:
+                if removes_lone_marker(config, key) is not None:
+                    with contextlib.suppress(TieringError):
+                        await self.store.delete_version(bucket, key, version_id)
+                        report.markers_removed += 1
 
     async def _restores(self, record: ObjectRecord, now: float, report: PassReport) -> None:
         restore = record.restore

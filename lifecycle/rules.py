@@ -150,6 +150,16 @@ class Transition:
 
 
 @dataclass(frozen=True)
+class NoncurrentTransition:
+    """NoncurrentVersionTransition: move a version `days` after it stopped being current, once it
+    has more than `newer_versions` newer noncurrent versions (None: whatever their number)."""
+
+    days: int
+    storage_class: str
+    newer_versions: int | None = None
+
+
+@dataclass(frozen=True)
 class Rule:
     id: str
     enabled: bool
@@ -158,8 +168,12 @@ class Rule:
     expiration_days: int | None = None
     expiration_date: float | None = None
     abort_incomplete_days: int | None = None
-    # Kept only so GET returns what was PUT: buckets are unversioned, so there are no delete markers.
+    # Remove a current delete marker that has no other version left behind it.
     expired_object_delete_marker: bool = False
+    # NoncurrentVersionExpiration (NoncurrentDays, NewerNoncurrentVersions) and transitions.
+    noncurrent_expiration_days: int | None = None
+    noncurrent_expiration_newer: int | None = None
+    noncurrent_transitions: tuple[NoncurrentTransition, ...] = ()
     # The rule used the legacy rule-level <Prefix> rather than a <Filter>: GET answers the same way.
     legacy_prefix: bool = field(default=False, compare=False)
 
@@ -170,6 +184,17 @@ class Rule:
             or self.expiration_days is not None
             or self.expiration_date is not None
             or self.abort_incomplete_days is not None
+            or self.expired_object_delete_marker
+            or self.noncurrent_expiration_days is not None
+            or self.noncurrent_transitions
+        )
+
+    @property
+    def acts_on_versions(self) -> bool:
+        """Does the rule act on noncurrent versions or delete markers?"""
+        return bool(
+            self.noncurrent_expiration_days is not None
+            or self.noncurrent_transitions
             or self.expired_object_delete_marker
         )
 
@@ -349,6 +374,48 @@ def _expiration(element: Element) -> tuple[int | None, float | None, bool]:
     )
 
 
+def _newer_versions(groups: dict[str, list[Element]]) -> int | None:
+    element = one(groups, "NewerNoncurrentVersions")
+    if element is None:
+        return None
+    value = integer(element)
+    if not 1 <= value <= 100:
+        raise invalid("'NewerNoncurrentVersions' must be an integer between 1 and 100")
+    return value
+
+
+def _noncurrent_days(groups: dict[str, list[Element]], action: str) -> int:
+    element = one(groups, "NoncurrentDays")
+    if element is None:
+        raise malformed(f"<{action}> without <NoncurrentDays>")
+    days = integer(element)
+    if days < (1 if action == "NoncurrentVersionExpiration" else 0):
+        raise invalid(f"'NoncurrentDays' for {action} action must be a positive integer")
+    return days
+
+
+def _noncurrent_expiration(element: Element) -> tuple[int, int | None]:
+    groups = children(element, ("NoncurrentDays", "NewerNoncurrentVersions"))
+    return _noncurrent_days(groups, "NoncurrentVersionExpiration"), _newer_versions(groups)
+
+
+def _noncurrent_transition(element: Element) -> NoncurrentTransition:
+    groups = children(element, ("NoncurrentDays", "StorageClass", "NewerNoncurrentVersions"))
+    class_el = one(groups, "StorageClass")
+    if class_el is None:
+        raise malformed("<NoncurrentVersionTransition> without <StorageClass>")
+    storage_class = raw_text(class_el).strip().upper()
+    if storage_class not in TRANSITION_CLASSES:
+        raise malformed(f"unknown transition StorageClass {raw_text(class_el)!r}")
+    days = _noncurrent_days(groups, "NoncurrentVersionTransition")
+    if storage_class in _THIRTY_DAY_CLASSES and days < 30:
+        raise invalid(
+            f"'NoncurrentDays' in NoncurrentVersionTransition action for StorageClass '{storage_class}' "
+            "must be greater than or equal to 30"
+        )
+    return NoncurrentTransition(days, storage_class, _newer_versions(groups))
+
+
 def _abort_days(element: Element) -> int:
     days_el = one(children(element, ("DaysAfterInitiation",)), "DaysAfterInitiation")
     if days_el is None:
@@ -378,9 +445,6 @@ def _generated_id(element: Element, index: int) -> str:
 
 def _rule(element: Element, index: int) -> Rule:
     groups = children(element, _RULE_ELEMENTS)
-    for name in ("NoncurrentVersionTransition", "NoncurrentVersionExpiration"):
-        if name in groups:
-            raise RuleError("NotImplemented", f"{name} is not supported: buckets are unversioned")
     id_el, status_el = one(groups, "ID"), one(groups, "Status")
     rule_id = raw_text(id_el) if id_el is not None else ""
     if status_el is None or raw_text(status_el).strip() not in ("Enabled", "Disabled"):
@@ -395,6 +459,17 @@ def _rule(element: Element, index: int) -> Rule:
         rule_filter = Filter(prefix=raw_text(prefix_el), prefix_given=True)
     expiration_el, abort_el = one(groups, "Expiration"), one(groups, "AbortIncompleteMultipartUpload")
     days, date, marker = _expiration(expiration_el) if expiration_el is not None else (None, None, False)
+    noncurrent_el = one(groups, "NoncurrentVersionExpiration")
+    noncurrent_days, noncurrent_newer = (
+        _noncurrent_expiration(noncurrent_el) if noncurrent_el is not None else (None, None)
+    )
+    noncurrent_transitions = tuple(
+        _noncurrent_transition(t) for t in groups.get("NoncurrentVersionTransition", [])
+    )
+    if len({t.storage_class for t in noncurrent_transitions}) != len(noncurrent_transitions):
+        raise invalid(
+            "'StorageClass' must be different for 'NoncurrentVersionTransition' actions in same 'Rule'"
+        )
     return Rule(
         id=rule_id or _generated_id(element, index),
         enabled=raw_text(status_el).strip() == "Enabled",
@@ -404,6 +479,9 @@ def _rule(element: Element, index: int) -> Rule:
         expiration_date=date,
         abort_incomplete_days=_abort_days(abort_el) if abort_el is not None else None,
         expired_object_delete_marker=marker,
+        noncurrent_expiration_days=noncurrent_days,
+        noncurrent_expiration_newer=noncurrent_newer,
+        noncurrent_transitions=noncurrent_transitions,
         legacy_prefix=filter_el is None,
     )
 
@@ -588,6 +666,29 @@ def _render_rule(rule: Rule) -> str:
         parts.append(xml_element("Expiration", _render_when(rule.expiration_days, rule.expiration_date)))
     elif rule.expired_object_delete_marker:
         parts.append(xml_element("Expiration", xml_text("ExpiredObjectDeleteMarker", "true")))
+    for nt in rule.noncurrent_transitions:
+        newer = [xml_text("NewerNoncurrentVersions", nt.newer_versions)] if nt.newer_versions else []
+        parts.append(
+            xml_element(
+                "NoncurrentVersionTransition",
+                xml_text("NoncurrentDays", nt.days),
+                xml_text("StorageClass", nt.storage_class),
+                *newer,
+            )
+        )
+    if rule.noncurrent_expiration_days is not None:
+        newer = (
+            [xml_text("NewerNoncurrentVersions", rule.noncurrent_expiration_newer)]
+            if rule.noncurrent_expiration_newer
+            else []
+        )
+        parts.append(
+            xml_element(
+                "NoncurrentVersionExpiration",
+                xml_text("NoncurrentDays", rule.noncurrent_expiration_days),
+                *newer,
+            )
+        )
     if rule.abort_incomplete_days is not None:
         parts.append(
             xml_element(
@@ -678,5 +779,51 @@ def upload_should_abort(config: LifecycleConfiguration, upload: UploadFacts, now
             continue
         due = due_at(upload.initiated, rule.abort_incomplete_days, None)
         if due is not None and now >= due:
+            return rule.id
+    return None
+
+
+def noncurrent_action(
+    config: LifecycleConfiguration,
+    obj: ObjectFacts,
+    noncurrent_since: float,
+    newer_noncurrent: int,
+    now: float,
+) -> Action | None:
+    """What the configuration wants done to a noncurrent version: expire, transition, or nothing.
+
+    `noncurrent_since`: when a newer version replaced it (NoncurrentDays count from then, rounded
+    up to midnight UTC as Days are); `newer_noncurrent`: how many noncurrent versions of its key
+    are newer (NewerNoncurrentVersions keeps that many, whatever their age).
+    """
+    rules = [r for r in config.rules if r.enabled and r.filter.matches(obj)]
+    for rule in rules:
+        if rule.noncurrent_expiration_days is None:
+            continue
+        keep = rule.noncurrent_expiration_newer or 0
+        due = due_at(noncurrent_since, rule.noncurrent_expiration_days, None)
+        if due is not None and now >= due and newer_noncurrent >= keep:
+            return Action(ActionKind.EXPIRE, rule_id=rule.id, reason="noncurrent-expiration")
+    best: tuple[int, Action] | None = None
+    for rule in rules:
+        for t in rule.noncurrent_transitions:
+            due = due_at(noncurrent_since, t.days, None)
+            if due is None or now < due or newer_noncurrent < (t.newer_versions or 0):
+                continue
+            if not can_transition(obj.storage_class, t.storage_class, obj.tier):
+                continue
+            rank = CLASS_RANK[t.storage_class]
+            if best is None or rank > best[0]:
+                best = (
+                    rank,
+                    Action(ActionKind.TRANSITION, t.storage_class, rule.id, "noncurrent-transition"),
+                )
+    return best[1] if best else None
+
+
+def removes_lone_marker(config: LifecycleConfiguration, key: str) -> str | None:
+    """The ID of the rule whose ExpiredObjectDeleteMarker removes a key's lone delete marker."""
+    for rule in config.rules:
+        if rule.enabled and rule.expired_object_delete_marker and rule.filter.matches_key(key):
             return rule.id
     return None

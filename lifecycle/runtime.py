@@ -28,5 +28,5 @@ class Lifecycle:
         await self.daemon.close()
         await self.tracker.close()
 
-    def record_access(self, bucket: str, key: str) -> None:
-        self.tracker.record(bucket, key)
+    def record_access(self, bucket: str, key: str, version_id: str | None = None) -> None:
+        self.tracker.record(bucket, key, version_id)

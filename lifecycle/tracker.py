@@ -32,13 +32,16 @@ class AccessTracker:
         self.flush_interval = flush_interval
         self.half_life = half_life
         self.max_pending = max_pending
-        self._pending: dict[tuple[str, str], tuple[int, float]] = {}
+        # (bucket, key, version id): "" for a read through the key, else the version read by id.
+        self._pending: dict[tuple[str, str, str], tuple[int, float]] = {}
         self._task: asyncio.Task[None] | None = None
         self.flushed = 0
 
-    def record(self, bucket: str, key: str) -> None:
-        count, _ = self._pending.get((bucket, key), (0, 0.0))
-        self._pending[(bucket, key)] = (count + 1, self.clock())
+    def record(self, bucket: str, key: str, version_id: str | None = None) -> None:
+        """One read; by `version_id` it warms that version (a noncurrent one has heat of its own)."""
+        slot = (bucket, key, version_id or "")
+        count, _ = self._pending.get(slot, (0, 0.0))
+        self._pending[slot] = (count + 1, self.clock())
         if len(self._pending) >= self.max_pending:
             # Bounded memory under a flood of distinct keys: flush early rather than grow.
             asyncio.get_running_loop().create_task(self.flush())

@@ -61,7 +61,20 @@ class AdminApi:
             auth = self.gateway.authenticate_request(request)
             if not self.gateway.credentials.identity(auth.access_key).is_admin:
                 raise s3.AccessDenied("Only administrators may use the admin API")
-            return await self._dispatch(request, request.url.path[len(ADMIN_PREFIX) :].strip("/").split("/"))
+            response = await self._dispatch(
+                request, request.url.path[len(ADMIN_PREFIX) :].strip("/").split("/")
+            )
+            if request.method != "GET":
+                # Users, policies, the clock, domains...: every other worker on this data
+                # directory catches up before its next request (tiering/changes.py); what this
+                # command did (a heal pass, a lifecycle pass) is on the workers' board.
+                self.gateway.store.changes.bump()
+                if self.gateway.progress is not None:
+                    await self.gateway.progress.publish_async()
+            # Several workers: what this command changed here (heal, restores...) is in the
+            # shared metrics before the caller can scrape any worker.
+            await asyncio.to_thread(self.gateway.metrics.sync_own)
+            return response
         except s3.S3Error as exc:
             return json_response({"error": exc.code, "message": exc.detail}, exc.status)
         except ValueError as exc:  # a malformed number in the query: the caller's mistake, not a 500
@@ -72,7 +85,11 @@ class AdminApi:
         method = request.method
         match method, parts:
             case "GET", ["status"]:
-                return json_response(await store.status())
+                status = await store.status()
+                heal = await self.gateway.heal_report()
+                status.update(heal=heal, degraded_objects=heal["degraded_objects"])
+                status["lost_objects"] = heal["lost_objects"]
+                return json_response(status)
             case "GET", ["domains"]:
                 return json_response(list_domains(store))
             case "GET", ["nodes"]:  # storage nodes registered in the catalog (tiering.nodes)
@@ -87,11 +104,11 @@ class AdminApi:
                 heal_pass = store.maintenance.run_pass(force=True)
                 if request.query_params.get("wait", "").lower() in ("1", "true", "yes"):
                     await asyncio.shield(heal_pass)
-                return json_response(store.maintenance.progress.to_json())
+                return json_response(await self.gateway.heal_report())
             case "POST", ["fsck"]:
                 return json_response(await self._fsck(request))
             case "GET", ["heal"]:
-                return json_response(store.maintenance.progress.to_json())
+                return json_response(await self.gateway.heal_report())
             case "POST", ["clock", "advance"]:
                 return self._advance_clock(request)
             case "GET", ["clock"]:
@@ -100,13 +117,13 @@ class AdminApi:
                     {"now": clock(), "offset_seconds": clock.offset, "adjustable": clock.adjustable}
                 )
             case "POST", ["lifecycle", "run"]:
-                lifecycle_pass = self.gateway.lifecycle.daemon.run_pass()
                 if request.query_params.get("wait", "").lower() in ("1", "true", "yes"):
-                    report = await asyncio.shield(lifecycle_pass)
-                    return json_response({"pass": report.to_json(), **self.gateway.lifecycle.daemon.status()})
-                return json_response(self.gateway.lifecycle.daemon.status())
+                    ran = await self.gateway.run_lifecycle_pass()  # by the lease holder
+                    return json_response({**ran, **await self.gateway.lifecycle_report()})
+                self.gateway.lifecycle.daemon.run_pass()
+                return json_response(await self.gateway.lifecycle_report())
             case "GET", ["lifecycle"]:
-                return json_response(self.gateway.lifecycle.daemon.status())
+                return json_response(await self.gateway.lifecycle_report())
             case "POST", ["restore"]:
                 return json_response(await self._bulk_restore(request))
             case "GET", ["restore"]:

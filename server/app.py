@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import itertools
 import logging
+import os
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -19,9 +21,11 @@ from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from lifecycle.daemon import LEASE as LIFECYCLE_LEASE
 from lifecycle.mover import TokenBucket
 from lifecycle.runtime import Lifecycle
 from server import errors as s3
+from server import metrics_workers
 from server.admin import ADMIN_PREFIX, AdminApi
 from server.authorization import Authorizer
 from server.config import ServerConfig
@@ -37,11 +41,13 @@ from server.router import decode_path, parse_query, route
 from server.signature import AuthContext, PayloadMode, RequestToVerify, authenticate, has_credentials
 from server.signature.sigv4 import payload_mode_for
 from server.status import OpsEndpoints
-from tiering import nodes
+from server.worker_progress import LifecycleRuns, ProgressBoard, merge_heal, merge_lifecycle
+from tiering import domains, nodes
 from tiering.catalog import Catalog
 from tiering.clock import Clock
 from tiering.encryption.keys import KeyService
 from tiering.errors import ObjectNotFound, TieringError
+from tiering.lease_holders import holder_pid as lease_holder_pid
 from tiering.store import ObjectStore
 from tiering.tiers import Tier
 
@@ -154,6 +160,113 @@ class Gateway:
         self.max_skew = timedelta(seconds=config.max_clock_skew_seconds)
         self.metrics = Metrics(store, lifecycle, per_bucket=config.metrics_per_bucket)
         self._request_ids = RequestIds()
+        self._changes_seen = store.changes.token()
+        self._catching_up = asyncio.Lock()
+        # Under a supervisor: every worker's background progress, for the admin API's answers.
+        self.progress = (
+            ProgressBoard(store.state_dir, self._progress_snapshot)
+            if metrics_workers.multiprocess_dir() and store.state_dir is not None
+            else None
+        )
+        self.lifecycle_runs = LifecycleRuns(self.progress) if self.progress is not None else None
+
+    def background_tasks(self) -> list[asyncio.Task[None]]:
+        """Under a supervisor: publish this worker's progress, answer lifecycle run requests."""
+        if self.progress is None or self.lifecycle_runs is None:
+            return []
+        daemon = self.lifecycle.daemon
+        return [
+            asyncio.create_task(self.progress.run_forever()),
+            asyncio.create_task(
+                self.lifecycle_runs.watch(
+                    self.lifecycle.tracker.flush, self._holds_lifecycle_lease, daemon.run_pass, self._refresh
+                )
+            ),
+        ]
+
+    async def _refresh(self) -> None:
+        """This worker's metrics mirror and progress entry, as of now."""
+        await asyncio.to_thread(self.metrics.sync_own)
+        if self.progress is not None:
+            await self.progress.publish_async()
+
+    async def sync_workers(self) -> None:
+        """Under a supervisor: before an admin answer or a scrape, every worker's figures as of now."""
+        if self.lifecycle_runs is not None:
+            await self.lifecycle_runs.sync_all()
+
+    def _progress_snapshot(self) -> dict[str, Any]:
+        heal = self.store.maintenance.progress
+        return {
+            "heal": {**heal.to_json(), "degraded": sorted(heal.degraded)},
+            "lifecycle": self.lifecycle.daemon.status(),
+        }
+
+    async def _peer_progress(self) -> list[dict[str, Any]]:
+        if self.progress is None:
+            return []
+        await self.sync_workers()
+        return await asyncio.to_thread(self.progress.peers)
+
+    async def heal_report(self) -> dict[str, Any]:
+        """Heal and scrub progress, of every worker (server/worker_progress.py)."""
+        own = self._progress_snapshot()["heal"]
+        return merge_heal(own, [p["heal"] for p in await self._peer_progress()])
+
+    async def run_lifecycle_pass(self) -> dict[str, Any]:
+        """`admin lifecycle run --wait`: a pass that sees every worker's accesses, run by the
+        worker that holds the lifecycle lease, whichever worker asked (server/worker_progress.py)."""
+        daemon = self.lifecycle.daemon
+        runs = self.lifecycle_runs
+        if runs is None:
+            report = await asyncio.shield(daemon.run_pass())
+            return {"pass": report.to_json()}
+        held = await asyncio.to_thread(self.store.catalog.lease, LIFECYCLE_LEASE, time.time())
+        holder_pid = lease_holder_pid(held[0]) if held else None
+        live = await asyncio.to_thread(runs.live_pids)
+        request = await asyncio.to_thread(runs.post)  # every worker flushes its accesses
+        try:
+            if holder_pid is not None and holder_pid != os.getpid() and holder_pid in live:
+                done = await runs.wait_done(request, holder_pid)  # the holder runs it
+                if done is not None:
+                    return done
+            await runs.wait_acks(request)
+            report = await asyncio.shield(daemon.run_pass())  # ours, or nobody's lease: run it here
+            return {"pass": report.to_json()}
+        finally:
+            await asyncio.to_thread(runs.forget, request)
+
+    async def _holds_lifecycle_lease(self) -> bool:
+        held = await asyncio.to_thread(self.store.catalog.lease, LIFECYCLE_LEASE, time.time())
+        return held is not None and held[0] == self.lifecycle.daemon.holder
+
+    async def lifecycle_report(self) -> dict[str, Any]:
+        """The lifecycle daemon's and mover's status, of every worker."""
+        own = self.lifecycle.daemon.status()
+        return merge_lifecycle(own, [p["lifecycle"] for p in await self._peer_progress()])
+
+    async def catch_up(self) -> None:
+        """Before a request: if another process on this data directory changed users, policies,
+        bucket configurations, the clock or domains (tiering/changes.py), reload what this one
+        caches, so that whichever worker answers, it answers as the one that made the change."""
+        if self.store.changes.token() == self._changes_seen:
+            return  # the common case: one 8-byte read
+        async with self._catching_up:
+            token = self.store.changes.token()
+            if token == self._changes_seen:
+                return  # a concurrent request caught up meanwhile
+            self.authorizer.forget_all()
+            self.cors.forget_all()
+            clock = self.lifecycle.clock
+
+            def reload() -> None:
+                self.credentials.reload()
+                clock.reload()
+
+            await asyncio.to_thread(reload)
+            await self.authorizer.reload_user_policies()
+            await domains.load_domain_state(self.store, reset=False)
+            self._changes_seen = token
 
     def authenticate_request(self, request: Request) -> AuthContext:
         """Check the signature of a non-S3 request (admin API, status page): same keys, same rules."""
@@ -329,6 +442,8 @@ class S3FastLane:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
+        if scope["type"] == "http":
+            await self.gateway.catch_up()
         if scope["type"] != "http" or path == "/metrics" or path.startswith("/_tierstore/"):
             await self.app(scope, receive, send)
             return
@@ -348,9 +463,13 @@ def create_app(config: ServerConfig, store: ObjectStore | None = None) -> ASGIAp
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await store.start()
         await lifecycle.start()
+        mirror = gateway.metrics.start_mirror()
+        tasks = [*gateway.background_tasks(), *([mirror] if mirror else [])]
         try:
             yield
         finally:
+            for task in tasks:
+                task.cancel()
             await lifecycle.close()
             await store.close()
 

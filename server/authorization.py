@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from server.access import acl as acls
-from server.access.actions import action_of, is_object_action, resource_arn
+from server.access.actions import action_of, is_object_action, resource_arn, version_action
 from server.access.context import RequestContext
 from server.access.decision import (
     ALL_BLOCKED,
@@ -118,6 +118,10 @@ class Authorizer:
         """A bucket's access documents changed (through this process): read them afresh."""
         self._buckets.pop(bucket, None)
 
+    def forget_all(self) -> None:
+        """Something changed through another process: read every bucket's documents afresh."""
+        self._buckets.clear()
+
     async def bucket_owner(self, bucket: str) -> str | None:
         access = await self.bucket_access(bucket)
         return access.owner if access is not None else None
@@ -162,6 +166,8 @@ class Authorizer:
         record: ObjectRecord | None = None,
     ) -> Decision:
         action = action or action_of(operation)
+        if query is not None and "versionId" in query:
+            action = version_action(action)
         if identity.is_admin:
             return Decision(True, "allow:admin")
         if action in ("s3:ListAllMyBuckets", "s3:CreateBucket") or not bucket:

@@ -23,13 +23,20 @@ from typing import Any
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server import config_check, logs, malloc_tuning
+from server import config_check, logs, malloc_tuning, metrics_workers
 from server.admin_cli import add_admin_parser, run_admin
 from server.app import build_lifecycle, build_store, create_app
 from server.config import ServerConfig, load_config
 from server.connection_limits import ConnectionLimits, GuardedHttpToolsProtocol, raise_file_limit
 from server.node_cli import add_node_parser, run_node
-from server.workers import Supervisor, bind_sockets, inherited_sockets, signal_ready, worker_setup
+from server.workers import (
+    Supervisor,
+    bind_sockets,
+    default_workers,
+    inherited_sockets,
+    signal_ready,
+    worker_setup,
+)
 from tiering.catalog import describe as describe_catalog
 
 # Blocking work (disk, hashing, SQLite) runs in threads; many concurrent streams need many.
@@ -194,8 +201,9 @@ def _parser() -> argparse.ArgumentParser:
         "--workers",
         type=int,
         metavar="N",
-        help="run N worker processes on one port under a supervisor "
-        "(SIGHUP: rolling restart; SIGTERM: drain and stop)",
+        help="worker processes on the port (default: [server] workers, 1); 0 is one per usable "
+        "core; N > 1 runs them under a supervisor (SIGHUP: rolling restart; SIGTERM: drain and "
+        "stop); 1 is a single process",
     )
     serve.add_argument(
         "--reuse-port",
@@ -221,12 +229,18 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _banner(config: ServerConfig) -> str:
+def _banner(config: ServerConfig, workers: int = 1) -> str:
     """Lines for the `tierstore` logger (`logs.console`), which prefixes each with `tierstore: `."""
     scheme = "https" if config.tls_cert else "http"
     tiers = ", ".join(f"{t.name}({t.backend})" for t in config.tiers)
+    processes = (
+        f"{workers} worker processes (supervisor pid {os.getpid()}; SIGHUP: rolling restart)"
+        if workers > 1
+        else f"1 process, pid {os.getpid()} (--workers N for more)"
+    )
     lines = [
         f"listening on {scheme}://{config.listen} (data in {config.data_dir.resolve()})",
+        f"workers: {processes}",
         f"tiers: {tiers}",
         f"catalog: {describe_catalog(config.catalog_url or str(config.catalog_path))}",
         f"access key: {config.access_key}",
@@ -325,16 +339,13 @@ async def serve(
 def _ignore_sighup() -> None:
     def note(_sig: int, _frame: object) -> None:
         logging.getLogger("tierstore.server").warning(
-            "SIGHUP ignored: a rolling restart needs `tierstore serve --workers N`"
+            "SIGHUP ignored: a rolling restart needs `tierstore serve --workers N` with N > 1"
         )
 
     signal.signal(signal.SIGHUP, note)
 
 
 def _supervise(config: ServerConfig, argv: list[str], workers: int, reuse_port: bool) -> int:
-    if workers < 1:
-        print("tierstore: --workers must be at least 1", file=sys.stderr)
-        return 2
     try:
         sockets = bind_sockets(config.listen_host, config.listen_port, reuse_port=reuse_port, listen=True)
     except OSError as exc:
@@ -342,7 +353,8 @@ def _supervise(config: ServerConfig, argv: list[str], workers: int, reuse_port: 
         return 1
     # Workers re-read the command line (and so the configuration and the code) when started.
     command = [sys.executable, "-m", "server.cli", *argv]
-    return Supervisor(command, sockets, workers, _banner(config)).run()
+    metrics_dir = metrics_workers.prepare_dir(config.data_dir)
+    return Supervisor(command, sockets, workers, _banner(config, workers), metrics_dir).run()
 
 
 async def run_lifecycle_only(config: ServerConfig) -> None:
@@ -435,8 +447,12 @@ def _main(argv: list[str] | None = None) -> int:
             worker_setup()
             _run(serve(config, sockets=inherited_sockets(args.listen_fds), ready_fd=args.ready_fd))
             return 0
-        if args.workers is not None:
-            return _supervise(config, argv, args.workers, args.reuse_port)
+        workers = args.workers if args.workers is not None else config.workers or default_workers()
+        if workers < 1:
+            print("tierstore: --workers must be at least 1", file=sys.stderr)
+            return 2
+        if workers > 1:
+            return _supervise(config, argv, workers, args.reuse_port)
         _ignore_sighup()
         try:
             _run(serve(config, reuse_port=args.reuse_port))

@@ -243,6 +243,9 @@ class CorsRules:
     def forget(self, bucket: str) -> None:
         self._cache.pop(bucket, None)
 
+    def forget_all(self) -> None:
+        self._cache.clear()
+
     async def rules(self, bucket: str) -> list[CorsRule] | None:
         """The bucket's rules, None when it has none. Raises BucketNotFound."""
         now = time.monotonic()

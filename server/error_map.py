@@ -16,10 +16,30 @@ def to_s3_error(exc: t.TieringError) -> s3.S3Error:
             return s3.BucketAlreadyExists(BucketName=exc.bucket)
         case t.BucketNotEmpty():
             return s3.BucketNotEmpty(BucketName=exc.bucket)
+        case t.DeleteMarkerCurrent():
+            missing = s3.NoSuchKey(Key=exc.key)
+            missing.response_headers = {"x-amz-delete-marker": "true", "x-amz-version-id": exc.version_id}
+            return missing
         case t.ObjectNotFound():
             return s3.NoSuchKey(Key=exc.key)
+        case t.ObjectLocked():
+            return s3.AccessDenied("Access Denied because object protected by object lock.")
+        case t.InvalidBucketState():
+            return s3.InvalidBucketState(exc.why)
+        case t.VersionNotFound():
+            return s3.NoSuchVersion(Key=exc.key, VersionId=exc.version_id)
+        case t.VersionIsDeleteMarker():
+            refused = s3.MethodNotAllowed(ResourceType="DeleteMarker")
+            refused.response_headers = {
+                "x-amz-delete-marker": "true",
+                "x-amz-version-id": exc.version_id,
+                "allow": "DELETE",
+            }
+            return refused
         case t.UploadNotFound():
             return s3.NoSuchUpload(UploadId=exc.upload_id)
+        case t.ConditionalConflict():  # a PreconditionFailed that lost a race: first
+            return s3.ConditionalRequestConflict(Key=exc.key)
         case t.PreconditionFailed():
             return s3.PreconditionFailed(Condition=exc.condition)
         case t.InvalidPart():

@@ -15,6 +15,8 @@ class S3Error(Exception):
 
     status: int = 500
     message: str = "We encountered an internal error. Please try again."
+    # Headers the error answer carries (a delete marker's x-amz-delete-marker and version id).
+    response_headers: dict[str, str] = {}  # noqa: RUF012 - replaced per instance, never mutated
 
     def __init__(self, message: str | None = None, **fields: str | int | None) -> None:
         super().__init__(message or self.message)
@@ -27,7 +29,7 @@ class S3Error(Exception):
         return type(self).__name__
 
     def extra_headers(self) -> dict[str, str]:
-        return {}
+        return dict(self.response_headers)
 
     def to_xml(self, resource: str = "", request_id: str = "") -> bytes:
         parts = [
@@ -381,6 +383,16 @@ class SlowDown(S3Error):
 class NoSuchPublicAccessBlockConfiguration(S3Error):
     status = 404
     message = "The public access block configuration was not found"
+
+
+class InvalidBucketState(S3Error):
+    status = 409
+    message = "The request is not valid with the current state of the bucket."
+
+
+class NoSuchObjectLockConfiguration(S3Error):
+    status = 404
+    message = "The specified object does not have a ObjectLock configuration"
 
 
 class ObjectLockConfigurationNotFoundError(S3Error):

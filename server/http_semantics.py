@@ -13,6 +13,7 @@ from urllib.parse import quote, unquote
 
 from starlette.datastructures import Headers
 
+from server import errors as s3
 from server.errors import (
     InvalidArgument,
     InvalidBucketName,
@@ -165,6 +166,18 @@ def check_read_conditions(headers: Headers, record: ObjectRecord, *, for_copy: b
             _not_modified(for_copy, prefix + "If-None-Match", record)
     elif if_modified is not None and mtime <= if_modified:
         _not_modified(for_copy, prefix + "If-Modified-Since", record)
+
+
+def write_conditions(headers: Headers) -> tuple[str | None, str | None]:
+    """(If-Match, If-None-Match) of a conditional write (PutObject, CompleteMultipartUpload,
+    CopyObject's destination), as S3 takes them: If-None-Match only as "*", and never both
+    at once (NotImplemented otherwise, as AWS answers)."""
+    if_match, if_none_match = headers.get("if-match"), headers.get("if-none-match")
+    if if_none_match is not None and if_none_match.strip() != "*":
+        raise s3.NotImplemented(Header="If-None-Match")
+    if if_match is not None and if_none_match is not None:
+        raise s3.NotImplemented(Header="If-Match")
+    return if_match, if_none_match
 
 
 def _not_modified(for_copy: bool, condition: str, record: ObjectRecord) -> None:

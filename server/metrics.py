@@ -46,7 +46,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from erasure.stats import CODEC
 from lifecycle.temperature import heat_histogram
-from server import connection_limits
+from server import connection_limits, metrics_workers
 from tiering import nodes
 from tiering.domains import list_domains
 from tiering.heat import decayed
@@ -223,18 +223,37 @@ class StorageView:
 
 
 class StorageCollector(Collector):
-    def __init__(self, store: ObjectStore, view: StorageView | None = None) -> None:
+    """`shared`: what the catalog says (the same in every worker); `local`: this process's own
+    figures (heal and rebalance progress, codec, lifecycle daemon and mover), which several
+    workers add up through `server.metrics_workers`."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        view: StorageView | None = None,
+        *,
+        shared: bool = True,
+        local: bool = True,
+        codec: bool = True,
+    ) -> None:
         self.store = store
         self.view = view or StorageView(store)
+        self.shared = shared
+        self.local = local
+        self.codec = codec
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._tiers()
-        yield from self._domains()
-        yield from self._nodes()
-        yield from self._heal()
-        yield from self._rebalance()
-        yield from self._codec()
-        yield from self._lifecycle()
+        if self.shared:
+            yield from self._tiers()
+            yield from self._domains()
+            yield from self._nodes()
+            yield from self._moves()
+        if self.local:
+            yield from self._heal()
+            yield from self._rebalance()
+            if self.codec:
+                yield from self._codec()
+            yield from self._lifecycle()
 
     def _tiers(self) -> Iterator[Metric]:
         labels = ["tier"]
@@ -438,7 +457,7 @@ class StorageCollector(Collector):
         codec_bytes.add_metric(["decode"], CODEC.decode_bytes)
         yield codec_bytes
 
-    def _lifecycle(self) -> Iterator[Metric]:
+    def _moves(self) -> Iterator[Metric]:
         pair = ["from_tier", "to_tier"]
         moves = CounterMetricFamily(
             "tierstore_lifecycle_transitions", "Objects moved between tiers (catalog)", labels=pair
@@ -461,6 +480,10 @@ class StorageCollector(Collector):
             )
             energy.add_metric([src, dst], size / 1e9 * per_gb)
         yield from (moves, moved, energy)
+
+    def _lifecycle(self) -> Iterator[Metric]:
+        pair = ["from_tier", "to_tier"]
+        tiers = self.store.tiers
         lifecycle = self.view.lifecycle
         if lifecycle is None:
             return
@@ -556,7 +579,11 @@ class Metrics:
     def __init__(
         self, store: ObjectStore, lifecycle: Lifecycle | None = None, *, per_bucket: bool = False
     ) -> None:
-        self.registry = CollectorRegistry()
+        # Under a supervisor the request metrics live in files every worker's scrape adds up, and
+        # this process's own figures are mirrored there (server/metrics_workers.py).
+        shared_dir = metrics_workers.multiprocess_dir()
+        self.registry = metrics_workers.scrape_registry(shared_dir) if shared_dir else CollectorRegistry()
+        own = None if shared_dir else self.registry  # where this process's metrics register
         self.bucket_registry = CollectorRegistry()
         self.per_bucket = per_bucket
         self.view = StorageView(store, lifecycle)
@@ -565,48 +592,79 @@ class Metrics:
             "tierstore_s3_requests",
             "S3 requests by operation and HTTP status",
             ["operation", "status"],
-            registry=self.registry,
+            registry=own,
         )
         self.latency = Histogram(
             "tierstore_s3_request_duration_seconds",
             "Time to the response head, by S3 operation",
             op,
             buckets=LATENCY_BUCKETS,
-            registry=self.registry,
+            registry=own,
         )
         self.received = Counter(
             "tierstore_s3_received_bytes",
             "Request body bytes received, by operation",
             op,
-            registry=self.registry,
+            registry=own,
         )
         self.sent = Counter(
-            "tierstore_s3_sent_bytes", "Response body bytes sent, by operation", op, registry=self.registry
+            "tierstore_s3_sent_bytes", "Response body bytes sent, by operation", op, registry=own
         )
         self.first_byte = Histogram(
             "tierstore_s3_time_to_first_byte_seconds",
             "Time to the first body byte of a successful GET",
             op,
             buckets=LATENCY_BUCKETS,
-            registry=self.registry,
+            registry=own,
         )
         self._request_counts: dict[tuple[str, int], Any] = {}
         self._children: dict[tuple[int, str], Any] = {}
         self.in_flight = Gauge(
-            "tierstore_http_requests_in_flight", "HTTP requests being served", registry=self.registry
+            "tierstore_http_requests_in_flight",
+            "HTTP requests being served",
+            registry=own,
+            multiprocess_mode="livesum",
         )
         Gauge(
-            "tierstore_build_info", "The running version (always 1)", ["version"], registry=self.registry
+            "tierstore_build_info",
+            "The running version (always 1)",
+            ["version"],
+            registry=own,
+            multiprocess_mode="livemax",
         ).labels(_version()).set(1)
         self.started = time.time()
         Gauge(
-            "tierstore_start_time_seconds", "When this server started (Unix time)", registry=self.registry
+            "tierstore_start_time_seconds",
+            "When this server started (Unix time)",
+            registry=own,
+            multiprocess_mode="min",
         ).set(self.started)
+        process: list[Collector] = []
         with contextlib.suppress(Exception):  # /proc may be absent (macOS): no process metrics then
-            ProcessCollector(registry=self.registry)
-        self.registry.register(StorageCollector(store, self.view))
+            process.append(ProcessCollector(registry=None))
+        self.mirror: metrics_workers.Mirror | None = None
+        self.codec: metrics_workers.CodecCounters | None = None
+        if shared_dir:
+            self.registry.register(StorageCollector(store, self.view, local=False))
+            # Codec work is done by requests: counted with each request (before its response),
+            # so that a scrape right after a PUT sees it whichever worker answers.
+            self.codec = metrics_workers.CodecCounters()
+            local = StorageCollector(store, self.view, shared=False, codec=False)
+            self.mirror = metrics_workers.Mirror([local, connection_limits.STATS, *process])
+        else:
+            for collector in (*process, StorageCollector(store, self.view), connection_limits.STATS):
+                self.registry.register(collector)
         self.bucket_registry.register(BucketCollector(self.view))
-        self.registry.register(connection_limits.STATS)
+
+    def sync_own(self) -> None:
+        """Under a supervisor: this worker's own figures into the shared metrics now (blocking).
+        The admin API calls it before answering, so a scrape after an admin command sees it."""
+        if self.mirror is not None:
+            self.mirror.sync()
+
+    def start_mirror(self) -> asyncio.Task[None] | None:
+        """Under a supervisor: mirror this worker's own figures for every worker's scrapes."""
+        return asyncio.create_task(self.mirror.run_forever()) if self.mirror else None
 
     def observe(self, operation: str, status: int, started: float) -> None:
         count = self._request_counts.get((operation, status))
@@ -614,6 +672,8 @@ class Metrics:
             count = self._request_counts[operation, status] = self.requests.labels(operation, str(status))
         count.inc()
         self.child(self.latency, operation).observe(time.perf_counter() - started)
+        if self.codec is not None:
+            self.codec.sync()
 
     def child(self, metric: Counter | Histogram, operation: str) -> Any:
         """`metric.labels(operation)`, remembered: the same child prometheus_client would return
@@ -630,8 +690,15 @@ class Metrics:
         registries = [self.registry]
         if self.per_bucket or administrator:
             registries.append(self.bucket_registry)
+        mirror = self.mirror
+
+        def scrape() -> bytes:
+            if mirror is not None:
+                mirror.sync()  # this worker's own figures as of now; the others' within a second
+            return b"".join(generate_latest(r) for r in registries)
+
         # The collectors read SQLite: off the event loop.
-        body = await asyncio.to_thread(lambda: b"".join(generate_latest(r) for r in registries))
+        body = await asyncio.to_thread(scrape)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 

@@ -1,7 +1,7 @@
 """`tierstore node`: a storage node — serves its drives to the gateways, registers in the catalog.
 
     tierstore node --data-catalog PATH --listen HOST:PORT --data DIR --name NAME
-                   [--rack R] [--zone Z] [--drives N]
+                   [--rack R] [--zone Z] [--drives N] [--pack-threshold-bytes N]
 
 The drives are the subdirectories of DIR (`--drives N` creates d1..dN when DIR has none). The
 node serves them over HTTP (erasure.node_server), and keeps its record in the catalog fresh
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from erasure.node_server import NodeDrives, NodeHTTPServer
+from erasure.pack import DEFAULT_PACK_THRESHOLD
 from tiering import nodes
 
 log = logging.getLogger("tierstore.node")
@@ -47,9 +48,10 @@ def add_node_parser(commands: Any) -> None:
     node.add_argument(
         "--pack-threshold-bytes",
         type=int,
-        default=0,
+        default=DEFAULT_PACK_THRESHOLD,
         metavar="N",
-        help="append shards up to N bytes to pack files instead of a file each (0: off)",
+        help="append shards up to N bytes to pack files instead of a file each "
+        f"(default {DEFAULT_PACK_THRESHOLD}; 0: off)",
     )
 
 
@@ -78,12 +80,14 @@ def run_node(args: argparse.Namespace) -> int:
     from tiering.catalog import Catalog
 
     catalog = Catalog(args.catalog or args.data_catalog)
+    identity = nodes.node_id(data)
     stop = threading.Event()
 
     def record() -> dict[str, Any]:
         usage = [(d, shutil.disk_usage(data / d)) for d in drives]
         return {
             "name": args.name,
+            "id": identity,
             "address": address,
             "rack": args.rack,
             "zone": args.zone,
@@ -121,6 +125,10 @@ def run_node(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        stop.set()
+        # SIGTERM: stop listening (new connections are refused at once, so gateways turn to
+        # parity without waiting out a timeout), then let the requests in flight finish.
         server.server_close()
+        if not server.drain():
+            log.warning("stopping with requests still in flight")
+        stop.set()
     return 0

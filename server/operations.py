@@ -50,6 +50,7 @@ class Operation(enum.Enum):
     DeleteBucketEncryption = "DeleteBucketEncryption"
     GetBucketOwnershipControls = "GetBucketOwnershipControls"
     GetObjectLockConfiguration = "GetObjectLockConfiguration"
+    PutObjectLockConfiguration = "PutObjectLockConfiguration"
     GetPublicAccessBlock = "GetPublicAccessBlock"
     PutPublicAccessBlock = "PutPublicAccessBlock"
     DeletePublicAccessBlock = "DeletePublicAccessBlock"
@@ -76,6 +77,10 @@ class Operation(enum.Enum):
     PutObjectAcl = "PutObjectAcl"
     GetObjectAttributes = "GetObjectAttributes"
     RestoreObject = "RestoreObject"
+    GetObjectRetention = "GetObjectRetention"
+    PutObjectRetention = "PutObjectRetention"
+    GetObjectLegalHold = "GetObjectLegalHold"
+    PutObjectLegalHold = "PutObjectLegalHold"
     SelectObjectContent = "SelectObjectContent"
     OtherObjectSubresource = "OtherObjectSubresource"  # retention, legal-hold, torrent
     # multipart
@@ -92,7 +97,8 @@ _READ = {
     Operation.ListObjects, Operation.ListObjectsV2, Operation.ListObjectVersions,
     Operation.ListMultipartUploads, Operation.GetObject, Operation.HeadObject,
     Operation.GetObjectTagging, Operation.GetObjectAcl, Operation.GetObjectAttributes,
-    Operation.ListParts, Operation.SelectObjectContent,
+    Operation.ListParts, Operation.SelectObjectContent, Operation.GetObjectRetention,
+    Operation.GetObjectLegalHold,
 }  # fmt: skip
 _SERVICE = {Operation.ListBuckets, Operation.CreateBucket}
 _WRITE = {
@@ -100,7 +106,8 @@ _WRITE = {
     Operation.PutObjectTagging, Operation.DeleteObjectTagging, Operation.PutObjectAcl,
     Operation.RestoreObject, Operation.CreateMultipartUpload, Operation.UploadPart,
     Operation.UploadPartCopy, Operation.CompleteMultipartUpload, Operation.AbortMultipartUpload,
-    Operation.PostObject, Operation.OtherObjectSubresource,
+    Operation.PostObject, Operation.OtherObjectSubresource, Operation.PutObjectRetention,
+    Operation.PutObjectLegalHold,
 }  # fmt: skip
 
 # The one authorization table: every operation's access class.

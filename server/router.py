@@ -70,6 +70,7 @@ _BUCKET_GET = [
 ]
 _BUCKET_PUT = [
     ("versioning", Op.PutBucketVersioning),
+    ("object-lock", Op.PutObjectLockConfiguration),
     ("acl", Op.PutBucketAcl),
     ("lifecycle", Op.PutBucketLifecycleConfiguration),
     ("intelligent-tiering", Op.PutBucketIntelligentTieringConfiguration),
@@ -149,6 +150,10 @@ def _object_operation(method: str, query: dict[str, str], has_copy_source: bool)
             return Op.GetObjectAcl
         if "attributes" in query:
             return Op.GetObjectAttributes
+        if "retention" in query:
+            return Op.GetObjectRetention
+        if "legal-hold" in query:
+            return Op.GetObjectLegalHold
         if _OTHER_OBJECT & query.keys():
             return Op.OtherObjectSubresource
         return Op.GetObject
@@ -161,6 +166,10 @@ def _object_operation(method: str, query: dict[str, str], has_copy_source: bool)
             return Op.PutObjectTagging
         if "acl" in query:
             return Op.PutObjectAcl
+        if "retention" in query:
+            return Op.PutObjectRetention
+        if "legal-hold" in query:
+            return Op.PutObjectLegalHold
         if _OTHER_OBJECT & query.keys():
             return Op.OtherObjectSubresource
         return Op.CopyObject if has_copy_source else Op.PutObject

@@ -95,6 +95,7 @@ class OpsEndpoints:
     async def metrics(self, request: Request) -> Response:
         if _signed(request) or self._virtual_host(request):
             return await self.gateway.handle(request)  # ListObjects of the bucket "metrics"
+        await self.gateway.sync_workers()  # every worker's figures as of this scrape
         return await self.gateway.metrics.endpoint(request)
 
     async def tierstore_metrics(self, request: Request) -> Response:
@@ -107,6 +108,7 @@ class OpsEndpoints:
             return PlainTextResponse(
                 f"{exc.code}: bad signature on a metrics scrape\n", status_code=exc.status
             )
+        await self.gateway.sync_workers()
         return await self.gateway.metrics.endpoint(request, administrator=administrator)
 
     def _administrator(self, request: Request) -> bool:
@@ -179,14 +181,24 @@ class OpsEndpoints:
             return PlainTextResponse(
                 f"{exc.code}: the status page needs a valid signature\n", status_code=exc.status
             )
-        body = await asyncio.to_thread(self.snapshot, administrator=administrator)
+        # Every worker's heal and lifecycle progress (server/worker_progress.py), read on the loop.
+        heal, lifecycle = await self.gateway.heal_report(), await self.gateway.lifecycle_report()
+        body = await asyncio.to_thread(
+            self.snapshot, administrator=administrator, heal=heal, lifecycle=lifecycle
+        )
         return Response(
             json.dumps(body, default=str),
             media_type="application/json",
             headers={"cache-control": "no-store"},
         )
 
-    def snapshot(self, *, administrator: bool = False) -> dict[str, Any]:
+    def snapshot(
+        self,
+        *,
+        administrator: bool = False,
+        heal: dict[str, Any] | None = None,
+        lifecycle: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Everything the status page shows (blocking: reads the catalog).
 
         Not for an `administrator`: the aggregate view, without bucket names, lost objects' keys
@@ -198,7 +210,7 @@ class OpsEndpoints:
         tiers = view.tiers()
         for tier in tiers:
             tier["pending_moves"] = pending.get(tier["name"], 0)
-        heal = store.maintenance.progress.to_json()
+        heal = dict(heal or store.maintenance.progress.to_json())
         heal["lost"] = heal["lost"][:MAX_LOST_LISTED]
         buckets = view.buckets()
         top = sorted(buckets.items(), key=lambda item: item[1]["bytes"], reverse=True)[:TOP_BUCKETS]
@@ -229,7 +241,7 @@ class OpsEndpoints:
             "domains": domains,
             "nodes": node_rows,
             "heal": heal,
-            "lifecycle": daemon.status(),
+            "lifecycle": lifecycle or daemon.status(),
             "bucket_count": len(buckets),
             "administrator": administrator,
         }

@@ -1,4 +1,8 @@
-"""`tierstore serve --workers N`: a supervisor and N worker processes on one listening socket.
+"""`tierstore serve`: a supervisor and N worker processes on one listening socket.
+
+N is one per usable core unless told otherwise (`--workers N`, `[server] workers`,
+`TIERSTORE_SERVER_WORKERS`); `--workers 1` is a single process with no supervisor. Workers share
+everything through the catalog (see the README's "Workers"): any worker may answer any request.
 
 The supervisor binds the listening socket(s) once and every worker inherits them (`--listen-fds`):
 all workers take connections from one kernel accept queue. A worker that stops accepting (rolling
@@ -14,7 +18,9 @@ Signals to the supervisor:
 - SIGTERM / SIGINT: forward SIGTERM to every worker, wait until they have drained, exit 0.
 - SIGHUP: rolling restart — for each worker: start a new one (new code and configuration are
   read from disk), wait until it accepts, SIGTERM the old one and wait for it to drain.
-A worker that dies unexpectedly is replaced. Workers die with the supervisor (PR_SET_PDEATHSIG).
+A worker that dies unexpectedly is replaced. Workers die with the supervisor: a supervisor killed
+with SIGKILL (an operator's `kill -9`, a test's crash) takes its workers with it at once
+(PR_SET_PDEATHSIG = SIGKILL), as if the server were one process; none is left serving.
 Readiness: a worker writes one line to the pipe named by `--ready-fd` once it accepts requests.
 """
 
@@ -24,6 +30,7 @@ import contextlib
 import logging
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,7 +38,9 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from server import metrics_workers
 from server.logs import console
 
 log = logging.getLogger("tierstore.workers")
@@ -40,6 +49,15 @@ BACKLOG = 2048
 READY_TIMEOUT = 120.0  # a worker opens the catalog and scans its domains before it accepts
 STOP_TIMEOUT = 75.0  # a worker's drain (30 s for requests in flight) plus closing the store
 SUPERVISOR_ENV = "TIERSTORE_SUPERVISOR_PID"
+PR_SET_PDEATHSIG = 1
+
+
+def default_workers() -> int:
+    """One worker per core this process may run on (its CPU affinity, as containers set it)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - macOS has no sched_getaffinity
+        return max(1, os.cpu_count() or 1)
 
 
 def bind_sockets(host: str, port: int, *, reuse_port: bool, listen: bool) -> list[socket.socket]:
@@ -89,7 +107,9 @@ def worker_setup() -> None:
             import ctypes
 
             libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: a SIGTERM (drain) if it dies first
+            # PR_SET_PDEATHSIG: the supervisor's death is the server's crash. (A SIGTERM here would
+            # leave orphans draining — serving queued requests, holding the port — for up to 30 s.)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     expected = os.environ.get(SUPERVISOR_ENV)
     if expected and os.getppid() != int(expected):
         raise SystemExit("tierstore: the supervisor is gone")
@@ -117,8 +137,16 @@ class _Worker:
 class Supervisor:
     """Runs `count` workers of `command` on `sockets`; see the module docstring for signals."""
 
-    def __init__(self, command: list[str], sockets: list[socket.socket], count: int, banner: str) -> None:
+    def __init__(
+        self,
+        command: list[str],
+        sockets: list[socket.socket],
+        count: int,
+        banner: str,
+        metrics_dir: Path | None = None,
+    ) -> None:
         self.command = command
+        self.metrics_dir = metrics_dir  # the workers' shared metrics (server/metrics_workers.py)
         self.sockets = sockets
         self.count = count
         self.banner = banner
@@ -144,6 +172,8 @@ class Supervisor:
         fds = [s.fileno() for s in self.sockets]
         command = [*self.command, "--listen-fds", ",".join(map(str, fds)), "--ready-fd", str(write_fd)]
         env = {**os.environ, SUPERVISOR_ENV: str(os.getpid())}
+        if self.metrics_dir is not None:
+            env[metrics_workers.MULTIPROC_ENV] = str(self.metrics_dir)
         try:
             proc = subprocess.Popen(command, pass_fds=[*fds, write_fd], env=env)
         finally:
@@ -203,8 +233,13 @@ class Supervisor:
             self._say(f"worker {new.pid} accepting; draining worker {old.pid}")
             self.workers.remove(old)
             code = self._terminate(old, wait=True)
+            self._gone(old)
             self._say(f"worker {old.pid} exited ({code})")
         self._say("rolling restart done")
+
+    def _gone(self, worker: _Worker) -> None:
+        if self.metrics_dir is not None:
+            metrics_workers.mark_dead(worker.pid, self.metrics_dir)
 
     def _replace_dead(self) -> None:
         for worker in list(self.workers):
@@ -212,6 +247,7 @@ class Supervisor:
             if code is None:
                 continue
             self.workers.remove(worker)
+            self._gone(worker)
             lived = time.monotonic() - worker.started
             self._say(f"worker {worker.pid} exited unexpectedly ({code}) after {lived:.1f}s: replacing it")
             self._quick_deaths = self._quick_deaths + 1 if lived < 10 else 0
@@ -237,6 +273,18 @@ class Supervisor:
     # --- main loop -------------------------------------------------------------------------------
 
     def run(self) -> int:
+        try:
+            return self._run()
+        except BaseException:
+            # A supervisor bug must not leave workers behind: drain them, then fail.
+            log.exception("supervisor failed: stopping the workers")
+            self._stop_all()
+            raise
+        finally:
+            if self.metrics_dir is not None:
+                shutil.rmtree(self.metrics_dir, ignore_errors=True)
+
+    def _run(self) -> int:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, self._on_signal)
         spawned = [self._spawn() for _ in range(self.count)]

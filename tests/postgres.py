@@ -17,6 +17,7 @@ import socket
 import subprocess
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +52,14 @@ def _free_port() -> int:
 
 
 class PostgresServer:
-    """One PostgreSQL server in its own directory."""
+    """One PostgreSQL server in its own directory.
 
-    def __init__(self) -> None:
+    It listens on loopback; a test that runs a process in a network namespace of its own adds
+    the host-side address of a link into that namespace (`listen`) and the addresses its clients
+    come from (`clients`, CIDR blocks trusted like loopback).
+    """
+
+    def __init__(self, listen: Sequence[str] = ("127.0.0.1",), clients: Sequence[str] = ()) -> None:
         bin_dir = _bin_dir()
         assert bin_dir is not None, unavailable()
         self.bin = bin_dir
@@ -61,6 +67,7 @@ class PostgresServer:
         self.root = Path(tempfile.mkdtemp(prefix="tierstore-pg-"))
         self.data = self.root / "data"
         self.port = _free_port()
+        self.listen = ",".join(listen)
         self._user: str | None = None
         if os.geteuid() == 0:
             self._user = "postgres"
@@ -70,6 +77,9 @@ class PostgresServer:
         self._run(
             "initdb", "-D", str(self.data), "-U", USER, "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"
         )
+        with open(self.data / "pg_hba.conf", "a") as hba:  # initdb trusts loopback only
+            for block in clients:
+                hba.write(f"host all all {block} trust\n")
         self.start()
 
     def _run(self, tool: str, *args: str) -> None:
@@ -94,7 +104,7 @@ class PostgresServer:
         # fsync off: a test machine's power is not what these tests are about (a restart, even an
         # immediate one, loses nothing the kernel holds); it makes the suite's commits cheap.
         options = (
-            f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} -c max_connections=400 "
+            f"-p {self.port} -c listen_addresses={self.listen} -k {self.root} -c max_connections=400 "
             "-c fsync=off -c full_page_writes=off -c shared_buffers=64MB"
         )
         self._run(
@@ -119,8 +129,8 @@ class PostgresServer:
         self.stop(mode)
         self.start()
 
-    def url(self, database: str) -> str:
-        return f"postgresql://{USER}@127.0.0.1:{self.port}/{database}"
+    def url(self, database: str, host: str = "127.0.0.1") -> str:
+        return f"postgresql://{USER}@{host}:{self.port}/{database}"
 
     def create_database(self, prefix: str = "tierstore") -> str:
         """A new empty database; its URL."""

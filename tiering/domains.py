@@ -76,6 +76,7 @@ def _persist(store: ObjectStore, states: dict[str, str]) -> None:
     for drive, state in states.items():
         store.catalog.put_setting(STATE_PREFIX + drive, state)
     store.catalog.put_setting(VERSION_SETTING, secrets.token_hex(8))  # written last: readers see all
+    store.changes.bump()  # this host's other processes: before their next request
 
 
 def _apply(store: ObjectStore, states: dict[str, str]) -> None:

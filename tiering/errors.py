@@ -47,6 +47,17 @@ class PreconditionFailed(TieringError):
         self.condition = condition
 
 
+class ConditionalConflict(PreconditionFailed):
+    """A conditional write's condition held when it began, but another write to the key
+    committed first and its commit found the condition no longer true (S3: 409)."""
+
+    def __init__(self, bucket: str, key: str) -> None:
+        super().__init__("concurrent write")
+        self.args = (f"a concurrent write to {key!r} in bucket {bucket!r} won the race",)
+        self.bucket = bucket
+        self.key = key
+
+
 class InvalidPart(TieringError):
     def __init__(self, part_number: int, reason: str) -> None:
         super().__init__(f"part {part_number}: {reason}")
@@ -182,3 +193,48 @@ class KmsKeyNotFound(TieringError):
 class EncryptionKeyUnavailable(TieringError):
     """A stored object's wrapping key is missing from the keyring (or does not unwrap its data
     key): the operator's configuration lost a master key. The data is intact, not readable here."""
+
+
+class DeleteMarkerCurrent(ObjectNotFound):
+    """The key's current version is a delete marker: it reads as missing, and says so."""
+
+    def __init__(self, bucket: str, key: str, version_id: str) -> None:
+        super().__init__(bucket, key)
+        self.version_id = version_id
+
+
+class VersionNotFound(TieringError):
+    def __init__(self, bucket: str, key: str, version_id: str) -> None:
+        super().__init__(f"no version {version_id!r} of {key!r} in bucket {bucket!r}")
+        self.bucket = bucket
+        self.key = key
+        self.version_id = version_id
+
+
+class VersionIsDeleteMarker(TieringError):
+    """A read named a delete marker by its version id: a marker has no data to read."""
+
+    def __init__(self, bucket: str, key: str, version_id: str) -> None:
+        super().__init__(f"version {version_id!r} of {key!r} in bucket {bucket!r} is a delete marker")
+        self.bucket = bucket
+        self.key = key
+        self.version_id = version_id
+
+
+class ObjectLocked(TieringError):
+    """A version under Object Lock retention or legal hold: it cannot be deleted (or its
+    retention shortened) by this request."""
+
+    def __init__(self, bucket: str, key: str, version_id: str, why: str) -> None:
+        super().__init__(f"version {version_id!r} of {key!r} in bucket {bucket!r} is locked: {why}")
+        self.bucket = bucket
+        self.key = key
+        self.version_id = version_id
+        self.why = why
+
+
+class InvalidBucketState(TieringError):
+    def __init__(self, bucket: str, why: str) -> None:
+        super().__init__(why)
+        self.bucket = bucket
+        self.why = why

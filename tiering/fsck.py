@@ -196,6 +196,16 @@ async def _references(store: ObjectStore) -> AsyncIterator[_Reference]:
                     yield _Reference(record.restore.tier, segment.stored, record.bucket, record.key)
         bucket, key = page[-1].bucket, page[-1].key
     for b in await asyncio.to_thread(catalog.list_buckets):
+        # Noncurrent versions keep their data (tiering.catalog.versions): it is checked too.
+        cursor: tuple[str, int] | None = None
+        while True:
+            versions, cursor = await asyncio.to_thread(catalog.noncurrent_versions, b.name, cursor, PAGE)
+            for version in versions:
+                record = version.record
+                for segment in record.segments:
+                    yield _Reference(record.tier, segment.stored, record.bucket, record.key)
+            if cursor is None:
+                break
         key_marker, upload_marker = "", ""
         while True:
             uploads = await asyncio.to_thread(

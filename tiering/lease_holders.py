@@ -92,6 +92,14 @@ def holder_is_dead(holder: str) -> bool:
     return started is None or started != process.started
 
 
+def holder_pid(holder: str) -> int | None:
+    """The pid in a holder's name when it names a process on this host, else None."""
+    process = _parse(holder)
+    if process is None or process.host != socket.gethostname() or process.machine != _machine():
+        return None
+    return process.pid
+
+
 def describe(holder: str) -> str:
     """A holder for people: 'pid 1234 on host-a'."""
     process = _parse(holder)

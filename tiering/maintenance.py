@@ -41,6 +41,11 @@ SCRUB_BATCH = 256
 HEAL_POLL_INTERVAL = 2.0  # seconds between looks at the shared heal queue (a local request wakes it at once)
 SCRUB_LEASE = "scrub"
 HEAL_CLAIM_TTL = 120.0  # a claimed heal not finished by then is another gateway's to take
+# Seconds between retries of the blobs this process knows degraded. A write that missed a domain
+# which never went offline — a storage node restarting faster than its heartbeat timeout — has no
+# "domain back online" event to wait for: without retries it would stay short of a shard until
+# the next scrub, and a rolling restart of the next node could take it below k.
+DEGRADED_RETRY_INTERVAL = 5.0
 
 
 @dataclass
@@ -210,10 +215,14 @@ class Maintenance:
     async def _heal_queued_forever(self) -> None:
         """Claim and heal what any gateway queued; woken at once by this process's own requests."""
         catalog = self.store.catalog
+        retried = time.monotonic()
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._heal_wakeup.wait(), HEAL_POLL_INTERVAL)
             self._heal_wakeup.clear()
+            if self.progress.degraded and time.monotonic() - retried >= DEGRADED_RETRY_INTERVAL:
+                retried = time.monotonic()
+                await self._heal_set(dict(self.progress.degraded))  # a deferred one stays deferred
             try:
                 now = time.time()
                 if not await asyncio.to_thread(catalog.heal_due, now):
@@ -232,9 +241,19 @@ class Maintenance:
                 self._heal_wakeup.set()  # there may be more
 
     def note_write(self, tier: str, stored: StoredData) -> None:
-        """A blob written with shards missing (domains down at write time) is degraded from birth."""
+        """A blob written with shards missing (domains down at write time, or a drive that failed
+        mid-write) is degraded from birth, and queued for heal at once, as a reader's find is.
+
+        Otherwise nothing would look at it until a reader, a domain coming back online, or the
+        next scrub: a node that died under a PUT and restarted before its heartbeats were missed
+        never goes offline, and meanwhile m - 1 further failures make the blob unreadable. Heal
+        itself waits for domains known to be offline (`rebuild_delay`); a shard that has nowhere
+        to go stays missing and the blob degraded."""
         if stored.location.get("missing"):
             self.progress.degraded[stored.data_id] = tier
+            backend = self.healable_tiers().get(tier)
+            if backend is not None:
+                backend.pool.request_heal(stored.data_id, stored.location, stored.size, "written short")
 
     # --- domains going down and coming back ----------------------------------------------------
 

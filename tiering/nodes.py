@@ -22,6 +22,7 @@ rows then say "removed", and its heartbeats no longer bring them back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -39,6 +40,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("tierstore.nodes")
 
 PREFIX = "node:"
+# `admin node remove NAME` records here the id of the node it removed (a node's id is random, kept
+# in its data directory): a new node that takes the name later has another id and joins afresh,
+# while the removed one, still beating, stays out.
+REMOVED_PREFIX = "node-removed:"
+NODE_ID_FILE = ".node-id"
 HEARTBEAT = 2.0  # seconds between a node's heartbeats
 DOWN_AFTER = 6.0  # a node silent this long is down (three missed heartbeats)
 FOLLOW_INTERVAL = 1.0
@@ -51,6 +57,25 @@ def cluster_secret(secret_file: str | Path | None = None) -> bytes:
     if secret_file:
         return Path(secret_file).read_text().strip().encode()
     return os.environ.get(SECRET_ENV, "").encode()
+
+
+def node_id(data: Path) -> str:
+    """This node's id, made once and kept in its data directory."""
+    path = data / NODE_ID_FILE
+    if not path.exists():
+        path.write_text(os.urandom(8).hex() + "\n")
+    return path.read_text().strip()
+
+
+def _removed_ids(catalog: Catalog) -> dict[str, str]:
+    """Node name → the id of the node `admin node remove` removed under that name."""
+    return {k[len(REMOVED_PREFIX) :]: v for k, v in catalog.settings_with_prefix(REMOVED_PREFIX).items()}
+
+
+def _reuses_removed_name(record: dict[str, Any], removed_ids: dict[str, str]) -> bool:
+    """Is this node a new one under the name of a removed node (not the removed node itself)?"""
+    removed = removed_ids.get(record["name"])
+    return bool(removed and record.get("id") and record["id"] != removed)
 
 
 def register(catalog: Catalog, record: dict[str, Any]) -> None:
@@ -73,11 +98,29 @@ def alive(record: dict[str, Any], now: float | None = None) -> bool:
     return (time.time() if now is None else now) - float(record.get("heartbeat", 0)) <= DOWN_AFTER
 
 
+def removed_nodes(catalog: Catalog) -> set[str]:
+    """Nodes whose every drive row says "removed" (`admin node remove`): they may still beat."""
+    states: dict[str, set[str]] = {}
+    for row in catalog.domain_rows():
+        if row["node"]:
+            states.setdefault(str(row["node"]), set()).add(str(row["status"]))
+    return {node for node, seen in states.items() if seen == {"removed"}}
+
+
 def node_status(catalog: Catalog) -> list[dict[str, Any]]:
-    """For `tierstore admin nodes`: every node with its state and the age of its last heartbeat."""
+    """For `tierstore admin nodes`: every node with its state — up, down, or removed (by an
+    operator: it holds nothing and takes nothing, beating or not) — and its heartbeat's age."""
     now = time.time()
+    removed_ids = _removed_ids(catalog)
+    removed = {n for n in removed_nodes(catalog) if n not in removed_ids} | {
+        r["name"] for r in registered(catalog) if removed_ids.get(r["name"]) == r.get("id")
+    }
     return [
-        {**r, "state": "up" if alive(r, now) else "down", "heartbeat_age": round(now - r["heartbeat"], 1)}
+        {
+            **r,
+            "state": "removed" if r["name"] in removed else "up" if alive(r, now) else "down",
+            "heartbeat_age": round(now - r["heartbeat"], 1),
+        }
         for r in registered(catalog)
     ]
 
@@ -185,9 +228,15 @@ def join_new_nodes(store: ObjectStore, records: list[dict[str, Any]]) -> list[st
         unrecorded = [{**d, "tier": tier} for d in new if d["id"] not in status]
         if unrecorded:  # a write only for drives never seen (a removed node that still beats costs a read)
             store.catalog.seed_domains(unrecorded)
+        removed_ids = _removed_ids(store.catalog) if "removed" in status.values() else {}
+        by_name = {r["name"]: r for r in live}
         for d in new:
             if status.get(d["id"]) == "removed":
-                continue
+                if not _reuses_removed_name(by_name[d["node"]], removed_ids):
+                    continue
+                # A new node under a removed node's name: its drives are new domains.
+                with contextlib.suppress(ValueError):  # another gateway made it active first
+                    store.catalog.add_domain({**d, "tier": tier})
             domain = Domain(
                 id=d["id"],
                 path=Path(d["path"]),
@@ -230,6 +279,9 @@ async def remove_node(store: ObjectStore, name: str) -> dict[str, Any]:
     from tiering import rebalance
 
     removed = [await rebalance.remove_domain(store, target) for target in _node_targets(store, name)]
+    record = next((r for r in await asyncio.to_thread(registered, store.catalog) if r["name"] == name), None)
+    if record is not None and record.get("id"):
+        await asyncio.to_thread(store.catalog.put_setting, REMOVED_PREFIX + name, record["id"])
     return {"node": name, "domains": [d for r in removed for d in r["domains"]], "status": "removed"}
 
 

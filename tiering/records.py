@@ -54,6 +54,9 @@ class ObjectMeta:
     )
     # Encryption at rest (`tiering.encryption.ObjectEncryption.to_json()`); None: stored in the clear.
     encryption: dict[str, Any] | None = None
+    # Object Lock of this version (tiering.catalog.object_lock): {"mode": GOVERNANCE | COMPLIANCE,
+    # "until": unix seconds} and/or {"hold": true}; None: not locked.
+    lock: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         raw: dict[str, Any] = {
@@ -67,6 +70,8 @@ class ObjectMeta:
             raw["acl"] = self.acl
         if self.encryption is not None:
             raw["enc"] = self.encryption
+        if self.lock:
+            raw["lock"] = self.lock
         return raw
 
     @classmethod
@@ -80,6 +85,7 @@ class ObjectMeta:
             storage_class_explicit=raw.get("scx", False),
             acl=raw.get("acl"),
             encryption=raw.get("enc"),
+            lock=raw.get("lock"),
         )
 
 
@@ -133,6 +139,7 @@ class ObjectRecord:
     last_access: float = 0.0  # last GET/PUT/Copy of the object
     tier_since: float = 0.0  # when the data arrived on its current tier
     restore: RestoreState | None = None  # a temporary readable copy of an archived object
+    version_id: str = "null"  # S3's version id; "null" in a bucket never versioned (and when Suspended)
 
     @property
     def parts_count(self) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import hmac
 import logging
@@ -18,7 +19,7 @@ import secrets
 import socket
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ParamSpec, TypeVar
@@ -35,7 +36,10 @@ from tiering.backend import (
     WriteQuorumLost,
 )
 from tiering.catalog import RETIRE_GRACE_SECONDS, Catalog
+from tiering.catalog.versions import DeleteOutcome, VersionPage
+from tiering.changes import ChangeSignal
 from tiering.checksums import COMPOSITE, FULL_OBJECT, BodyDigests, combine_full_object, combine_part_checksums
+from tiering.conditions import DeleteCondition, write_condition
 from tiering.encryption import SSE_C, SSE_S3, EncryptionRequest, ObjectEncryption
 from tiering.encryption.chunks import (
     HEADER_BYTES,
@@ -53,6 +57,7 @@ from tiering.errors import (
     BucketNotFound,
     ChecksumMismatch,
     ChecksumTypeMismatch,
+    ConditionalConflict,
     DataUnreadable,
     InsufficientCapacity,
     InvalidPart,
@@ -70,9 +75,12 @@ from tiering.errors import (
     TieringError,
     TierUnavailable,
     UploadNotFound,
+    VersionIsDeleteMarker,
+    VersionNotFound,
 )
 from tiering.heat import decayed
 from tiering.maintenance import Maintenance
+from tiering.object_lock import LockConfiguration
 from tiering.peers import CHECKPOINT_INTERVAL, Checkpoint, ProcessRegistry
 from tiering.rebalance import Rebalancer
 from tiering.records import (
@@ -383,7 +391,10 @@ class PendingWrite:
                 checksum_algorithm=self.digests.checksum_algorithm,
                 checksum=self.digests.checksum_b64,
             )
-            return self._store.catalog.commit_object(record, if_match=if_match, if_none_match=if_none_match)
+            with _conflict_if_conditional(bucket, key, if_match, if_none_match):
+                return self._store.catalog.commit_object(
+                    record, if_match=if_match, if_none_match=if_none_match
+                )
 
         return await self._commit(commit)
 
@@ -404,6 +415,20 @@ class PendingWrite:
             return part
 
         return await self._commit(commit)
+
+
+@contextlib.contextmanager
+def _conflict_if_conditional(
+    bucket: str, key: str, if_match: str | None, if_none_match: str | None
+) -> Iterator[None]:
+    """A conditional commit whose condition fails: the caller checked it when the write began
+    (`ObjectStore.check_write_condition`), so another write won the race since (S3's 409)."""
+    try:
+        yield
+    except (PreconditionFailed, ObjectNotFound) as exc:
+        if if_match is None and if_none_match is None:
+            raise
+        raise ConditionalConflict(bucket, key) from exc
 
 
 def _immutable(chunk: bytes | memoryview) -> bytes | memoryview:
@@ -618,6 +643,9 @@ class ObjectStore:
         self.maintenance = Maintenance(self)
         self.rebalancer = Rebalancer(self)  # runtime topology (domains table), rebalance and recode
         self.registry = ProcessRegistry(state_dir, self._started_at) if state_dir else None
+        # Buckets, their configurations, users, domains, the clock changed: other processes on
+        # this data directory catch up before their next request (tiering/changes.py).
+        self.changes = ChangeSignal(state_dir)
         self.live_peers: list[Checkpoint] = []  # other processes on this data directory at start
         self._holder = f"{socket.gethostname()}:{os.getpid()}:{id(self)}"
 
@@ -874,19 +902,37 @@ class ObjectStore:
     # --- buckets ----------------------------------------------------------------------------
 
     async def create_bucket(self, name: str, owner: str, region: str) -> BucketRecord:
-        return await self._in_writer(self.catalog.create_bucket, name, owner, region)
+        record = await self._in_writer(self.catalog.create_bucket, name, owner, region)
+        self.changes.bump()
+        return record
 
     async def delete_bucket(self, name: str) -> None:
-        await self._in_writer(self.catalog.delete_bucket, name)
+        try:
+            await self._in_writer(self.catalog.delete_bucket, name)
+        finally:
+            self.changes.bump()
 
     async def get_bucket(self, name: str) -> BucketRecord:
         return await self._read(self.catalog.get_bucket, name)
 
-    async def list_buckets(self, owner: str | None = None) -> list[BucketRecord]:
-        return await self._read(self.catalog.list_buckets, owner)
+    async def list_buckets(
+        self,
+        owner: str | None = None,
+        *,
+        prefix: str = "",
+        after: str = "",
+        region: str | None = None,
+        limit: int | None = None,
+    ) -> list[BucketRecord]:
+        return await self._read(
+            self.catalog.list_buckets, owner, prefix=prefix, after=after, region=region, limit=limit
+        )
 
     async def put_bucket_config(self, bucket: str, name: str, value: str | None) -> None:
-        await self._in_writer(self.catalog.put_bucket_config, bucket, name, value)
+        try:
+            await self._in_writer(self.catalog.put_bucket_config, bucket, name, value)
+        finally:
+            self.changes.bump()
 
     async def bucket_configs_with_prefix(self, bucket: str, prefix: str) -> list[tuple[str, str]]:
         return await self._read(self.catalog.bucket_configs_with_prefix, bucket, prefix)
@@ -928,8 +974,121 @@ class ObjectStore:
         self.catalog.get_bucket(bucket)
         return EncryptionRequest.bucket_default(self.catalog.get_bucket_config(bucket, BUCKET_DEFAULT))
 
-    async def head_object(self, bucket: str, key: str) -> ObjectRecord:
-        return await self._read(self.catalog.get_object, bucket, key)
+    async def head_object(self, bucket: str, key: str, version_id: str | None = None) -> ObjectRecord:
+        """The current version (or the one named): DeleteMarkerCurrent / VersionIsDeleteMarker
+        when that is a delete marker."""
+        return await self._read(self.catalog.get_version, bucket, key, version_id)
+
+    async def versioning(self, bucket: str) -> str:
+        """The bucket's versioning state: "" (never versioned), "Enabled" or "Suspended"."""
+        return await self._read(self.catalog.versioning, bucket)
+
+    async def set_versioning(self, bucket: str, state: str) -> None:
+        await self._in_writer(self.catalog.set_versioning, bucket, state)
+
+    async def delete_version(
+        self,
+        bucket: str,
+        key: str,
+        version_id: str | None,
+        *,
+        bypass_governance: bool = False,
+        condition: DeleteCondition | None = None,
+    ) -> DeleteOutcome:
+        """S3's DeleteObject: the visible object (a marker in a versioned bucket) or one version
+        (ObjectLocked if Object Lock protects it; if `condition`, only if it holds:
+        tiering/conditions.py)."""
+        outcome = await self._in_writer(
+            functools.partial(
+                self.catalog.delete_object_version,
+                bucket,
+                key,
+                version_id,
+                bypass_governance=bypass_governance,
+                condition=condition,
+            )
+        )
+        assert outcome is not None  # None only with expected_generation
+        return outcome
+
+    async def list_versions(
+        self,
+        bucket: str,
+        *,
+        prefix: str,
+        delimiter: str,
+        key_marker: str,
+        version_id_marker: str,
+        max_keys: int,
+    ) -> VersionPage:
+        return await self._read(
+            functools.partial(
+                self.catalog.list_versions,
+                bucket,
+                prefix=prefix,
+                delimiter=delimiter,
+                key_marker=key_marker,
+                version_id_marker=version_id_marker,
+                max_keys=max_keys,
+            )
+        )
+
+    async def object_lock_config(self, bucket: str) -> LockConfiguration | None:
+        return await self._read(self.catalog.object_lock_config, bucket)
+
+    async def set_object_lock_config(self, bucket: str, config: LockConfiguration) -> None:
+        await self._in_writer(self.catalog.set_object_lock_config, bucket, config)
+
+    async def set_lock(
+        self,
+        bucket: str,
+        key: str,
+        version_id: str | None,
+        *,
+        retention: tuple[str | None, float | None] | None = None,
+        hold: bool | None = None,
+        bypass_governance: bool = False,
+    ) -> str:
+        return await self._in_writer(
+            functools.partial(
+                self.catalog.set_lock,
+                bucket,
+                key,
+                version_id,
+                retention=retention,
+                hold=hold,
+                bypass_governance=bypass_governance,
+            )
+        )
+
+    async def set_version_fields(
+        self,
+        bucket: str,
+        key: str,
+        version_id: str,
+        *,
+        tags: dict[str, str] | None = None,
+        acl: str | None = None,
+    ) -> None:
+        await self._in_writer(
+            functools.partial(self.catalog.set_version_fields, bucket, key, version_id, tags=tags, acl=acl)
+        )
+
+    async def check_write_condition(
+        self, bucket: str, key: str, if_match: str | None, if_none_match: str | None
+    ) -> None:
+        """A conditional write's condition, on the key's object as it is now, before any byte is
+        written: PreconditionFailed (412) or ObjectNotFound if it does not hold. The commit checks
+        it again in its own transaction (the check that counts); failing only there, it is a
+        ConditionalConflict (409)."""
+        condition = write_condition(if_match, if_none_match)
+        if not condition:
+            return
+        try:
+            current: ObjectRecord | None = await self.head_object(bucket, key)
+        except ObjectNotFound:
+            current = None
+        condition.check(bucket, key, current)
 
     async def open_object(
         self,
@@ -940,8 +1099,10 @@ class ObjectStore:
         read_up_to: int = 0,
         customer_key: bytes | None = None,
         check_customer_key: bool = False,
+        version_id: str | None = None,
     ) -> OpenedObject:
-        """Look up and pin an object; `close()` the result when the read is done.
+        """Look up and pin an object (its current version, or `version_id`); `close()` the result
+        when the read is done.
 
         An archived (cold-tier) object is readable only through a finished, unexpired restore,
         unless `allow_archived` (the mover reading it to restore or transition it).
@@ -952,7 +1113,7 @@ class ObjectStore:
         needs `customer_key` and the right one, and no other object may be given one.
         """
         opened = await self._read(
-            self._open, bucket, key, allow_archived, read_up_to, customer_key, check_customer_key
+            self._open, bucket, key, allow_archived, read_up_to, customer_key, check_customer_key, version_id
         )
         self._pin(opened.segments)
         return opened
@@ -965,9 +1126,10 @@ class ObjectStore:
         read_up_to: int,
         customer_key: bytes | None = None,
         check_customer_key: bool = False,
+        version_id: str | None = None,
     ) -> OpenedObject:
         """`open_object`'s lookup (and small read), in a worker thread."""
-        record = self.catalog.get_object(bucket, key)
+        record = self.catalog.get_version(bucket, key, version_id)
         opened = OpenedObject(record, self, customer_key=customer_key)
         enc = opened.encryption
         if check_customer_key:
@@ -996,8 +1158,11 @@ class ObjectStore:
             opened.data = data
         return opened
 
-    async def delete_object(self, bucket: str, key: str) -> ObjectRecord | None:
-        return await self._in_writer(self.catalog.delete_object, bucket, key)
+    async def delete_object(
+        self, bucket: str, key: str, *, condition: DeleteCondition | None = None
+    ) -> ObjectRecord | None:
+        """Delete the key's object (if `condition`, only if it holds: tiering/conditions.py)."""
+        return await self._in_writer(self.catalog.delete_object, bucket, key, condition=condition)
 
     async def delete_object_if(self, bucket: str, key: str, generation: int) -> bool:
         """Delete only the version a policy looked at (lifecycle expiration); False if it changed."""
@@ -1161,6 +1326,49 @@ class ObjectStore:
                 await self._discard(tier, copied)  # the object changed while we copied: keep its new state
             return None
 
+    async def move_version(
+        self,
+        bucket: str,
+        key: str,
+        version_id: str,
+        tier: str,
+        *,
+        storage_class: str,
+        expected_generation: int,
+        verify: bool = True,
+    ) -> ObjectRecord | None:
+        """Move a noncurrent version's data to `tier` (lifecycle's NoncurrentVersionTransition):
+        copy, verify, compare-and-swap on the version's generation. None if it changed or went."""
+        if tier not in self.tiers:
+            raise ValueError(f"no tier {tier!r}")
+        try:
+            source = await self.open_object(bucket, key, allow_archived=True, version_id=version_id)
+        except (ObjectNotFound, VersionNotFound, VersionIsDeleteMarker):
+            return None
+        try:
+            record = source.record
+            if record.generation != expected_generation or record.tier == tier:
+                return None
+            copied = await self._copy_segments(source, tier, None, verify)
+        finally:
+            source.close()
+        try:
+            return await self._in_writer(
+                functools.partial(
+                    self.catalog.move_version,
+                    bucket,
+                    key,
+                    version_id,
+                    expected_generation=expected_generation,
+                    tier=tier,
+                    segments=copied,
+                    storage_class=storage_class,
+                )
+            )
+        except PreconditionFailed:
+            await self._discard(tier, copied)  # changed while we copied (or went): keep its state
+            return None
+
     async def restripe_object(
         self,
         bucket: str,
@@ -1238,8 +1446,9 @@ class ObjectStore:
         return {"current_key_id": current, "rewrapped": rewrapped, "skipped_changed": skipped}
 
     async def record_accesses(
-        self, accesses: dict[tuple[str, str], tuple[int, float]], half_life: float
+        self, accesses: dict[tuple[str, str, str], tuple[int, float]], half_life: float
     ) -> None:
+        """Reads keyed by (bucket, key, version id or "" for the current version)."""
         await self._in_writer(self.catalog.record_accesses, accesses, half_life)
 
     async def objects_after(self, bucket: str, key: str, limit: int) -> list[ObjectRecord]:
@@ -1441,7 +1650,9 @@ class ObjectStore:
             if expected_checksum_type is not None and upload.checksum_algorithm:
                 if expected_checksum_type.upper() != (upload.checksum_type or COMPOSITE):
                     raise ChecksumTypeMismatch(upload.checksum_type or COMPOSITE)
-            return await self._complete(upload, requested, if_match, if_none_match, expected_checksum)
+            await self.check_write_condition(bucket, key, if_match, if_none_match)
+            with _conflict_if_conditional(bucket, key, if_match, if_none_match):
+                return await self._complete(upload, requested, if_match, if_none_match, expected_checksum)
         except (UploadNotFound, InvalidPart):
             # Completed already (maybe just now, by a concurrent retry, or by another process,
             # which can also make the parts vanish under this one's look at them)?

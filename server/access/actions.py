@@ -48,6 +48,11 @@ ACTIONS: dict[Op, str | None] = {
     Op.PutBucketOwnershipControls: "s3:PutBucketOwnershipControls",
     Op.DeleteBucketOwnershipControls: "s3:PutBucketOwnershipControls",
     Op.GetObjectLockConfiguration: "s3:GetBucketObjectLockConfiguration",
+    Op.PutObjectLockConfiguration: "s3:PutBucketObjectLockConfiguration",
+    Op.GetObjectRetention: "s3:GetObjectRetention",
+    Op.PutObjectRetention: "s3:PutObjectRetention",
+    Op.GetObjectLegalHold: "s3:GetObjectLegalHold",
+    Op.PutObjectLegalHold: "s3:PutObjectLegalHold",
     Op.GetPublicAccessBlock: "s3:GetBucketPublicAccessBlock",
     Op.PutPublicAccessBlock: "s3:PutBucketPublicAccessBlock",
     Op.DeletePublicAccessBlock: "s3:PutBucketPublicAccessBlock",
@@ -111,6 +116,24 @@ KNOWN_ACTIONS = frozenset(a for a in ACTIONS.values() if a) | OBJECT_ACTIONS | f
 
 def action_of(operation: Op) -> str | None:
     return ACTIONS[operation]
+
+
+# A request naming a version (`versionId`) needs the version's own action, as on S3: a policy may
+# allow s3:DeleteObject (which only adds a delete marker) and not s3:DeleteObjectVersion.
+VERSION_ACTIONS = {
+    "s3:GetObject": "s3:GetObjectVersion",
+    "s3:DeleteObject": "s3:DeleteObjectVersion",
+    "s3:GetObjectTagging": "s3:GetObjectVersionTagging",
+    "s3:PutObjectTagging": "s3:PutObjectVersionTagging",
+    "s3:DeleteObjectTagging": "s3:DeleteObjectVersionTagging",
+    "s3:GetObjectAcl": "s3:GetObjectVersionAcl",
+    "s3:PutObjectAcl": "s3:PutObjectVersionAcl",
+    "s3:GetObjectAttributes": "s3:GetObjectVersionAttributes",
+}
+
+
+def version_action(action: str | None) -> str | None:
+    return VERSION_ACTIONS.get(action, action) if action is not None else None
 
 
 def resource_arn(bucket: str | None, key: str | None = None) -> str:

@@ -11,6 +11,7 @@ from server.handlers import (  # noqa: F401  (imported for their @handles regist
     lifecycle_api,
     listing,
     multipart,
+    object_lock,
     post_object,
     put,
     subresources,

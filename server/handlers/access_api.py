@@ -20,7 +20,7 @@ from server.access.decision import BUCKET_OWNER_ENFORCED, NONE_BLOCKED, BucketAc
 from server.access.policy import PolicyError, parse_policy
 from server.authorization import ACL, OWNERSHIP, POLICY, PUBLIC_ACCESS_BLOCK, Authorizer
 from server.context import S3Request
-from server.handlers.common import only_null_version
+from server.handlers.common import version_headers, version_param
 from server.handlers.registry import handles
 from server.operations import Operation
 from server.responses import empty_response, xml_response
@@ -316,22 +316,24 @@ async def get_bucket_acl(req: S3Request) -> Response:
 
 @handles(Operation.PutObjectAcl)
 async def put_object_acl(req: S3Request) -> Response:
-    only_null_version(req)
+    version = version_param(req)
     access = await _access(req)
-    record = await req.store.head_object(req.bucket, req.key)
+    record = await req.store.head_object(req.bucket, req.key, version)
     current = acls.Acl.from_json(record.meta.acl) if record.meta.acl else acls.private(access.owner)
     acl, canned = await _requested_acl(req, current.owner, access.owner)
     _check_acl_allowed(req, access, acl, canned, access.owner)
     if access.acls_enabled:
-        await req.store.put_object_acl(req.bucket, req.key, acl.to_json())
-    return empty_response(200)
+        if version is None:
+            await req.store.put_object_acl(req.bucket, req.key, acl.to_json())
+        else:
+            await req.store.set_version_fields(req.bucket, req.key, version, acl=acl.to_json())
+    return empty_response(200, version_headers(record.version_id, version is not None) or None)
 
 
 @handles(Operation.GetObjectAcl)
 async def get_object_acl(req: S3Request) -> Response:
-    only_null_version(req)
     access = await _access(req)
-    record = await req.store.head_object(req.bucket, req.key)
+    record = await req.store.head_object(req.bucket, req.key, version_param(req))
     owner_name = _caller_name(req) if _caller_id(req) == access.owner else ""
     if record.meta.acl and access.acls_enabled:
         acl = acls.Acl.from_json(record.meta.acl)

@@ -2,21 +2,45 @@
 
 from __future__ import annotations
 
+import base64
 import re
 
 from starlette.responses import Response
 
 from server.context import S3Request
-from server.errors import InvalidLocationConstraint
+from server.errors import InvalidArgument, InvalidLocationConstraint
 from server.handlers import access_api
-from server.handlers.common import owner_of, owner_xml
+from server.handlers.common import int_param, owner_of, owner_xml
 from server.handlers.registry import handles
 from server.http_semantics import validate_bucket_name
 from server.operations import Operation
 from server.responses import empty_response, xml_response
 from server.xml_io import Value, child_text, document, iso_time, parse
+from tiering.object_lock import LockConfiguration
 
 _REGION_RE = re.compile(r"^[a-z0-9-]{1,32}$")
+
+
+MAX_BUCKETS = 10_000
+
+
+def _continuation_token(name: str) -> str:
+    """ListBuckets' ContinuationToken: opaque to clients; here the last name listed, encoded."""
+    return base64.urlsafe_b64encode(name.encode()).decode()
+
+
+def _after(token: str) -> str:
+    try:
+        name = base64.urlsafe_b64decode(token.encode()).decode()
+    except (ValueError, UnicodeError):
+        name = ""
+    if not name:
+        raise InvalidArgument(
+            "The continuation token provided is incorrect",
+            ArgumentName="continuation-token",
+            ArgumentValue=token,
+        )
+    return name
 
 
 @handles(Operation.ListBuckets)
@@ -24,12 +48,36 @@ async def list_buckets(req: S3Request) -> Response:
     identity = req.identity
     # Users see their own buckets; administrators see every bucket.
     owner = None if identity is None or identity.is_admin else identity.owner_id
-    buckets = await req.store.list_buckets(owner)
+    prefix = req.query.get("prefix", "")
+    token = req.query.get("continuation-token")
+    paged = "max-buckets" in req.query or token is not None
+    max_buckets = int_param(req, "max-buckets", MAX_BUCKETS, low=1)
+    if max_buckets > MAX_BUCKETS:
+        raise InvalidArgument(
+            f"Argument max-buckets must be an integer between 1 and {MAX_BUCKETS}",
+            ArgumentName="max-buckets",
+            ArgumentValue=req.query["max-buckets"],
+        )
+    # One more than the page: whether another page follows, without a second query.
+    buckets = await req.store.list_buckets(
+        owner,
+        prefix=prefix,
+        after=_after(token) if token else "",
+        region=req.query.get("bucket-region") or None,
+        limit=max_buckets + 1 if paged else None,
+    )
+    more = paged and len(buckets) > max_buckets
+    buckets = buckets[:max_buckets] if paged else buckets
     entries: list[tuple[str, Value]] = [
         ("Bucket", [("Name", b.name), ("CreationDate", iso_time(b.created)), ("BucketRegion", b.region)])
         for b in buckets
     ]
-    return xml_response(document("ListAllMyBucketsResult", [("Owner", owner_xml(req)), ("Buckets", entries)]))
+    children: list[tuple[str, Value]] = [("Owner", owner_xml(req)), ("Buckets", entries)]
+    if more:
+        children.append(("ContinuationToken", _continuation_token(buckets[-1].name)))
+    if "prefix" in req.query:
+        children.append(("Prefix", prefix))
+    return xml_response(document("ListAllMyBucketsResult", children))
 
 
 @handles(Operation.CreateBucket)
@@ -47,6 +95,10 @@ async def create_bucket(req: S3Request) -> Response:
     await access_api.bucket_acl_on_create(req)  # refuses before anything exists
     await req.store.create_bucket(req.bucket, owner_id, region)
     await access_api.store_bucket_documents(req)
+    if (req.header("x-amz-bucket-object-lock-enabled") or "").strip().lower() == "true":
+        # ObjectLockEnabledForBucket: versioning on and Object Lock on, both for good.
+        await req.store.set_versioning(req.bucket, "Enabled")
+        await req.store.set_object_lock_config(req.bucket, LockConfiguration())
     return empty_response(200, {"location": f"/{req.bucket}"})
 
 

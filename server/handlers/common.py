@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from server.context import S3Request
-from server.errors import BadDigest, EntityTooLarge, InvalidArgument, NoSuchVersion
+from server.errors import BadDigest, EntityTooLarge, InvalidArgument
 from server.http_semantics import content_md5
 from server.xml_io import Value
 from tiering.store import PendingWrite
@@ -43,11 +43,20 @@ def int_param(req: S3Request, name: str, default: int, *, low: int = 0, high: in
     return min(value, high) if high is not None else value
 
 
-def only_null_version(req: S3Request) -> None:
-    """Unversioned buckets: versionId=null names the one version; anything else does not exist."""
+def version_param(req: S3Request) -> str | None:
+    """The `versionId` a request names (None: the current version)."""
     version = req.query.get("versionId")
-    if version is not None and version != "null":
-        raise NoSuchVersion(Key=req.key_name, VersionId=version)
+    if version == "":
+        raise InvalidArgument(
+            "Version id cannot be the empty string", ArgumentName="versionId", ArgumentValue=""
+        )
+    return version
+
+
+def version_headers(version_id: str, named: bool = False) -> dict[str, str]:
+    """x-amz-version-id of an answer about a version: every version of a versioned bucket has
+    one; a bucket never versioned has only "null", said only when the request named it."""
+    return {"x-amz-version-id": version_id} if version_id != "null" or named else {}
 
 
 async def receive_body(req: S3Request, pending: PendingWrite) -> None:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from urllib.parse import unquote
 
 from starlette.responses import Response
 
 from server.context import S3Request
 from server.encryption import COPY_SOURCE_CUSTOMER, customer_key, response_headers, write_request
-from server.errors import InvalidArgument, InvalidRange, InvalidRequest, NoSuchVersion
+from server.errors import InvalidArgument, InvalidRange, InvalidRequest
 from server.handlers.access_api import object_acl_for_write
+from server.handlers.common import version_headers
 from server.handlers.multipart import part_number_param
+from server.handlers.object_lock import lock_for_write
 from server.handlers.registry import handles
 from server.http_semantics import (
     check_read_conditions,
@@ -19,6 +22,7 @@ from server.http_semantics import (
     parse_tagging,
     storage_class_from,
     validate_key,
+    write_conditions,
 )
 from server.operations import Operation
 from server.responses import xml_response
@@ -29,11 +33,7 @@ from tiering.records import ObjectMeta, ObjectRecord
 def copy_source(req: S3Request) -> tuple[str, str]:
     """Parse x-amz-copy-source: "bucket/key" or "/bucket/key", URL-encoded, maybe ?versionId=."""
     raw = req.header("x-amz-copy-source") or ""
-    path, _, query = raw.partition("?")
-    if query:
-        name, _, value = query.partition("=")
-        if name == "versionId" and unquote(value) != "null":
-            raise NoSuchVersion(VersionId=unquote(value))
+    path, _, _ = raw.partition("?")
     path = unquote(path).lstrip("/")
     bucket, sep, key = path.partition("/")
     if not bucket or not sep or not key:
@@ -43,6 +43,25 @@ def copy_source(req: S3Request) -> tuple[str, str]:
             ArgumentValue=raw,
         )
     return bucket, key
+
+
+def copy_source_version(req: S3Request) -> str | None:
+    """The source version x-amz-copy-source names with `?versionId=` (None: the current one)."""
+    _, _, query = (req.header("x-amz-copy-source") or "").partition("?")
+    name, _, value = query.partition("=")
+    if name != "versionId":
+        return None
+    if not value:
+        raise InvalidArgument(
+            "Version id cannot be the empty string", ArgumentName="versionId", ArgumentValue=""
+        )
+    return unquote(value)
+
+
+def _source_headers(req: S3Request, source: ObjectRecord) -> dict[str, str]:
+    """x-amz-copy-source-version-id: the version copied, when it has one (or was named)."""
+    named = copy_source_version(req) is not None
+    return {"x-amz-copy-source-version-id": source.version_id} if source.version_id != "null" or named else {}
 
 
 def _copy_meta(req: S3Request, source: ObjectRecord) -> ObjectMeta:
@@ -96,17 +115,28 @@ async def copy_object(req: S3Request) -> Response:
     validate_key(req.key)
     encryption, ckey = write_request(req)
     src_bucket, src_key = copy_source(req)
+    if_match, if_none_match = write_conditions(req.headers)  # on the destination
     source_key = customer_key(req, COPY_SOURCE_CUSTOMER)
     if req.authorizer is not None and req.identity is not None:
         await req.authorizer.check_read(req.identity, src_bucket, src_key, request=req.request)
     source = await req.store.open_object(
-        src_bucket, src_key, customer_key=source_key.key if source_key else None, check_customer_key=True
+        src_bucket,
+        src_key,
+        customer_key=source_key.key if source_key else None,
+        check_customer_key=True,
+        version_id=copy_source_version(req),
     )
     if req.lifecycle is not None:
-        req.lifecycle.record_access(src_bucket, src_key)  # a copy reads its source: an access
+        # A copy reads its source: an access (of the version it names, if it names one).
+        req.lifecycle.record_access(src_bucket, src_key, copy_source_version(req))
     try:
         check_read_conditions(req.headers, source.record, for_copy=True)
         meta = await object_acl_for_write(req, _copy_meta(req, source.record))
+        # The destination's lock comes from this request's headers (or the bucket's default), never
+        # from the source version.
+        lock = await lock_for_write(req, carries_body=False)
+        meta = dataclasses.replace(meta, lock=lock)
+        await req.store.check_write_condition(req.bucket, req.key, if_match, if_none_match)
         same_object = (src_bucket, src_key) == (req.bucket, req.key)
         if same_object:
             changes = (
@@ -121,7 +151,14 @@ async def copy_object(req: S3Request) -> Response:
                     "changing the object's metadata, storage class, website redirect location or encryption "
                     "attributes."
                 )
-            if req.store.tier_for(meta.storage_class) == source.record.tier and encryption is None:
+            if (
+                req.store.tier_for(meta.storage_class) == source.record.tier
+                and encryption is None
+                and source.record.version_id == "null"
+                and await req.store.versioning(req.bucket) == ""
+            ):
+                # (In a versioned bucket a self-copy is a new version with its own data: no two
+                # versions ever share a blob, see tiering.catalog.versions.)
                 # chmod/touch through a FUSE mount: only metadata changes, no byte is copied.
                 record = await req.store.replace_metadata(
                     req.bucket, req.key, meta, if_etag=source.record.etag
@@ -131,7 +168,7 @@ async def copy_object(req: S3Request) -> Response:
                     record.etag,
                     record.last_modified,
                     (record.checksum_algorithm, record.checksum),
-                    response_headers(record.meta.encryption),
+                    {**response_headers(record.meta.encryption), **_source_headers(req, source.record)},
                 )
         await req.store.get_bucket(req.bucket)
         pending = await req.store.begin_put(
@@ -143,7 +180,9 @@ async def copy_object(req: S3Request) -> Response:
         )
         try:
             await req.store.copy_data(source, pending)
-            record = await pending.commit_object(req.bucket, req.key, meta)
+            record = await pending.commit_object(
+                req.bucket, req.key, meta, if_match=if_match, if_none_match=if_none_match
+            )
         except BaseException:
             await pending.abort()
             raise
@@ -154,7 +193,11 @@ async def copy_object(req: S3Request) -> Response:
         record.etag,
         record.last_modified,
         (record.checksum_algorithm, record.checksum),
-        response_headers(record.meta.encryption, ckey),
+        {
+            **response_headers(record.meta.encryption, ckey),
+            **_source_headers(req, source.record),
+            **version_headers(record.version_id),
+        },
     )
 
 
@@ -186,7 +229,11 @@ async def upload_part_copy(req: S3Request) -> Response:
     if req.authorizer is not None and req.identity is not None:
         await req.authorizer.check_read(req.identity, src_bucket, src_key, request=req.request)
     source = await req.store.open_object(
-        src_bucket, src_key, customer_key=source_key.key if source_key else None, check_customer_key=True
+        src_bucket,
+        src_key,
+        customer_key=source_key.key if source_key else None,
+        check_customer_key=True,
+        version_id=copy_source_version(req),
     )
     try:
         check_read_conditions(req.headers, source.record, for_copy=True)
@@ -211,5 +258,5 @@ async def upload_part_copy(req: S3Request) -> Response:
         part.etag,
         part.last_modified,
         (upload.checksum_algorithm, part.checksum),
-        response_headers(upload.meta.encryption, ckey),
+        {**response_headers(upload.meta.encryption, ckey), **_source_headers(req, source.record)},
     )

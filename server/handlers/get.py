@@ -10,8 +10,9 @@ from starlette.responses import Response
 from server.context import S3Request
 from server.encryption import SSE, CustomerKey, customer_key, response_headers
 from server.errors import InvalidArgument, InvalidPartNumber, InvalidRange, InvalidRequest
-from server.handlers.common import only_null_version
+from server.handlers.common import version_headers, version_param
 from server.handlers.multipart import part_number_param
+from server.handlers.object_lock import lock_headers
 from server.handlers.registry import handles
 from server.http_semantics import (
     ByteRange,
@@ -67,7 +68,7 @@ def _part_header(boundary: str, content_type: str, r: ByteRange, size: int) -> b
 
 @handles(Operation.GetObject, Operation.HeadObject)
 async def get_object(req: S3Request) -> Response:
-    only_null_version(req)
+    version = version_param(req)
     send_body = req.operation is Operation.GetObject
     if req.header(SSE) is not None:  # a read names no encryption of its own (SSE-C keys aside)
         raise InvalidArgument("x-amz-server-side-encryption header is not supported for this operation.")
@@ -80,9 +81,10 @@ async def get_object(req: S3Request) -> Response:
         read_up_to=SMALL_GET_BYTES if send_body else 0,
         customer_key=ckey.key if ckey else None,
         check_customer_key=True,
+        version_id=version,
     )
     if send_body and req.lifecycle is not None:
-        req.lifecycle.record_access(req.bucket, req.key)  # HEAD does not warm an object
+        req.lifecycle.record_access(req.bucket, req.key, version)  # HEAD does not warm an object
     try:
         response = _respond(req, opened, send_body, ckey)
         if send_body and isinstance(response, StreamedBody):
@@ -100,8 +102,8 @@ def _respond(req: S3Request, opened: OpenedObject, send_body: bool, ckey: Custom
         record, checksum_mode=(req.header("x-amz-checksum-mode") or "").upper() == "ENABLED"
     )
     headers.update(response_headers(record.meta.encryption, ckey))
-    if req.query.get("versionId") == "null":
-        headers["x-amz-version-id"] = "null"
+    headers.update(version_headers(record.version_id, "versionId" in req.query))
+    headers.update(lock_headers(record.meta.lock))
     apply_response_overrides(headers, req.query)
     part_number = part_number_param(req) if "partNumber" in req.query else 0
     if part_number:
@@ -168,11 +170,63 @@ def _in_memory(opened: OpenedObject, body: bytes, status: int, headers: dict[str
     return Response(body, status_code=status, headers=headers)
 
 
+OBJECT_ATTRIBUTES = ("ETag", "Checksum", "ObjectParts", "StorageClass", "ObjectSize")
+DEFAULT_MAX_PARTS = 1000
+
+
+def object_attributes(req: S3Request) -> set[str]:
+    """x-amz-object-attributes: a comma-separated list (the header may also come more than once)."""
+    wanted = {a.strip() for value in req.headers.getlist("x-amz-object-attributes") for a in value.split(",")}
+    wanted.discard("")
+    if not wanted:
+        raise InvalidRequest(
+            "The x-amz-object-attributes header specifying the attributes to be retrieved is either missing or empty"
+        )
+    for name in sorted(wanted):
+        if name not in OBJECT_ATTRIBUTES:
+            raise InvalidArgument(
+                "Invalid attribute name specified.",
+                ArgumentName="x-amz-object-attributes",
+                ArgumentValue=name,
+            )
+    return wanted
+
+
+def _header_int(req: S3Request, name: str, default: int) -> int:
+    """A paging header of GetObjectAttributes; S3 ignores a value that is not a number."""
+    value = (req.header(name) or "").strip()
+    return int(value) if value.isdigit() else default
+
+
+def _object_parts(req: S3Request, record: ObjectRecord) -> list[tuple[str, Value]]:
+    """ObjectParts: the parts after x-amz-part-number-marker, x-amz-max-parts of them."""
+    marker = _header_int(req, "x-amz-part-number-marker", 0)
+    max_parts = _header_int(req, "x-amz-max-parts", DEFAULT_MAX_PARTS)
+    parts = [
+        (segment, size)
+        for segment, size in zip(record.segments, record.segment_sizes(), strict=True)
+        if segment.part_number > marker
+    ]
+    page, truncated = parts[:max_parts], len(parts) > max_parts
+    children: list[tuple[str, Value]] = [
+        ("PartsCount", record.parts_count),  # TotalPartsCount in the SDKs
+        ("PartNumberMarker", marker),
+        ("NextPartNumberMarker", page[-1][0].part_number if page else marker),
+        ("MaxParts", max_parts),
+        ("IsTruncated", "true" if truncated else "false"),
+    ]
+    for segment, size in page:
+        part: list[tuple[str, Value]] = [("PartNumber", segment.part_number), ("Size", size)]
+        if segment.checksum and record.checksum_algorithm:
+            part.append((f"Checksum{record.checksum_algorithm}", segment.checksum))
+        children.append(("Part", part))
+    return children
+
+
 @handles(Operation.GetObjectAttributes)
 async def get_object_attributes(req: S3Request) -> Response:
-    only_null_version(req)
-    record = await req.store.head_object(req.bucket, req.key)
-    wanted = {a.strip() for a in (req.header("x-amz-object-attributes") or "").split(",") if a.strip()}
+    wanted = object_attributes(req)
+    record = await req.store.head_object(req.bucket, req.key, version_param(req))
     children: list[tuple[str, Value]] = []
     if "ETag" in wanted:
         children.append(("ETag", record.etag))
@@ -188,10 +242,11 @@ async def get_object_attributes(req: S3Request) -> Response:
             )
         )
     if "ObjectParts" in wanted and record.parts_count:
-        children.append(("ObjectParts", [("TotalPartsCount", record.parts_count)]))
+        children.append(("ObjectParts", _object_parts(req, record)))
     if "StorageClass" in wanted:
         children.append(("StorageClass", record.meta.storage_class))
     if "ObjectSize" in wanted:
         children.append(("ObjectSize", record.size))
     headers = {"last-modified": http_date(record.last_modified)}
+    headers.update(version_headers(record.version_id, "versionId" in req.query))
     return xml_response(document("GetObjectAttributesResponse", children), headers=headers)

@@ -18,7 +18,7 @@ from lifecycle.intelligent_tiering import (
 from lifecycle.rules import RuleError, parse_lifecycle, render_lifecycle
 from server import errors as s3
 from server.context import S3Request
-from server.handlers.common import int_param, only_null_version
+from server.handlers.common import int_param, version_param
 from server.handlers.registry import handles
 from server.http_semantics import is_number
 from server.operations import Operation
@@ -117,7 +117,12 @@ async def list_intelligent_tiering(req: S3Request) -> Response:
 
 @handles(Operation.RestoreObject)
 async def restore_object(req: S3Request) -> Response:
-    only_null_version(req)
+    version = version_param(req)
+    if version is not None:
+        # Restores copy the current version's data; a noncurrent one is not restored on its own.
+        named = await req.store.head_object(req.bucket, req.key, version)
+        if named.version_id != (await req.store.head_object(req.bucket, req.key)).version_id:
+            raise s3.NotImplemented("RestoreObject of a noncurrent version is not supported")
     body = await req.small_body()
     days = 1
     if body.strip():

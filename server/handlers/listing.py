@@ -16,6 +16,7 @@ from server.http_semantics import encode_key
 from server.operations import Operation
 from server.responses import xml_response
 from server.xml_io import Value, document, escape_text, iso_time
+from tiering.catalog.versions import VersionEntry
 from tiering.records import ListEntry, ListPage, UploadRecord
 
 MAX_KEYS = 1000
@@ -58,19 +59,6 @@ def _contents(entries: list[ListEntry], encoding: str | None, owner: str) -> str
             f"<StorageClass>{storage_class}</StorageClass>"
             f"{f'<ChecksumAlgorithm>{algorithm}</ChecksumAlgorithm>' if algorithm else ''}{owner}</Contents>"
             for key, size, etag, modified, storage_class, algorithm in entries
-        ]
-    )
-
-
-def _versions(entries: list[ListEntry], encoding: str | None, owner: str) -> str:
-    """`<Version>` per entry: unversioned, each object is its one version, `null`, and the latest."""
-    text = _key_text(encoding)
-    return "".join(
-        [
-            f"<Version><Key>{text(key)}</Key><VersionId>null</VersionId>"
-            f"<IsLatest>true</IsLatest><LastModified>{iso_time(modified)}</LastModified>"
-            f'<ETag>"{etag}"</ETag><Size>{size}</Size><StorageClass>{storage_class}</StorageClass>{owner}</Version>'
-            for key, size, etag, modified, storage_class, _algorithm in entries
         ]
     )
 
@@ -177,35 +165,66 @@ async def list_objects_v2(req: S3Request) -> Response:
 
 @handles(Operation.ListObjectVersions)
 async def list_object_versions(req: S3Request) -> Response:
-    """Unversioned buckets: every object is its one version, `null`, and the latest."""
+    """Versions and delete markers, keys in order and each key's versions newest first."""
     encoding = _encoding(req)
     max_keys = int_param(req, "max-keys", MAX_KEYS, high=MAX_KEYS)
     key_marker = req.query.get("key-marker", "")
     version_marker = req.query.get("version-id-marker", "")
     prefix = req.query.get("prefix", "")
     delimiter = req.query.get("delimiter", "")
+    if version_marker and not key_marker:
+        raise InvalidArgument(
+            "A version-id marker cannot be specified without a key marker.",
+            ArgumentName="version-id-marker",
+            ArgumentValue=version_marker,
+        )
     owner = _owner_text(req)
+    page = await req.store.list_versions(
+        req.bucket,
+        prefix=prefix,
+        delimiter=delimiter,
+        key_marker=key_marker,
+        version_id_marker=version_marker,
+        max_keys=max_keys,
+    )
+    children: list[tuple[str, Value]] = [
+        ("Name", req.bucket),
+        ("Prefix", encode_key(prefix, encoding)),
+        ("KeyMarker", encode_key(key_marker, encoding)),
+        ("VersionIdMarker", version_marker),
+        ("MaxKeys", max_keys),
+    ]
+    if delimiter:
+        children.append(("Delimiter", encode_key(delimiter, encoding)))
+    children.append(("IsTruncated", page.is_truncated))
+    if page.is_truncated and page.next_key_marker:
+        children.append(("NextKeyMarker", encode_key(page.next_key_marker, encoding)))
+        if page.next_version_id_marker:
+            children.append(("NextVersionIdMarker", page.next_version_id_marker))
+    if encoding:
+        children.append(("EncodingType", encoding))
+    entries = _version_entries(page.entries, encoding, owner) + _prefixes(page.common_prefixes, encoding)
+    return xml_response(document("ListVersionsResult", children, trailer=entries))
 
-    def render(page: ListPage) -> bytes:
-        children: list[tuple[str, Value]] = [
-            ("Name", req.bucket),
-            ("Prefix", encode_key(prefix, encoding)),
-            ("KeyMarker", encode_key(key_marker, encoding)),
-            ("VersionIdMarker", version_marker),
-            ("MaxKeys", max_keys),
-        ]
-        if delimiter:
-            children.append(("Delimiter", encode_key(delimiter, encoding)))
-        children.append(("IsTruncated", page.is_truncated))
-        if page.is_truncated and page.next_marker:
-            children.append(("NextKeyMarker", encode_key(page.next_marker, encoding)))
-            children.append(("NextVersionIdMarker", "null"))
-        if encoding:
-            children.append(("EncodingType", encoding))
-        entries = _versions(page.objects, encoding, owner) + _prefixes(page.common_prefixes, encoding)
-        return document("ListVersionsResult", children, trailer=entries)
 
-    return await _render_page(req, render, key_marker, max_keys)
+def _version_entries(entries: list[VersionEntry], encoding: str | None, owner: str) -> str:
+    """`<Version>` and `<DeleteMarker>` elements, in the listing's order."""
+    text = _key_text(encoding)
+    out: list[str] = []
+    for entry in entries:
+        head = (
+            f"<Key>{text(entry.key)}</Key><VersionId>{escape_text(entry.version_id)}</VersionId>"
+            f"<IsLatest>{'true' if entry.is_latest else 'false'}</IsLatest>"
+            f"<LastModified>{iso_time(entry.last_modified)}</LastModified>"
+        )
+        if entry.is_marker:
+            out.append(f"<DeleteMarker>{head}{owner}</DeleteMarker>")
+            continue
+        out.append(
+            f'<Version>{head}<ETag>"{entry.etag}"</ETag><Size>{entry.size}</Size>'
+            f"<StorageClass>{entry.storage_class}</StorageClass>{owner}</Version>"
+        )
+    return "".join(out)
 
 
 async def _uploads_page(

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from starlette.responses import Response
 
 from server.context import S3Request
 from server.encryption import customer_key, response_headers, write_request
 from server.errors import InvalidArgument, InvalidRequest, MalformedXML
 from server.handlers.access_api import object_acl_for_write
-from server.handlers.common import int_param, owner_of, owner_xml, receive_body
+from server.handlers.common import int_param, owner_of, owner_xml, receive_body, version_headers
+from server.handlers.object_lock import lock_for_write
 from server.handlers.put import declared_size
 from server.handlers.registry import handles
-from server.http_semantics import is_number, meta_from_headers, requested_checksum_algorithm, validate_key
+from server.http_semantics import (
+    is_number,
+    meta_from_headers,
+    requested_checksum_algorithm,
+    validate_key,
+    write_conditions,
+)
 from server.operations import Operation
 from server.responses import empty_response, xml_response
 from server.xml_io import Value, child_text, document, iso_time, parse
@@ -36,6 +45,9 @@ async def create_upload(req: S3Request) -> Response:
     validate_key(req.key)
     encryption, ckey = write_request(req)
     meta = await object_acl_for_write(req, meta_from_headers(req.headers))
+    lock = await lock_for_write(req, carries_body=False)
+    if lock is not None:  # kept with the upload, given to the version CompleteMultipartUpload makes
+        meta = dataclasses.replace(meta, lock=lock)
     algorithm = req.header("x-amz-checksum-algorithm")
     if algorithm and algorithm.upper() not in ALGORITHMS:
         raise InvalidRequest("Checksum algorithm provided is unsupported.")
@@ -134,13 +146,14 @@ async def complete_upload(req: S3Request) -> Response:
         # The schema requires at least one <Part>: AWS answers MalformedXML, not InvalidPart.
         raise MalformedXML()
     expected = next(((a, v) for a in ALGORITHMS if (v := req.header(f"x-amz-checksum-{a.lower()}"))), None)
+    if_match, if_none_match = write_conditions(req.headers)
     record = await req.store.complete_upload(
         req.bucket,
         req.key,
         req.query.get("uploadId", ""),
         requested,
-        if_match=req.header("if-match"),
-        if_none_match=req.header("if-none-match"),
+        if_match=if_match,
+        if_none_match=if_none_match,
         expected_checksum=expected,
         expected_checksum_type=req.header("x-amz-checksum-type"),
     )
@@ -155,7 +168,7 @@ async def complete_upload(req: S3Request) -> Response:
         children.append(("ChecksumType", checksum_type_of(record.checksum)))
     return xml_response(
         document("CompleteMultipartUploadResult", children),
-        headers=response_headers(record.meta.encryption) or None,
+        headers={**response_headers(record.meta.encryption), **version_headers(record.version_id)} or None,
     )
 
 

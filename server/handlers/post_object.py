@@ -23,7 +23,7 @@ from server.credentials import ANONYMOUS
 from server.encryption import response_headers, write_request
 from server.form_data import FilePart, FormReader, form_boundary
 from server.handlers.access_api import object_acl_for_write
-from server.handlers.common import MAX_PUT_SIZE
+from server.handlers.common import MAX_PUT_SIZE, version_headers
 from server.handlers.registry import handles
 from server.handlers.subresources import parse_tags
 from server.http_semantics import content_md5, meta_from_headers, requested_checksum_algorithm, validate_key
@@ -153,7 +153,8 @@ async def post_object(req: S3Request) -> Response:
     except BaseException:
         await pending.abort()
         raise
-    return _answer(req, values, key, record.etag, response_headers(record.meta.encryption, ckey))
+    headers = {**response_headers(record.meta.encryption, ckey), **version_headers(record.version_id)}
+    return _answer(req, values, key, record.etag, headers)
 
 
 def _answer(

@@ -9,7 +9,7 @@ from starlette.responses import Response
 
 from server import errors as s3
 from server.context import S3Request
-from server.handlers.common import only_null_version
+from server.handlers.common import version_headers, version_param
 from server.handlers.registry import handles
 from server.http_semantics import validate_tags
 from server.operations import Operation
@@ -48,24 +48,31 @@ def parse_tags(body: bytes, limit: int) -> dict[str, str]:
 
 @handles(Operation.GetObjectTagging)
 async def get_object_tagging(req: S3Request) -> Response:
-    only_null_version(req)
-    record = await req.store.head_object(req.bucket, req.key)
-    return xml_response(_tags_document(record.meta.tags))
+    record = await req.store.head_object(req.bucket, req.key, version_param(req))
+    headers = version_headers(record.version_id, "versionId" in req.query)
+    return xml_response(_tags_document(record.meta.tags), headers=headers or None)
+
+
+async def _set_tags(req: S3Request, tags: dict[str, str]) -> dict[str, str]:
+    """Tags of the current version, or of the one `versionId` names; the answer's version header."""
+    version = version_param(req)
+    if version is None:
+        await req.store.put_tags(req.bucket, req.key, tags)
+        version = (await req.store.head_object(req.bucket, req.key)).version_id
+    else:
+        await req.store.set_version_fields(req.bucket, req.key, version, tags=tags)
+    return version_headers(version, "versionId" in req.query)
 
 
 @handles(Operation.PutObjectTagging)
 async def put_object_tagging(req: S3Request) -> Response:
-    only_null_version(req)
     tags = await _parse_tags(req, 10)
-    await req.store.put_tags(req.bucket, req.key, tags)
-    return empty_response(200)
+    return empty_response(200, await _set_tags(req, tags) or None)
 
 
 @handles(Operation.DeleteObjectTagging)
 async def delete_object_tagging(req: S3Request) -> Response:
-    only_null_version(req)
-    await req.store.put_tags(req.bucket, req.key, {})
-    return empty_response(204)
+    return empty_response(204, await _set_tags(req, {}) or None)
 
 
 @handles(Operation.GetBucketTagging)
@@ -90,35 +97,27 @@ async def delete_bucket_tagging(req: S3Request) -> Response:
     return empty_response(204)
 
 
-# --- versioning: buckets are unversioned --------------------------------------------------------
+# --- versioning: Enabled or Suspended once set (tiering.catalog.versions) -------------------------
 
 
 @handles(Operation.GetBucketVersioning)
 async def get_bucket_versioning(req: S3Request) -> Response:
-    await req.store.get_bucket(req.bucket)
-    return xml_response(document("VersioningConfiguration", []))
+    state = await req.store.versioning(req.bucket)
+    # A bucket never versioned answers an empty configuration, as S3 does.
+    children: list[tuple[str, Value]] = [("Status", state)] if state else []
+    return xml_response(document("VersioningConfiguration", children))
 
 
 @handles(Operation.PutBucketVersioning)
 async def put_bucket_versioning(req: S3Request) -> Response:
     root = parse(await req.small_body(), "VersioningConfiguration")
     status = child_text(root, "Status")
+    mfa_delete = child_text(root, "MfaDelete")
     await req.store.get_bucket(req.bucket)
-    if status == "Enabled":
-        raise s3.NotImplemented("Bucket versioning is not supported yet")
-    if status not in (None, "Suspended"):
+    if status not in ("Enabled", "Suspended") or mfa_delete not in (None, "Enabled", "Disabled"):
         raise s3.MalformedXML()
+    if mfa_delete == "Enabled" or req.header("x-amz-mfa") is not None:
+        # MFA delete needs the root account's MFA device: there is none here.
+        raise s3.NotImplemented("MFA delete is not supported")
+    await req.store.set_versioning(req.bucket, status)
     return empty_response(200)
-
-
-# --- configuration we do not offer: answer "none configured" to GETs ----------------------------
-
-_NOT_CONFIGURED: dict[Operation, type[s3.S3Error]] = {
-    Operation.GetObjectLockConfiguration: s3.ObjectLockConfigurationNotFoundError,
-}
-
-
-@handles(*_NOT_CONFIGURED)
-async def not_configured(req: S3Request) -> Response:
-    await req.store.get_bucket(req.bucket)
-    raise _NOT_CONFIGURED[req.operation](BucketName=req.bucket)

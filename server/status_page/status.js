@@ -99,9 +99,11 @@ function renderDomains(domains) {
   $("#domains").replaceChildren(...(rows.length ? rows : [el("span", { class: "label" }, "no erasure-coded tiers")]));
 }
 
-function renderNodes(nodes) {
-  // Storage nodes (a cluster): one cell per node, red when its heartbeat stopped.
-  if (!nodes || !nodes.length) {
+function renderNodes(all) {
+  // Storage nodes (a cluster): one cell per node, red when its heartbeat stopped. A removed node
+  // (`admin node remove`) is no longer part of the cluster, beating or not: not shown.
+  const nodes = (all || []).filter((n) => n.state !== "removed");
+  if (!nodes.length) {
     $("#nodes").replaceChildren();
     return;
   }

@@ -13,17 +13,18 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ACCESS_KEY, REGION, SECRET_KEY, ServerProcess
+from tests.shards import Shard, shards_under
 
 
-@pytest.fixture
-def aws_env(server: ServerProcess, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
-    """The environment a training job gets: credentials, region and AWS_ENDPOINT_URL, no AWS config files."""
+def training_job_env(endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
+    """Set the environment a training job gets: credentials, region and AWS_ENDPOINT_URL (the only
+    place DCP's CRT client finds the endpoint), no AWS config files."""
     env = {
         "AWS_ACCESS_KEY_ID": ACCESS_KEY,
         "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
         "AWS_REGION": REGION,
         "AWS_DEFAULT_REGION": REGION,
-        "AWS_ENDPOINT_URL": server.endpoint,
+        "AWS_ENDPOINT_URL": endpoint,
         "AWS_CONFIG_FILE": str(tmp_path / "no-aws-config"),
         "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-aws-credentials"),
     }
@@ -32,6 +33,12 @@ def aws_env(server: ServerProcess, monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     return env
+
+
+@pytest.fixture
+def aws_env(server: ServerProcess, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
+    """The environment a training job gets, for the session's server."""
+    return training_job_env(server.endpoint, monkeypatch, tmp_path)
 
 
 def access_log(server: ServerProcess, bucket: str) -> list[dict]:
@@ -43,10 +50,10 @@ def access_log(server: ServerProcess, bucket: str) -> list[dict]:
     return lines
 
 
-def shard_files(server: ServerProcess) -> set[Path]:
-    """Every data file the server holds (erasure shards); the catalog is not data."""
+def shard_files(server: ServerProcess) -> set[Shard]:
+    """Every erasure shard the server holds (shard files and records in pack files); the catalog is not data."""
     root = server.data_dir / "domains"
-    return {p for p in root.rglob("*") if p.is_file()} if root.exists() else set()
+    return set(shards_under(root)) if root.exists() else set()
 
 
 @pytest.fixture

@@ -195,7 +195,11 @@ def _wait_for(check: Callable[[], bool], what: str, timeout: float = 60.0) -> No
 
 
 def test_bad_drives_do_not_fail_puts(bad_drives: Path, spawn: Callable[..., ServerProcess]) -> None:
-    server = spawn(bad_drives, extra_args=["--config", str(_config(bad_drives)), "--no-lifecycle"])
+    # One process: a drive's write health (full / failing) is learned by each worker from its own
+    # writes and not yet shared between workers, and this test reads it from whichever answers.
+    server = spawn(
+        bad_drives, extra_args=["--config", str(_config(bad_drives)), "--no-lifecycle", "--workers", "1"]
+    )
     s3 = make_client(server.endpoint, read_timeout=120, connect_timeout=10)
     s3.create_bucket(Bucket=BUCKET)
 

@@ -25,7 +25,6 @@ import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,6 +38,7 @@ from erasure.checksum import CHECKSUM_SIZE
 from erasure.shard_format import HEADER_SIZE, ShardHeader, frame_offset
 from tests.conftest import ACCESS_KEY, REGION, SECRET_KEY, ServerProcess, free_port, make_client
 from tests.reliability import Recorder
+from tests.shards import Shard, shards_under
 from tests.support import admin
 
 pytestmark = pytest.mark.timeout(600)
@@ -123,17 +123,15 @@ class Cluster:
         assert result["running"] is False
         return result
 
-    # shard files on disk: data id → shard index → paths (more than one after a relocation left
-    # an orphan on a domain that was offline then)
-    def shard_files(self, tier: str) -> dict[str, dict[int, list[Path]]]:
-        out: dict[str, dict[int, list[Path]]] = {}
-        root = self.server.data_dir / "domains" / tier
-        for path in sorted(root.glob("n*/d*/??/??/*")):
-            data_id, _, index = path.name.rpartition(".")
-            out.setdefault(data_id, {}).setdefault(int(index), []).append(path)
+    # shards on disk, shard files and packed records alike: data id → shard index → shards (more
+    # than one after a relocation left an orphan on a domain that was offline then)
+    def shard_files(self, tier: str) -> dict[str, dict[int, list[Shard]]]:
+        out: dict[str, dict[int, list[Shard]]] = {}
+        for shard in shards_under(self.server.data_dir / "domains" / tier):
+            out.setdefault(shard.data_id, {}).setdefault(shard.index, []).append(shard)
         return out
 
-    def all_paths(self, tier: str) -> set[Path]:
+    def all_paths(self, tier: str) -> set[Shard]:
         return {p for shards in self.shard_files(tier).values() for ps in shards.values() for p in ps}
 
     def files_on(self, tier: str, drives: set[str]) -> dict[str, set[int]]:
@@ -226,18 +224,17 @@ class Cluster:
         return len(objs)
 
 
-def drive_of(tier: str, path: Path) -> str:
-    """<data>/domains/<tier>/n<i>/d<j>/xx/yy/<file> → "<tier>-n<i>-d<j>"."""
-    return f"{tier}-{path.parents[3].name}-{path.parents[2].name}"
+def drive_of(tier: str, shard: Shard) -> str:
+    """A shard on <data>/domains/<tier>/n<i>/d<j> → "<tier>-n<i>-d<j>"."""
+    return f"{tier}-{shard.domain.parent.name}-{shard.domain.name}"
 
 
-def first(shards: dict[int, list[Path]]) -> Path:
+def first(shards: dict[int, list[Shard]]) -> Shard:
     return next(iter(shards.values()))[0]
 
 
-def shard_header(path: Path) -> ShardHeader:
-    with open(path, "rb") as f:
-        return ShardHeader.unpack(f.read(HEADER_SIZE))
+def shard_header(shard: Shard) -> ShardHeader:
+    return ShardHeader.unpack(shard.read()[:HEADER_SIZE])
 
 
 def width_of(header: ShardHeader) -> int:
@@ -296,7 +293,9 @@ def sizes_for(tier: str, rng: random.Random) -> list[int]:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     data = tmp_path_factory.mktemp("ec-faults") / "data"
-    server = ServerProcess(data, free_port()).start()
+    # One process: the per-domain shard counts and used bytes this module checks are counted by
+    # each worker for its own writes and not yet shared between workers.
+    server = ServerProcess(data, free_port(), extra_args=["--workers", "1"]).start()
     c = Cluster(server)
     try:
         c.s3.create_bucket(Bucket=BUCKET)
@@ -337,7 +336,7 @@ def test_written_objects_are_spread_as_promised(cluster: Cluster) -> None:
         assert_full_width(cluster, tier)
         # Each blob's shards sit on distinct nodes (the tiers spread by node).
         for data_id, shards in cluster.shard_files(tier).items():
-            nodes_used = [p.parents[3].name for ps in shards.values() for p in ps]
+            nodes_used = [p.domain.parent.name for ps in shards.values() for p in ps]
             assert len(set(nodes_used)) == len(nodes_used), f"{data_id} shares a node: {nodes_used}"
     assert (status["degraded_objects"], status["lost_objects"]) == (0, 0)
     # The domain listing counts exactly the shard files that are on disk.
@@ -459,11 +458,14 @@ def test_m_domains_offline(cluster: Cluster, tier: str, reliability: Recorder) -
     cluster.check_all([*new, mpu], seed=8)
 
 
-def _corrupt(path: Path, rng: random.Random, stripes: list[int]) -> int:
-    """Flip random bytes inside the given stripes' frames (checksum or block); returns blocks hit."""
+def _corrupt(path: Shard, rng: random.Random, stripes: list[int]) -> int:
+    """Flip random bytes inside the given stripes' frames (checksum or block); returns blocks hit.
+
+    On the real bytes: a shard file's, or a packed record's payload in its pack.
+    """
     header = shard_header(path)
     geo = header.geometry
-    raw = bytearray(path.read_bytes())
+    raw = bytearray(path.read())
     for stripe in stripes:
         start = frame_offset(geo.block_size, stripe)
         length = CHECKSUM_SIZE + geo.block_len(stripe)
@@ -472,14 +474,14 @@ def _corrupt(path: Path, rng: random.Random, stripes: list[int]) -> int:
         for _ in range(rng.randint(1, 4)):
             pos = rng.randrange(lo, start + length)
             raw[pos] ^= rng.randrange(1, 256)
-    assert raw[:HEADER_SIZE] == path.read_bytes()[:HEADER_SIZE]
-    path.write_bytes(bytes(raw))
+    assert raw[:HEADER_SIZE] == path.read()[:HEADER_SIZE]
+    path.overwrite(bytes(raw))
     return len(stripes)
 
 
 def test_corrupt_blocks_are_read_around_and_healed(cluster: Cluster, reliability: Recorder) -> None:
     rng = random.Random(99)
-    by_blob: list[tuple[str, str, dict[int, Path]]] = []
+    by_blob: list[tuple[str, str, dict[int, Shard]]] = []
     for tier in TIERS:
         for data_id, files in sorted(cluster.shard_files(tier).items()):
             if all(len(ps) == 1 for ps in files.values()):  # no orphan: the live file is unambiguous
@@ -494,7 +496,7 @@ def test_corrupt_blocks_are_read_around_and_healed(cluster: Cluster, reliability
     assert any(shard_header(s[0]).layout == "replica" for _, _, s in chosen)
     assert any(shard_header(s[0]).layout == "ec" for _, _, s in chosen)
 
-    originals: dict[Path, bytes] = {}
+    originals: dict[Shard, bytes] = {}
     blocks_total = 0
     blocks_read_path = 0  # in data shards: a whole-object GET meets them
     files_read_path = 0
@@ -506,7 +508,7 @@ def test_corrupt_blocks_are_read_around_and_healed(cluster: Cluster, reliability
         if count == 0:
             continue
         stripes = sorted(rng.sample(range(count), rng.randint(min(2, count), min(3, count))))
-        originals[path] = path.read_bytes()
+        originals[path] = path.read()
         hit = _corrupt(path, rng, stripes)
         blocks_total += hit
         geo = header.geometry
@@ -516,7 +518,7 @@ def test_corrupt_blocks_are_read_around_and_healed(cluster: Cluster, reliability
             blocks_read_path += hit
             files_read_path += 1
     assert blocks_total >= len(originals) >= 25  # every damaged shard has at least one bad block
-    assert any(p.read_bytes() != b for p, b in originals.items())
+    assert any(p.read() != b for p, b in originals.items())
     before = cluster.api_status()["heal"]
 
     # Reads return the right bytes (bad blocks fail their checksums and are rebuilt on the fly)…
@@ -540,7 +542,9 @@ def test_corrupt_blocks_are_read_around_and_healed(cluster: Cluster, reliability
     assert healed["relocated"] == before["relocated"]
     assert (healed["degraded_objects"], healed["lost_objects"]) == (0, 0)
     for path, original in originals.items():
-        assert path.read_bytes() == original, f"{path} was not restored"
+        # Rewritten in place: the same file, or a fresh record in the same drive's packs.
+        (now,) = [s for s in shards_under(path.domain, path.data_id) if s.index == path.index]
+        assert now.read() == original, f"{path} was not restored"
 
     # A second pass finds nothing left to do.
     again = cluster.heal()
@@ -586,9 +590,9 @@ def test_more_than_m_lost_shards_fail_cleanly_and_are_reported(
         ((data_id, shards),) = new.items()
         assert len(shards) == (k + m if size >= SMALL_THRESHOLD else m + 1)
         cluster.check(obj, rng)
-        # Remove m+1 of its shard files: one more than the code can stand.
+        # Destroy m+1 of its shards (files, or records in packs): one more than the code can stand.
         for index in rng.sample(sorted(shards), m + 1):
-            shards[index].unlink()
+            shards[index].destroy()
         lost[key] = {data_id}
         del cluster.objects[key]
 

@@ -25,6 +25,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from tests.conftest import ACCESS_KEY, REGION, SECRET_KEY, ServerProcess, make_client
+from tests.shards import Shard, shards_under
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -62,20 +63,18 @@ def default_client(server: ServerProcess):
     )
 
 
-def shard_files(server: ServerProcess, data_id: str) -> dict[str, Path]:
-    """Drive id ("hot-n3-d1") → the blob's shard file on it."""
+def shard_files(server: ServerProcess, data_id: str) -> dict[str, Shard]:
+    """Drive id ("hot-n3-d1") → the blob's shard on it (a file, or a record in a pack)."""
     root = server.data_dir / "domains" / TIER
-    return {
-        f"{TIER}-{p.parents[3].name}-{p.parents[2].name}": p for p in root.glob(f"n*/d*/??/??/{data_id}.*")
-    }
+    return {s.domain_id: s for s in shards_under(root, data_id)}
 
 
-def put_striped(server: ServerProcess, s3: Any, bucket: str, key: str) -> tuple[bytes, dict[str, Path]]:
+def put_striped(server: ServerProcess, s3: Any, bucket: str, key: str) -> tuple[bytes, dict[str, Shard]]:
     root = server.data_dir / "domains" / TIER
-    before = {p.name for p in root.glob("n*/d*/??/??/*")}
+    before = {s.data_id for s in shards_under(root)}
     body = os.urandom(SIZE)
     s3.put_object(Bucket=bucket, Key=key, Body=body, StorageClass=STORAGE_CLASS)
-    (data_id,) = {p.name.rpartition(".")[0] for p in root.glob("n*/d*/??/??/*") if p.name not in before}
+    (data_id,) = {s.data_id for s in shards_under(root)} - before
     shards = shard_files(server, data_id)
     assert len(shards) == K + M
     return body, shards
@@ -104,8 +103,8 @@ def test_a_lost_object_answers_a_non_retryable_error_and_stays_visible(
     s3.create_bucket(Bucket=bucket)
     _, shards = put_striped(server, s3, bucket, key)
     s3.put_object(Bucket=bucket, Key="fine.txt", Body=b"still here")
-    for path in sorted(shards.values())[: M + 1]:  # one domain more than the code can stand
-        path.unlink()
+    for domain in sorted(shards)[: M + 1]:  # one domain more than the code can stand
+        shards[domain].destroy()  # (75 KB shards: records in packs, zeroed in place)
 
     healed = admin(server, "heal", "--wait")
     assert (healed["lost_objects"], healed["degraded_objects"]) == (1, 0)

@@ -21,6 +21,10 @@ Spawn = Callable[..., ServerProcess]
 RSS_LIMIT = 600 * MiB
 
 
+# These tests read the memory of the server's process by its pid: one process, not a supervisor.
+ONE_PROCESS = ["--workers", "1"]
+
+
 def rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -47,7 +51,7 @@ class RssSampler(threading.Thread):
 
 
 def concurrent_uploads(spawn: Spawn, count: int, size: int, timeout: float) -> int:
-    server = spawn()
+    server = spawn(extra_args=ONE_PROCESS)
     assert server.proc is not None
     s3 = make_client(server.endpoint)
     s3.create_bucket(Bucket="mem")
@@ -97,7 +101,7 @@ def test_large_gets_reuse_block_buffers_instead_of_faulting_in_new_pages(spawn: 
     Left to glibc's defaults, each block's buffer was a fresh mapping: one page fault per 4 KiB
     streamed (plus zeroing and an unmap), a quarter of the server's CPU on large GETs.
     """
-    server = spawn()
+    server = spawn(extra_args=ONE_PROCESS)
     assert server.proc is not None
     s3 = make_client(server.endpoint)
     s3.create_bucket(Bucket="faults")
@@ -128,7 +132,7 @@ def test_large_gets_reuse_block_buffers_instead_of_faulting_in_new_pages(spawn: 
 def test_memory_a_burst_of_large_gets_used_goes_back_to_the_kernel(spawn: Spawn) -> None:
     """Block buffers stay on the heap while data streams (above), but not for ever after a burst:
     the server hands free heap memory back every few seconds (server/malloc_tuning.py)."""
-    server = spawn()
+    server = spawn(extra_args=ONE_PROCESS)
     assert server.proc is not None
     s3 = make_client(server.endpoint, max_pool_connections=32)
     s3.create_bucket(Bucket="burst")

@@ -38,6 +38,7 @@ from erasure.location import Location
 from erasure.rebalance import desired_groups
 from erasure.topology import Domain, Topology
 from tests.conftest import ServerProcess, catalog_query, free_port, make_client
+from tests.shards import count_shards
 from tests.support import AdminError, admin
 
 pytestmark = pytest.mark.timeout(600)
@@ -92,7 +93,8 @@ class Cluster:
         return topology
 
     def shard_files(self, node_dir: Path) -> int:
-        return sum(1 for p in node_dir.rglob("*") if p.is_file() and ".tmp" not in p.parts)
+        """Shards on a node's drives: shard files and live records in pack files."""
+        return count_shards(node_dir)
 
     def read_all_back(self) -> None:
         def check(item: tuple[str, bytes]) -> None:

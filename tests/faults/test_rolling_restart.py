@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tests.clients.wire import sign_v4
-from tests.conftest import ServerProcess, make_client
+from tests.conftest import ServerProcess, alternate_gateways, make_client
 from tests.support import wait_for
 
 Spawn = Callable[..., ServerProcess]
@@ -35,8 +35,9 @@ PROBE = "raw-probe"
 class MixedLoad:
     """`threads` clients, each looping PUT, GET, LIST, PUT, DELETE, GET on its own keys."""
 
-    def __init__(self, endpoint: str, threads: int = 4) -> None:
+    def __init__(self, endpoint: str, threads: int = 4, also: list[str] | None = None) -> None:
         self.endpoint = endpoint
+        self.also = also or []  # more gateways: each client sends its requests to all in turn
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.errors: list[str] = []
@@ -64,6 +65,8 @@ class MixedLoad:
 
     def _run(self, n: int) -> None:
         s3 = make_client(self.endpoint)  # one client: its connections are kept alive
+        if self.also:
+            alternate_gateways(s3, [self.endpoint, *self.also])
         rng = random.Random(n)
         mine: dict[str, str] = {}
         count = 0

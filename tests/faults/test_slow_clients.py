@@ -54,7 +54,13 @@ def short_timeouts(**more: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """One server with 1 s header, body idle and keep-alive timeouts."""
-    proc = ServerProcess(tmp_path_factory.mktemp("quick") / "data", free_port(), env=short_timeouts()).start()
+    # One process: `open_fds` counts the server's file descriptors by its pid.
+    proc = ServerProcess(
+        tmp_path_factory.mktemp("quick") / "data",
+        free_port(),
+        env=short_timeouts(),
+        extra_args=["--workers", "1"],
+    ).start()
     yield proc
     assert proc.stop() == 0, proc.log()
 
@@ -280,11 +286,12 @@ def test_a_stalled_body_times_out_and_leaves_the_old_object(quick: ServerProcess
 
 def test_past_max_connections_the_answer_is_slow_down(spawn: Spawn) -> None:
     server = spawn(
+        extra_args=["--workers", "1"],  # max_connections is per process
         env={
             "TIERSTORE_SERVER_MAX_CONNECTIONS": "20",
             "TIERSTORE_SERVER_HEADER_TIMEOUT_SECONDS": "60",
             "TIERSTORE_SERVER_KEEP_ALIVE_TIMEOUT_SECONDS": "60",
-        }
+        },
     )
     held = []
     try:
@@ -401,7 +408,8 @@ def test_the_open_file_limit_is_raised_to_fit_the_cap(spawn: Spawn) -> None:
         pytest.skip(f"hard open-file limit {hard} is too low for this test")
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))  # inherited by the server
     try:
-        server = spawn(env={"TIERSTORE_SERVER_MAX_CONNECTIONS": "600"})
+        # One process: its file limit is read from /proc/<pid>/limits.
+        server = spawn(env={"TIERSTORE_SERVER_MAX_CONNECTIONS": "600"}, extra_args=["--workers", "1"])
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert server.proc is not None

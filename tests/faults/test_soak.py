@@ -345,7 +345,12 @@ def test_soak(tmp_path: Path, request: pytest.FixtureRequest, reliability: Recor
     print(f"\nsoak: {CLIENTS} clients for {seconds:.0f}s, seed {seed} (TIERSTORE_SOAK_SEED={seed})")
     rng = random.Random(seed)
     data_dir, port = tmp_path / "data", free_port()
-    server = ServerProcess(data_dir, port, env=dict(SERVER_ENV), extra_args=["--test-clock"]).start()
+    server = ServerProcess(
+        data_dir,
+        port,
+        env=dict(SERVER_ENV),
+        extra_args=["--test-clock", "--workers", "1"],  # /proc/<pid> of the server: one process
+    ).start()
     soak = Soak(seed, port)
     clients: list[Client] = []
     try:
@@ -381,7 +386,10 @@ def test_soak(tmp_path: Path, request: pytest.FixtureRequest, reliability: Recor
                 server.kill()
                 faults += 1
                 server = ServerProcess(
-                    data_dir, port, env=dict(SERVER_ENV), extra_args=["--test-clock"]
+                    data_dir,
+                    port,
+                    env=dict(SERVER_ENV),
+                    extra_args=["--test-clock", "--workers", "1"],  # /proc/<pid> of the server: one process
                 ).start()
                 killed, restarted_at = True, time.monotonic()
                 if offline:  # whatever the restart made of it, it comes back now

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from pathlib import Path
 
-from tests.conftest import ServerProcess, free_port, make_client
+from tests.conftest import ServerProcess, catalog_query, free_port, make_client
 from tests.support import admin
 
 
@@ -47,15 +46,11 @@ def test_workers_share_master_keys_and_rotation(tmp_path: Path) -> None:
             )
         assert make_client(proc.endpoint).get_object(Bucket="workers", Key="kms")["Body"].read() == b"k"
         # Whichever worker wrote them, the objects after the rotation used the new key.
-        db = sqlite3.connect(f"file:{data / 'catalog' / 'catalog.db'}?mode=ro", uri=True)
-        try:
-            kids = {
-                json.loads(meta)["enc"]["kid"]
-                for (key, meta) in db.execute("SELECT key, meta FROM objects")
-                if key.startswith("after-")
-            }
-        finally:
-            db.close()
+        kids = {
+            json.loads(meta)["enc"]["kid"]
+            for (key, meta) in catalog_query(data, "SELECT key, meta FROM objects")
+            if key.startswith("after-")
+        }
         assert kids == {first["current_key_id"]}
     finally:
         proc.stop()

@@ -11,14 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from erasure import ErasurePool
 from erasure.shard_store import TMP_DIR
@@ -26,7 +34,7 @@ from server.app import build_store
 from server.config import load_config
 from tests.conftest import ServerProcess, make_client
 from tests.faults.conftest import MiB, StreamingPut
-from tests.support import wait_for
+from tests.support import admin, wait_for
 from tiering import domains
 from tiering.clock import Clock
 from tiering.peers import ProcessRegistry
@@ -272,3 +280,143 @@ def test_a_killed_worker_is_replaced(spawn: Spawn) -> None:
     # The survivor lives on: the dead worker's checkpoint waits for its (deferred) orphan sweep.
     assert (server.data_dir / "catalog" / f"checkpoint.{victim}").exists()
     assert server.stop() == 0
+
+
+# --- the default: every core ---------------------------------------------------------------------
+
+
+def test_workers_0_is_one_worker_per_usable_core(spawn: Spawn) -> None:
+    server = spawn(env={"TIERSTORE_SERVER_WORKERS": "0"})  # 0: one per core (the default is 1 for now)
+    cores = len(os.sched_getaffinity(0))
+    assert len(server.worker_pids()) == (cores if cores > 1 else 0)
+    expected = f"workers: {cores} worker processes" if cores > 1 else "workers: 1 process"
+    assert expected in server.log()
+
+
+def test_workers_1_is_a_single_process(spawn: Spawn) -> None:
+    server = spawn(extra_args=["--workers", "1"])
+    assert server.worker_pids() == []
+    assert "workers: 1 process" in server.log()
+    make_client(server.endpoint).create_bucket(Bucket="single")
+
+
+def test_kill9_of_the_supervisor_leaves_no_worker_serving(spawn: Spawn) -> None:
+    """`kill -9` of the server's pid is a crash of the whole server, as for one process: the
+    upload in flight is cut off (not finished by an orphaned, draining worker) and no worker
+    lives on holding the port."""
+    server = spawn(extra_args=["--workers", "2"])
+    workers = server.worker_pids()
+    assert len(workers) == 2
+    make_client(server.endpoint).create_bucket(Bucket="crash")
+    upload = StreamingPut(server, "/crash/obj", seed=9, size=8 * MiB, pause_at=2 * MiB)
+    upload.start()
+    assert upload.paused.wait(30), "the upload never got going"
+    assert server.proc is not None
+    os.kill(server.proc.pid, signal.SIGKILL)
+    server.proc.wait(10)
+
+    def gone(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                return stat.read().rpartition(")")[2].split()[0] == "Z"
+        except OSError:
+            return True
+
+    wait_for(lambda: all(gone(pid) for pid in workers), 2, "the workers to die with their supervisor")
+    upload.resume.set()
+    upload.join(30)
+    assert upload.status != 200, "an orphaned worker finished the upload after the crash"
+    with socket.socket() as probe:  # nobody serves the port any more
+        assert probe.connect_ex(("127.0.0.1", server.port)) != 0
+
+
+def _scrape(endpoint: str) -> dict[str, float]:
+    """One /metrics scrape on a new connection (so that scrapes land on different workers)."""
+    with urllib.request.urlopen(f"{endpoint}/metrics", timeout=30) as response:
+        text = response.read().decode()
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if name and not line.startswith("#"):
+            values[name] = float(value)
+    return values
+
+
+def test_metrics_add_up_every_worker(spawn: Spawn) -> None:
+    """Whichever worker a scrape lands on, it counts every worker's requests: a counter never
+    drops from one scrape to the next (a drop reads as a restart to Prometheus)."""
+    server = spawn(extra_args=["--workers", "2"])
+    make_client(server.endpoint).create_bucket(Bucket="counted")
+    puts = 'tierstore_s3_requests_total{operation="PutObject",status="200"}'
+    encoded = 'tierstore_ec_bytes_total{op="encode"}'
+    for n in range(20):  # a new client each time: the PUTs spread over both workers
+        make_client(server.endpoint).put_object(Bucket="counted", Key=f"k{n}", Body=b"x" * 200_000)
+    scrapes = [_scrape(server.endpoint) for _ in range(12)]
+    assert [s.get(puts) for s in scrapes] == [20.0] * 12
+    assert len({s.get(encoded) for s in scrapes}) == 1 and scrapes[0][encoded] > 0
+    # Request counters keep the requests of a worker that died.
+    os.kill(server.worker_pids()[0], signal.SIGKILL)
+    wait_for(lambda: server.log().count("accepting on") >= 3, 60, "the replacement to accept")
+    assert all(_scrape(server.endpoint).get(puts) == 20.0 for _ in range(6))
+
+
+def test_a_change_through_one_worker_holds_at_once_on_every_worker(spawn: Spawn) -> None:
+    """Caches (bucket policies, users, the test clock) never let a worker answer with what another
+    worker already changed: each request, on a new connection, may land on either worker."""
+    server = spawn(extra_args=["--workers", "2", "--test-clock"])
+    s3 = make_client(server.endpoint)
+    s3.create_bucket(Bucket="shared")
+    s3.put_object(Bucket="shared", Key="o", Body=b"public")
+    url = f"{server.endpoint}/shared/o"
+
+    def anonymous_status() -> int:
+        try:
+            with urllib.request.urlopen(url, timeout=30) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    policy = json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": "*",
+                    "Action": "s3:GetObject",
+                    "Resource": "arn:aws:s3:::shared/*",
+                }
+            ],
+        }
+    )
+    for _ in range(3):
+        assert {anonymous_status() for _ in range(6)} == {403}  # both workers cache "no policy"
+        s3.put_bucket_policy(Bucket="shared", Policy=policy)
+        assert {anonymous_status() for _ in range(6)} == {200}
+        s3.delete_bucket_policy(Bucket="shared")
+    # A user removed through one worker is refused by all, from the next request on.
+    user = admin(server.endpoint, "user", "add", "someone")
+    signer = (user["access_key"], user["secret_key"])
+
+    def as_user() -> int:
+        client = boto3.client(
+            "s3",
+            endpoint_url=server.endpoint,
+            aws_access_key_id=signer[0],
+            aws_secret_access_key=signer[1],
+            region_name="us-east-1",
+            config=Config(retries={"max_attempts": 1}),
+        )
+        try:
+            client.list_buckets()
+            return 200
+        except ClientError as exc:
+            return int(exc.response["ResponseMetadata"]["HTTPStatusCode"])
+
+    assert {as_user() for _ in range(6)} == {200}
+    admin(server.endpoint, "user", "remove", signer[0])
+    assert {as_user() for _ in range(6)} == {403}
+    # The test clock: advanced through one worker, read the same through every one.
+    now = admin(server.endpoint, "clock", "show")["offset_seconds"]
+    admin(server.endpoint, "clock", "advance", "2")
+    assert {admin(server.endpoint, "clock", "show")["offset_seconds"] for _ in range(4)} == {now + 2 * 86400}

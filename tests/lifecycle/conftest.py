@@ -138,11 +138,10 @@ def spawn(tmp_path: Path) -> Iterator[Callable[..., Tiered]]:
         proc.stop()
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiered]:
-    """One test-clock server per test module (tests use their own buckets)."""
+def clocked_server(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Tiered]:
+    """A server on a test clock with a quiet lifecycle daemon (passes run when a test asks)."""
     proc = ServerProcess(
-        tmp_path_factory.mktemp("lifecycle") / "data",
+        tmp_path_factory.mktemp(name) / "data",
         free_port(),
         extra_args=["--test-clock"],
         env=dict(QUIET_DAEMON),
@@ -150,6 +149,12 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiered]:
     proc.start()
     yield Tiered(proc)
     proc.stop()
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiered]:
+    """One test-clock server per test module (tests use their own buckets)."""
+    yield from clocked_server(tmp_path_factory, "lifecycle")
 
 
 _names = iter(range(1_000_000))

@@ -73,6 +73,10 @@ def daemons(tmp_path: Path) -> Iterator[Callable[[Path], Daemon]]:
             daemon.proc.wait()
 
 
+# Lease holders name the pid of the process holding them: the server is one process here.
+ONE_PROCESS = ["--workers", "1"]
+
+
 def lease_holders(data: Path) -> list[tuple[str, float]]:
     return catalog_query(data, "SELECT holder, expires FROM leases WHERE name = 'lifecycle-daemon'")
 
@@ -86,7 +90,7 @@ def test_separate_daemon_moves_objects_holds_the_lease_and_stops_cleanly(
     spawn, daemons, tmp_path: Path
 ) -> None:
     data = tmp_path / "shared-data"
-    ts = spawn(extra_args=["--no-lifecycle"], data=data)
+    ts = spawn(extra_args=["--no-lifecycle", *ONE_PROCESS], data=data)
     ts.s3.create_bucket(Bucket="proc")
     ts.s3.put_object(Bucket="proc", Key="a", Body=b"a" * 5000)
 
@@ -142,7 +146,7 @@ def admin_exit(ts: Tiered, *args: str) -> subprocess.CompletedProcess[str]:
 def test_a_server_killed_with_sigkill_takes_its_lease_back_when_it_restarts(spawn, tmp_path: Path) -> None:
     """The killed server's lease (ttl 3 × the interval: hours here) must not stall the next one."""
     data = tmp_path / "killed"
-    ts = spawn(data=data)
+    ts = spawn(extra_args=ONE_PROCESS, data=data)
     ts.s3.create_bucket(Bucket="killed")
     ts.s3.put_object(Bucket="killed", Key="a", Body=b"a" * 5000)
     assert admin_subprocess(ts, "lifecycle", "run", "--wait")["passes"] == 1
@@ -162,7 +166,7 @@ def test_a_server_killed_with_sigkill_takes_its_lease_back_when_it_restarts(spaw
 
 def test_run_wait_names_the_live_holder_of_the_lease(spawn, daemons, tmp_path: Path) -> None:
     data = tmp_path / "held"
-    ts = spawn(extra_args=["--no-lifecycle"], data=data)
+    ts = spawn(extra_args=["--no-lifecycle", *ONE_PROCESS], data=data)
     other = daemons(data)  # a live `tierstore lifecycle` on the same data directory takes the lease
     wait_for(lambda: len(lease_holders(data)) == 1, 60, "the daemon to take the lease")
     ((holder, expires),) = lease_holders(data)

@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 
 from tests.conftest import make_client
 from tests.lifecycle.conftest import Tiered
+from tests.shards import shards_under
 
 SSE_ENV = {"TIERSTORE_ENCRYPTION_ALLOW_SSE_C_OVER_HTTP": "true"}
 
@@ -101,10 +102,8 @@ def test_tampered_ciphertext_is_never_served(spawn, tmp_path: Path) -> None:
     raw = bytearray(blobs[0].read_bytes())
     raw[100_000] ^= 0x01
     blobs[0].write_bytes(bytes(raw))
-    shards = sorted(p for p in (data / "domains").rglob("*") if p.is_file() and p.stat().st_size > 10_000)
-    raw = bytearray(shards[0].read_bytes())
-    raw[len(raw) // 2] ^= 0x01
-    shards[0].write_bytes(bytes(raw))
+    shards = [s for s in shards_under(data / "domains") if s.length > 10_000]  # files or packed records
+    shards[0].corrupt(shards[0].length // 2, 0x01)
 
     ts.server.start()
     s3 = make_client(ts.server.endpoint)

@@ -525,7 +525,7 @@ def test_invalid_lifecycle_configurations_are_refused(ts: Tiered, bucket) -> Non
         )
         == "InvalidArgument"
     )
-    assert refused({**base, "NoncurrentVersionExpiration": {"NoncurrentDays": 3}}) == "NotImplemented"
+    assert refused({**base, "NoncurrentVersionExpiration": {"NoncurrentDays": 0}}) == "InvalidArgument"
     status, text = signed_request(ts.endpoint, "PUT", f"/{b}", "lifecycle", b"<LifecycleConfiguration><Rule>")
     assert status == 400 and "<Code>MalformedXML</Code>" in text
     with pytest.raises(ClientError) as err:

@@ -362,8 +362,9 @@ def test_conditions_source_ip_and_secure_transport(server, s3, users, new_bucket
             },
         ),
     )
+    mark = _log_mark(server)  # the 403 to the first policy's GET above has the same operation and status
     denied(lambda: user_client(server, users["other"]).get_object(Bucket=bucket, Key="k"))
-    assert _authz_of(server, "GetObject", bucket, 403) == "deny:bucket-policy:TlsOnly"
+    assert _authz_of(server, "GetObject", bucket, 403, since=mark) == "deny:bucket-policy:TlsOnly"
     # The owner may still remove the policy that locks it out (as AWS's root user may).
     s3.delete_bucket_policy(Bucket=bucket)
 
@@ -722,14 +723,19 @@ def test_server_wide_block_public_access(tmp_path: Path) -> None:
 # --- the access log -----------------------------------------------------------------------------------------
 
 
-def _authz_of(server: ServerProcess, operation: str, bucket: str, status: int) -> str | None:
-    """The authz field of the latest access-log line for this operation, bucket and status."""
+def _log_mark(server: ServerProcess) -> int:
+    """How many access-log entries the server (and its sibling gateways) hold now:
+    `_authz_of(..., since=mark)` reads only newer ones (the entries are in time order)."""
+    return len(server.access_log())
+
+
+def _authz_of(server: ServerProcess, operation: str, bucket: str, status: int, since: int = 0) -> str | None:
+    """The authz field of the latest access-log line for this operation, bucket and status (among
+    the lines after `since`). The line is written once the response is sent, so it may come a
+    little after the client has its answer: wait for it, rather than read an older line's."""
     deadline = time.monotonic() + 10
     while True:
-        for line in reversed(server.log().splitlines()):
-            if not line.startswith("{"):
-                continue
-            entry = json.loads(line)
+        for entry in reversed(server.access_log()[since:]):  # with --cluster, every gateway's
             if (entry.get("operation"), entry.get("bucket"), entry.get("status")) == (
                 operation,
                 bucket,

@@ -64,7 +64,9 @@ def test_copy_with_replace_directive(s3, bucket) -> None:
 
 def data_files(server: ServerProcess) -> set[Path]:
     """Every file the tier backends hold (everything under the data directory but the catalog)."""
-    return {p for p in server.data_dir.rglob("*") if p.is_file() and "catalog" not in p.parts}
+    return {
+        p for root in server.data_roots() for p in root.rglob("*") if p.is_file() and "catalog" not in p.parts
+    }
 
 
 def test_self_copy_with_replace_changes_only_metadata(server: ServerProcess, s3, bucket) -> None:

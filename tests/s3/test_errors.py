@@ -211,9 +211,10 @@ def test_unsupported_apis_are_not_implemented(s3, bucket, expect_error) -> None:
             InputSerialization={"CSV": {}},
             OutputSerialization={"CSV": {}},
         ),
-        lambda: s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"}),
+        lambda: s3.put_bucket_versioning(
+            Bucket=bucket, VersioningConfiguration={"Status": "Enabled", "MFADelete": "Enabled"}
+        ),
         lambda: s3.put_bucket_website(Bucket=bucket, WebsiteConfiguration={"IndexDocument": {"Suffix": "i"}}),
-        lambda: s3.put_object_retention(Bucket=bucket, Key="k", Retention={"Mode": "GOVERNANCE"}),
     ]
     for call in calls:
         with expect_error("NotImplemented", 501):

@@ -231,27 +231,6 @@ def test_unparseable_dates_are_ignored(raw, obj) -> None:
         assert response.content == BODY
 
 
-# --- conditional writes -------------------------------------------------------------------------
-
-
-def test_put_if_none_match_star(s3, bucket, expect_error) -> None:
-    s3.put_object(Bucket=bucket, Key="once", Body=b"first", IfNoneMatch="*")
-    with expect_error("PreconditionFailed", 412):
-        s3.put_object(Bucket=bucket, Key="once", Body=b"second", IfNoneMatch="*")
-    assert s3.get_object(Bucket=bucket, Key="once")["Body"].read() == b"first"
-
-
-def test_put_if_match(s3, bucket, expect_error) -> None:
-    etag = s3.put_object(Bucket=bucket, Key="cas", Body=b"v1")["ETag"]
-    with expect_error("PreconditionFailed", 412):
-        s3.put_object(Bucket=bucket, Key="cas", Body=b"v2", IfMatch='"0123456789abcdef0123456789abcdef"')
-    assert s3.get_object(Bucket=bucket, Key="cas")["Body"].read() == b"v1"
-    s3.put_object(Bucket=bucket, Key="cas", Body=b"v2", IfMatch=etag)
-    assert s3.get_object(Bucket=bucket, Key="cas")["Body"].read() == b"v2"
-    with expect_error("NoSuchKey", 404):
-        s3.put_object(Bucket=bucket, Key="absent", Body=b"v1", IfMatch=etag)
-
-
 # --- response-* overrides -----------------------------------------------------------------------
 
 

@@ -1,4 +1,5 @@
-"""Object and bucket tagging, canned ACLs and ACL reads, versioning answers of an unversioned store."""
+"""Object and bucket tagging, canned ACLs and ACL reads, versioning answers of an unversioned bucket
+(versioned ones: test_versioning.py)."""
 
 from __future__ import annotations
 
@@ -145,9 +146,11 @@ def test_bucket_versioning_is_unconfigured(s3, bucket) -> None:
     s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Suspended"})
 
 
-def test_enabling_versioning_is_not_implemented(s3, bucket, expect_error) -> None:
+def test_mfa_delete_is_not_implemented(s3, bucket, expect_error) -> None:
     with expect_error("NotImplemented", 501):
-        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+        s3.put_bucket_versioning(
+            Bucket=bucket, VersioningConfiguration={"Status": "Enabled", "MFADelete": "Enabled"}
+        )
     assert "Status" not in s3.get_bucket_versioning(Bucket=bucket)
 
 

@@ -130,7 +130,27 @@ def test_an_older_version_replacing_rows_keeps_the_counters_right(tmp_path: Path
     catalog.create_bucket("b", "owner", "us-east-1")
     catalog.commit_object(_record("b", "k", 500, "hot", 0))
     old = sqlite3.connect(tmp_path / "c.db", isolation_level=None)
-    row = ("b", "k", 2, 9, "e", 1.0, "warm", "{}", "{}", None, None, "[]", 0, 0, 0, 0, None, "STANDARD")
+    row = (
+        "b",
+        "k",
+        2,
+        9,
+        "e",
+        1.0,
+        "warm",
+        "{}",
+        "{}",
+        None,
+        None,
+        "[]",
+        0,
+        0,
+        0,
+        0,
+        None,
+        "null",
+        "STANDARD",
+    )
     old.execute(
         f"INSERT OR REPLACE INTO objects ({OBJECT_COLUMNS}, storage_class) VALUES ({OBJECT_PLACEHOLDERS}, ?)",
         row,

@@ -1,17 +1,21 @@
-"""Pack files (opt-in): small shards appended to per-drive packs, through the real pool and drives."""
+"""Pack files (the default): small shards appended to per-drive packs, through the real pool and drives."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import random
 import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from erasure import ErasurePool, default_layout
 from erasure.errors import CorruptShard
-from erasure.pack import PACK_DIR, PackSet
+from erasure.pack import KEY_FILE, PACK_DIR, PackSet, encode_record, load_pack_key, scan_pack
+from erasure.shard_format import HEADER_SIZE, ShardHeader
 from erasure.shard_store import LocalDrive, packed_local_drive
 from tests.unit.test_erasure_pool import get, put
 
@@ -63,7 +67,7 @@ def test_small_blobs_go_to_packs_big_ones_to_files(tmp_path: Path) -> None:
         for n, (loc, size) in locs.items():
             assert await get(pool, f"b{n}", loc, size) == blob(size, n)
         shard_files = [p for p in files_under(tmp_path) if PACK_DIR not in p.parts]
-        pack_files = [p for p in files_under(tmp_path) if PACK_DIR in p.parts]
+        pack_files = [p for p in files_under(tmp_path) if PACK_DIR in p.parts and p.suffix == ".tsp"]
         # Only the multi-stripe blobs (one in six) make shard files; every small one is packed.
         big = sum(1 for n in locs if sizes[n % len(sizes)] > SMALL)
         assert len(shard_files) == big * (K + M)
@@ -115,13 +119,17 @@ def test_a_corrupted_packed_record_is_detected_and_healed(tmp_path: Path) -> Non
         assert await get(pool, "obj", loc, len(data)) == data  # read around
         report = await pool.verify("obj", loc, len(data))
         assert not report.clean and report.damaged == [0]
-        # A restarted process sees the record's checksum fail when it indexes the pack.
+        # A restarted process finds the damaged block when it reads it (like a shard file's: the
+        # header and the other blocks of the record stay usable).
         again = make_pool(tmp_path)
+        reader = again.store(domain).open("obj", 0)  # type: ignore[union-attr]
         try:
-            again.store(domain).open("obj", 0)  # type: ignore[union-attr]
-            raise AssertionError("a corrupt packed record opened")
+            reader.read_block(reader.header.geometry.stripe_count - 1)
+            raise AssertionError("a corrupt packed block was read")
         except CorruptShard:
             pass
+        finally:
+            reader.close()
         healed = await again.heal("obj", loc, len(data))
         assert healed.rebuilt == [0]
         assert (await again.verify("obj", loc, len(data))).clean
@@ -255,3 +263,152 @@ def test_compaction_never_copies_a_damaged_record_and_finishes_after_heal(tmp_pa
     assert asyncio.run(pool.heal("b0", locs[0], size)).rebuilt == [0]
     assert pack_set.compact() > 0 and not path.exists()
     assert asyncio.run(get(make_pool(tmp_path, nodes=3, drives=2), "b0", locs[0], size)) == blob(size, 0)
+
+
+def _record_start(raw: bytes, payload_at: int) -> int:
+    """Where the record whose payload begins at `payload_at` begins (its magic, keyed or legacy)."""
+    return max(raw.rfind(b"TSPK", 0, payload_at), raw.rfind(b"TSPR", 0, payload_at))
+
+
+def _forged_records(pool: ErasurePool, victim: str, attacker: str, loc: dict[str, Any]) -> bytes:
+    """What a client can upload knowing only the public record format: for each of the victim's
+    shards, a well-formed record (the unkeyed format, and the keyed magic with a guessed tag)
+    claiming the victim's data id, whose payload is the attacker's own shard rewritten to match."""
+    out = b""
+    for index, domain in enumerate(loc["shards"]):
+        rec = packs(pool, domain).lookup(attacker, index)
+        assert rec is not None
+        raw = packs(pool, domain).read(rec)
+        header = dataclasses.replace(ShardHeader.unpack(raw[:HEADER_SIZE]), data_id=victim, index=index)
+        payload = header.pack() + raw[HEADER_SIZE:]
+        legacy = encode_record(1, victim, index, payload)  # the old format: xxh32, a public algorithm
+        guessed = bytearray(legacy)
+        guessed[:4] = b"TSPK"  # the keyed magic, without the key: a tag it can only guess
+        out += legacy + bytes(guessed) + os.urandom(16)
+    return out
+
+
+@pytest.mark.parametrize("damage", ["header", "torn_tail"])
+def test_a_record_forged_in_an_object_is_never_indexed_after_a_resync(tmp_path: Path, damage: str) -> None:
+    """A client uploads bytes that are well-formed records naming another object's data id; a
+    damaged header before them (or a torn tail) makes a restart resync into that payload: without
+    the drive's key the forgeries are not indexed, and the victim reads byte-exact."""
+    pool = make_pool(tmp_path, nodes=3, drives=2)
+    victim, evil = blob(3000, 1), b"EVIL" * 750
+
+    async def write() -> tuple[Any, Any]:
+        vloc = await put(pool, "victim", victim)
+        aloc = await put(pool, "attacker", evil)
+        forged = _forged_records(pool, "victim", "attacker", aloc)
+        floc = await put(pool, "forger", forged)
+        return vloc, floc
+
+    vloc, floc = asyncio.run(write())
+    for index, domain in enumerate(floc["shards"]):
+        rec = packs(pool, domain).lookup("forger", index)
+        assert rec is not None
+        path = packs(pool, domain).dir / rec.pack
+        raw = bytearray(path.read_bytes())
+        if damage == "header":
+            raw[_record_start(bytes(raw), rec.offset)] ^= 0xFF  # the forger's own record header
+        else:  # a crash mid-append: the forger's record is cut short, its forged records whole
+            raw = raw[: rec.offset + rec.length - 10]
+        path.write_bytes(bytes(raw))
+    fresh = make_pool(tmp_path, nodes=3, drives=2)  # a restart: the index is rebuilt by scanning
+    for domain in floc["shards"]:
+        for index in range(len(vloc["shards"])):
+            rec = packs(fresh, domain).lookup("victim", index)
+            if rec is not None:  # only the victim's own record: nothing inside the forger's bytes
+                assert b"EVIL" not in packs(fresh, domain).read(rec)
+
+    async def check() -> None:
+        assert await get(fresh, "victim", vloc, 3000) == victim
+        assert (await fresh.verify("victim", vloc, 3000)).clean
+
+    asyncio.run(check())
+
+
+def test_the_drive_key_is_made_once_private_and_durable_and_records_need_it(tmp_path: Path) -> None:
+    first = PackSet(tmp_path, PACK)
+    first.append("a", 0, b"alpha", None)
+    key_file = tmp_path / PACK_DIR / KEY_FILE
+    key = key_file.read_bytes()
+    assert len(key) == 32 and key_file.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in (tmp_path / PACK_DIR).iterdir() if not p.name.endswith(".tsp")] == [KEY_FILE]
+    second = PackSet(tmp_path, PACK)  # another process of the same drive: the same key
+    second.append("b", 0, b"beta", None)
+    assert key_file.read_bytes() == key
+    third = PackSet(tmp_path, PACK)
+    assert {(d, i) for d, i, _ in third.entries()} == {("a", 0), ("b", 0)}
+    key_file.write_bytes(os.urandom(32))  # another drive's key: none of these records checks
+    assert PackSet(tmp_path, PACK).entries() == []
+    assert load_pack_key(tmp_path / "elsewhere" / PACK_DIR) is None  # no such directory: no key
+
+
+def test_keyed_records_round_trip_and_a_wrong_tag_is_not_a_record(tmp_path: Path) -> None:
+    key, other = os.urandom(32), os.urandom(32)
+    path = tmp_path / "p.tsp"
+    path.write_bytes(
+        encode_record(1, "a", 0, b"x" * 100, key)
+        + encode_record(1, "b", 1, b"y" * 50, other)  # tagged with another drive's key
+        + encode_record(2, "a", 0, b"", key)
+        + encode_record(1, "c", 2, b"z", key)
+    )
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        found, end = scan_pack(fd, key=key)
+        assert [(k, d, i) for k, d, i, _ in found] == [(1, "a", 0), (2, "a", 0), (1, "c", 2)]
+        assert end == path.stat().st_size and found[0][3].intact(b"x" * 100)
+        assert scan_pack(fd, key=None) == ([], 0)  # keyed records are nothing without the key
+    finally:
+        os.close(fd)
+
+
+def _legacy_pack(root: Path, records: list[tuple[str, bytes]]) -> Path:
+    """A pack as the code before keys wrote it, by a process that is gone."""
+    (root / PACK_DIR).mkdir(parents=True, exist_ok=True)
+    path = root / PACK_DIR / "pack-00000000000000000001-p999999999-0ld0ld00.tsp"
+    path.write_bytes(b"".join(encode_record(1, d, 0, payload) for d, payload in records))
+    return path
+
+
+def test_legacy_packs_are_read_in_order_never_resynced_and_compaction_migrates_them(tmp_path: Path) -> None:
+    records = [(f"r{n}", blob(500, n)) for n in range(4)]
+    path = _legacy_pack(tmp_path, records)
+    old = PackSet(tmp_path, PACK)
+    assert [old.read(rec) for _, _, rec in sorted(old.entries())] == [p for _, p in records]
+    raw = bytearray(path.read_bytes())
+    raw[0] ^= 0xFF  # the first record's header: an unkeyed pack is never resynced into
+    path.write_bytes(bytes(raw))
+    assert PackSet(tmp_path, PACK).entries() == []
+    raw[0] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    fresh = PackSet(tmp_path, PACK)
+    assert fresh.compact() > 0 and not path.exists()  # migrated whatever its dead share
+    again = PackSet(tmp_path, PACK)
+    assert [again.read(rec) for _, _, rec in sorted(again.entries())] == [p for _, p in records]
+    for name in os.listdir(tmp_path / PACK_DIR):
+        if name.endswith(".tsp"):
+            assert (tmp_path / PACK_DIR / name).read_bytes()[:4] == b"TSPK"
+
+
+def test_a_damaged_header_in_a_live_appenders_pack_is_skipped_a_half_written_tail_is_not(
+    tmp_path: Path,
+) -> None:
+    writer = PackSet(tmp_path, PACK)  # this process: a live appender to the others below
+    for n in range(3):
+        writer.append(f"r{n}", 0, blob(700, n), None)
+    r1 = writer.lookup("r1", 0)
+    assert r1 is not None
+    path = writer.dir / r1.pack
+    raw = bytearray(path.read_bytes())
+    raw[r1.offset - 20] ^= 0xFF  # r1's header
+    key = (tmp_path / PACK_DIR / KEY_FILE).read_bytes()
+    tail = encode_record(1, "r3", 0, blob(700, 3), key)
+    path.write_bytes(bytes(raw) + tail[:100])  # r3 half written, as a reader may see it right now
+    reader = PackSet(tmp_path, PACK)
+    assert {d for d, _, _ in reader.entries()} == {"r0", "r2"}  # past r1's damage, not past r3's half
+    with open(path, "ab") as f:
+        f.write(tail[100:])
+    rec = reader.lookup("r3", 0)  # the rest arrived: read on from where the scan stopped
+    assert rec is not None and reader.read(rec) == blob(700, 3)

@@ -595,11 +595,21 @@ EXPIRE_1 = "<Expiration><Days>1</Days></Expiration>"
         (
             doc(
                 rule(
-                    "<NoncurrentVersionExpiration><NoncurrentDays>3</NoncurrentDays></NoncurrentVersionExpiration>"
+                    "<NoncurrentVersionExpiration><NoncurrentDays>0</NoncurrentDays></NoncurrentVersionExpiration>"
                 )
             ),
-            "NotImplemented",
-            None,
+            "InvalidArgument",
+            "'NoncurrentDays' for NoncurrentVersionExpiration action must be a positive integer",
+        ),
+        (
+            doc(
+                rule(
+                    "<NoncurrentVersionExpiration><NoncurrentDays>3</NoncurrentDays>"
+                    "<NewerNoncurrentVersions>101</NewerNoncurrentVersions></NoncurrentVersionExpiration>"
+                )
+            ),
+            "InvalidArgument",
+            "'NewerNoncurrentVersions' must be an integer between 1 and 100",
         ),
     ],
 )
@@ -929,3 +939,30 @@ def test_transitions_only_go_down(config, created: float, now: float, cls: str, 
     if action is not None and action.kind is ActionKind.TRANSITION:
         assert action.storage_class is not None  # a transition always names its target class
         assert CLASS_RANK[action.storage_class] > CLASS_RANK[cls]
+
+
+def test_noncurrent_rules_parse_render_and_decide() -> None:
+    from lifecycle.rules import noncurrent_action, removes_lone_marker
+
+    xml = doc(
+        rule(
+            "<NoncurrentVersionTransition><NoncurrentDays>30</NoncurrentDays><StorageClass>STANDARD_IA</StorageClass>"
+            "</NoncurrentVersionTransition>"
+            "<NoncurrentVersionExpiration><NoncurrentDays>90</NoncurrentDays>"
+            "<NewerNoncurrentVersions>2</NewerNoncurrentVersions></NoncurrentVersionExpiration>"
+            "<Expiration><ExpiredObjectDeleteMarker>true</ExpiredObjectDeleteMarker></Expiration>"
+        )
+    )
+    config = parse_lifecycle(xml)
+    assert parse_lifecycle(render_lifecycle(config)) == config
+    [parsed] = config.rules
+    assert parsed.noncurrent_expiration_days == 90 and parsed.noncurrent_expiration_newer == 2
+    obj = ObjectFacts("k", 10, {}, "STANDARD", "hot", 0.0, 0.0, 0.0)
+    since = 10 * DAY
+    assert noncurrent_action(config, obj, since, 0, since + 29 * DAY) is None
+    moved = noncurrent_action(config, obj, since, 0, since + 31 * DAY)
+    assert moved is not None and moved.storage_class == "STANDARD_IA"
+    # 91 days noncurrent: expired only with at least two newer noncurrent versions kept.
+    assert noncurrent_action(config, obj, since, 1, since + 91 * DAY).kind is ActionKind.TRANSITION  # type: ignore[union-attr]
+    assert noncurrent_action(config, obj, since, 2, since + 91 * DAY).kind is ActionKind.EXPIRE  # type: ignore[union-attr]
+    assert removes_lone_marker(config, "k") == parsed.id

@@ -144,7 +144,10 @@ def test_delete_objects_round_trip(
     )
     quiet_part = _element("Quiet", quiet) if quiet is not None else ""
     body = f"<Delete{f' xmlns={chr(34)}{NS}{chr(34)}' if ns else ''}>{quiet_part}{entries}</Delete>".encode()
-    assert parse_delete(body) == ((quiet or "").strip().lower() == "true", objects)
+    parsed_quiet, parsed = parse_delete(body)
+    assert parsed_quiet == ((quiet or "").strip().lower() == "true")
+    assert [(key, version) for key, version, condition in parsed] == objects
+    assert not any(condition for _, _, condition in parsed)
 
 
 tag_keys = st.text(xml_chars, min_size=1, max_size=128)

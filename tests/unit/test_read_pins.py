@@ -22,7 +22,10 @@ from tiering.errors import TieringError
 from tiering.records import ObjectMeta
 from tiering.store import ObjectStore
 
-SIZE = 300_000  # erasure-coded on hot: shard files opened only when the stream starts
+# Erasure-coded on hot, shards of 150 KB: above the pack threshold (128 KiB), so shard files of
+# their own, opened only when the stream starts. (A packed shard's bytes stay in its pack until the
+# writing process compacts it, so the unpinned control below could not fail on packs.)
+SIZE = 600_000
 
 
 async def put(store: ObjectStore, key: str, data: bytes) -> None:

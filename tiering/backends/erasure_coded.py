@@ -5,8 +5,9 @@ errors to `tiering.backend` errors. All storage logic lives in `erasure`.
 
 Config (`TierConfig.options` for kind "erasure"): either `pool=` an ErasurePool, or
 `root`, `nodes`, `drives_per_node` (directories root/<name>/n<i>/d<j>), and the pool's `k`, `m`,
-`spread_level`, `block_size`, `write_quorum`, `small_object_threshold`, and `drive_health`
-(`erasure.drive_health.DriveHealthSettings`: when a drive counts as full or failing).
+`spread_level`, `block_size`, `write_quorum`, `small_object_threshold`, `drive_health`
+(`erasure.drive_health.DriveHealthSettings`: when a drive counts as full or failing), and
+`pack_threshold_bytes` (shards up to this size go to pack files; default 128 KiB, 0: off).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import erasure
 from erasure import ErasurePool, HealResult, PoolReader, PoolWriter, default_layout
 from erasure.drive import DriveFactory
 from erasure.drive_health import DriveHealthSettings
+from erasure.pack import DEFAULT_PACK_THRESHOLD
 from erasure.pool import DEFAULT_BLOCK_SIZE, DEFAULT_SMALL_OBJECT_THRESHOLD
 from erasure.remote import DEFAULT_TIMEOUT, remote_drive_factory
 from erasure.shard_store import local_drive, packed_local_drive
@@ -135,7 +137,7 @@ class ErasureCodedBackend(TierBackend):
         remote_domains: list[dict[str, Any]] | None = None,
         cluster_secret: bytes = b"",
         node_timeout: float = DEFAULT_TIMEOUT,
-        pack_threshold_bytes: int = 0,
+        pack_threshold_bytes: int = DEFAULT_PACK_THRESHOLD,
         pack_compact_seconds: float = 60.0,
         **_: Any,
     ) -> None:

@@ -30,9 +30,9 @@ _T = TypeVar("_T")
 
 OBJECT_COLUMNS = (
     "bucket, key, generation, size, etag, last_modified, tier, meta, tags, "
-    "checksum_algorithm, checksum, segments, heat, heat_at, last_access, tier_since, restore"
+    "checksum_algorithm, checksum, segments, heat, heat_at, last_access, tier_since, restore, version_id"
 )
-OBJECT_PLACEHOLDERS = ",".join("?" * 17)
+OBJECT_PLACEHOLDERS = ",".join("?" * 18)
 # What a listing shows of each key: plain columns, no JSON to decode (listing is a hot path).
 LIST_COLUMNS = "key, size, etag, last_modified, storage_class, checksum_algorithm"
 EMPTY_ETAG = "d41d8cd98f00b204e9800998ecf8427e"  # MD5 of no bytes: the ETag of every zero-byte object
@@ -148,6 +148,7 @@ class CatalogBase:
             last_access,
             tier_since,
             restore,
+            version_id,
         ) = row
         return ObjectRecord(
             bucket=bucket,
@@ -166,6 +167,7 @@ class CatalogBase:
             last_access=last_access,
             tier_since=tier_since,
             restore=RestoreState.from_json(json.loads(restore)) if restore else None,
+            version_id=version_id,
         )
 
     def _next_generation(self, db: Conn) -> int:
@@ -193,7 +195,7 @@ class CatalogBase:
         db.executemany(
             "INSERT INTO blobs (data_id, tier, bucket, key, upload_id) VALUES (?, ?, ?, ?, NULL) "
             "ON CONFLICT (data_id) DO UPDATE SET tier = excluded.tier, bucket = excluded.bucket, key = excluded.key, "
-            "upload_id = NULL",
+            "upload_id = NULL, version_id = NULL",
             [(seg.stored.data_id, tier, bucket, key) for seg in segments],
         )
 

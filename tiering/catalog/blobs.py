@@ -62,19 +62,27 @@ class BlobsCatalog(CatalogBase):
     def stored_blob(self, data_id: str) -> StoredData | None:
         """The current StoredData (with its recorded location) of a live blob."""
         db = self._reader()
-        row = db.execute("SELECT bucket, key, upload_id FROM blobs WHERE data_id = ?", (data_id,)).fetchone()
+        row = db.execute(
+            "SELECT bucket, key, upload_id, version_id FROM blobs WHERE data_id = ?", (data_id,)
+        ).fetchone()
         if row is None:
             return None
-        bucket, key, upload_id = row
+        bucket, key, upload_id, version_id = row
         if upload_id is not None:
             for (raw,) in db.execute("SELECT stored FROM parts WHERE upload_id = ?", (upload_id,)):
                 stored = _stored_from_json(raw)
                 if stored.data_id == data_id:
                     return stored
             return None
-        seg_row = db.execute(
-            "SELECT segments FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
-        ).fetchone()
+        if version_id is not None:  # a noncurrent version's (versions.py)
+            seg_row = db.execute(
+                "SELECT segments FROM object_versions WHERE bucket = ? AND key = ? AND version_id = ?",
+                (bucket, key, version_id),
+            ).fetchone()
+        else:
+            seg_row = db.execute(
+                "SELECT segments FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
+            ).fetchone()
         if seg_row is None:
             return None
         for segment in json.loads(seg_row[0]):

@@ -44,13 +44,44 @@ class BucketsCatalog(CatalogBase):
             raise BucketNotFound(name)
         return BucketRecord(*row)
 
-    def list_buckets(self, owner: str | None = None) -> list[BucketRecord]:
-        sql = "SELECT name, created, owner, region FROM buckets"
-        args: tuple[Any, ...] = ()
+    def list_buckets(
+        self,
+        owner: str | None = None,
+        *,
+        prefix: str = "",
+        after: str = "",
+        region: str | None = None,
+        limit: int | None = None,
+    ) -> list[BucketRecord]:
+        """Buckets in name order: `owner`'s (None: all), named with `prefix` and after `after`,
+        in `region` if given, at most `limit` (ListBuckets' paging: an index range scan)."""
+        conditions: list[str] = []
+        args: list[Any] = []
         if owner is not None:
-            sql += " WHERE owner = ?"
-            args = (owner,)
-        return [BucketRecord(*row) for row in self._reader().execute(sql + " ORDER BY name", args)]
+            conditions.append("owner = ?")
+            args.append(owner)
+        if prefix:
+            conditions.append("name >= ?")
+            args.append(prefix)
+        if after:
+            conditions.append("name > ?")
+            args.append(after)
+        if region is not None:
+            conditions.append("region = ?")
+            args.append(region)
+        sql = "SELECT name, created, owner, region FROM buckets"
+        if conditions:
+            sql += " WHERE " + " AND ".join(conditions)
+        sql += " ORDER BY name"
+        rows = (BucketRecord(*row) for row in self._reader().execute(sql, args))
+        found: list[BucketRecord] = []
+        for bucket in rows:
+            if not bucket.name.startswith(prefix):
+                break  # past the prefix's range (names sort after it from here on)
+            found.append(bucket)
+            if limit is not None and len(found) >= limit:
+                break
+        return found
 
     @transaction
     def delete_bucket(self, name: str) -> None:
@@ -65,6 +96,9 @@ class BucketsCatalog(CatalogBase):
             ):
                 raise BucketNotFound(name)
             if db.execute("SELECT 1 FROM objects WHERE bucket = ? LIMIT 1", (name,)).fetchone():
+                raise BucketNotEmpty(name)
+            # Noncurrent versions and delete markers keep a bucket too, as on S3.
+            if db.execute("SELECT 1 FROM object_versions WHERE bucket = ? LIMIT 1", (name,)).fetchone():
                 raise BucketNotEmpty(name)
             # Unfinished uploads go with the bucket (AWS refuses only for objects).
             self._drop_uploads(db, "bucket = ?", (name,))

@@ -24,27 +24,40 @@ from tiering.records import (
 class MovesCatalog(CatalogBase):
     @transaction
     def record_accesses(
-        self, accesses: dict[tuple[str, str], tuple[int, float]], half_life: float = DEFAULT_HALF_LIFE
+        self, accesses: dict[tuple[str, str, str], tuple[int, float]], half_life: float = DEFAULT_HALF_LIFE
     ) -> None:
         """Fold a batch of reads into heat and last access: one transaction per batch, never per GET.
+
+        Keys are (bucket, key, version id): "" for a read through the key (its current version);
+        a read by version id warms that version, the current one or a noncurrent one, so an old
+        version's reads neither warm the current one nor are lost.
 
         On PostgreSQL this one transaction is `relaxed` (READ COMMITTED, each row locked as it is
         read, in key order so that two batches never deadlock): a SERIALIZABLE batch of hundreds
         of rows conflicts with some PUT nearly every time under load, and was starved.
         """
         with self._write(relaxed=True) as db:
-            for (bucket, key), (count, at) in sorted(accesses.items()):
+            for (bucket, key, version_id), (count, at) in sorted(accesses.items()):
+                # Within a key, the current version's row is always locked before a noncurrent one's.
+                where = "bucket = ? AND key = ?" + (" AND version_id = ?" if version_id else "")
+                params: tuple[str, ...] = (bucket, key, version_id) if version_id else (bucket, key)
+                table = "objects"
                 row = db.execute(
-                    f"SELECT heat, heat_at FROM objects WHERE bucket = ? AND key = ?{self._db.for_update}",
-                    (bucket, key),
+                    f"SELECT heat, heat_at FROM objects WHERE {where}{self._db.for_update}", params
                 ).fetchone()
+                if row is None and version_id:
+                    table = "object_versions"
+                    row = db.execute(
+                        f"SELECT heat, heat_at FROM object_versions WHERE {where} AND marker = 0{self._db.for_update}",
+                        params,
+                    ).fetchone()
                 if row is None:
                     continue  # deleted since it was read
                 heat = decayed(row[0], row[1], at, half_life) + count
                 db.execute(
-                    f"UPDATE objects SET heat = ?, heat_at = ?, last_access = {self._db.greatest}(last_access, ?) "
-                    "WHERE bucket = ? AND key = ?",
-                    (heat, at, at, bucket, key),
+                    f"UPDATE {table} SET heat = ?, heat_at = ?, last_access = {self._db.greatest}(last_access, ?) "
+                    f"WHERE {where}",
+                    (heat, at, at, *params),
                 )
 
     @transaction

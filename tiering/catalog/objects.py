@@ -12,23 +12,25 @@ from tiering.catalog.base import (
     EMPTY_ETAG,
     OBJECT_COLUMNS,
     OBJECT_PLACEHOLDERS,
-    CatalogBase,
     _dumps,
 )
 from tiering.catalog.database import Conn, transaction
+from tiering.catalog.versions import ENABLED, NULL, VersionsCatalog, new_version_id
+from tiering.conditions import DeleteCondition, write_condition
 from tiering.errors import (
     BucketNotFound,
     ObjectNotFound,
     PreconditionFailed,
 )
 from tiering.heat import bump
+from tiering.object_lock import with_default
 from tiering.records import (
     ObjectMeta,
     ObjectRecord,
 )
 
 
-class ObjectsCatalog(CatalogBase):
+class ObjectsCatalog(VersionsCatalog):
     def get_object(self, bucket: str, key: str) -> ObjectRecord:
         row = (
             self._reader()
@@ -84,20 +86,23 @@ class ObjectsCatalog(CatalogBase):
             (record.bucket, record.key),
         ).fetchone()
         current = self._object_from_row(row) if row else None
-        if if_none_match is not None and current is not None:
-            raise PreconditionFailed("If-None-Match")
-        if if_match is not None:
-            if current is None:
-                raise ObjectNotFound(record.bucket, record.key)
-            if if_match.strip() != "*" and if_match.strip().strip('"') != current.etag:
-                raise PreconditionFailed("If-Match")
+        # The conditional write's check, in the transaction that writes the row (tiering/conditions.py).
+        write_condition(if_match, if_none_match).check(record.bucket, record.key, current)
         if expected_generation is not None and (current is None or current.generation != expected_generation):
             raise PreconditionFailed("generation")
         generation = self._next_generation(db)
         now = record.last_modified
         # A write is an access: the new version inherits the key's heat, bumped.
         heat = bump(current.heat, current.heat_at, now) if current else 1.0
-        if current is not None:
+        # Versioning (versions.py): the old current version may stay, as a noncurrent one.
+        state = self._versioning_in(db, record.bucket)
+        version_id = new_version_id() if state == ENABLED else NULL
+        if state == ENABLED:
+            # Object Lock: a version that names no retention gets the bucket's default one.
+            lock = with_default(record.meta.lock, self._lock_config_in(db, record.bucket), now)
+            if lock != record.meta.lock:
+                record = dataclasses.replace(record, meta=dataclasses.replace(record.meta, lock=lock))
+        if self._make_room(db, state, record.bucket, record.key, current, now) and current is not None:
             keep = {s.stored.data_id for s in record.segments}
             self._retire(
                 db, current.tier, [s.stored for s in current.segments if s.stored.data_id not in keep]
@@ -125,12 +130,14 @@ class ObjectsCatalog(CatalogBase):
                 now,
                 now,
                 None,
+                version_id,
                 record.meta.storage_class,
             ),
         )
         return ObjectRecord(
             **{
                 **record.__dict__,
+                "version_id": version_id,
                 "generation": generation,
                 "heat": heat,
                 "heat_at": now,
@@ -227,24 +234,22 @@ class ObjectsCatalog(CatalogBase):
 
     @transaction
     def delete_object(
-        self, bucket: str, key: str, *, expected_generation: int | None = None
+        self,
+        bucket: str,
+        key: str,
+        *,
+        expected_generation: int | None = None,
+        condition: DeleteCondition | None = None,
     ) -> ObjectRecord | None:
-        with self._write() as db:
-            if (
-                db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (bucket,)).fetchone()
-                is None
-            ):
-                raise BucketNotFound(bucket)
-            if expected_generation is not None:
-                row = db.execute(
-                    "SELECT generation FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
-                ).fetchone()
-                if row is None or row[0] != expected_generation:
-                    return None  # changed since the caller decided: leave it
-            old = self._retire_object_row(db, bucket, key)
-            if old is not None:
-                db.execute("DELETE FROM objects WHERE bucket = ? AND key = ?", (bucket, key))
-            return old
+        """DeleteObject without a version id: the visible object goes (in a versioned bucket,
+        behind a new delete marker: versions.py). Returns the object that was visible, None if
+        none was or (with `expected_generation`) it changed since the caller looked.
+        `condition`: S3's conditional delete, checked in the same transaction (PreconditionFailed
+        / ObjectNotFound when it does not hold)."""
+        outcome = self.delete_object_version(
+            bucket, key, expected_generation=expected_generation, condition=condition
+        )
+        return outcome.previous if outcome is not None else None
 
     def count_objects(self, bucket: str | None = None) -> tuple[int, int]:
         sql = "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM objects"
@@ -300,6 +305,7 @@ class ObjectsCatalog(CatalogBase):
                         now,
                         now,
                         None,
+                        NULL,
                         meta.storage_class,
                         bucket,
                         key,

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class SchemaTooNew(RuntimeError):
@@ -382,8 +382,93 @@ def _sqlite_version_2(db: sqlite3.Connection) -> None:
     db.execute(HEAL_QUEUE_INDEX)
 
 
+# Version 3: object versioning (tiering.catalog.versions). `objects` keeps one row per key, its
+# current version, now with its `version_id` ('null' in a bucket never versioned). Noncurrent
+# versions and delete markers live in `object_versions`, ordered per key by `seq` (a value of the
+# generation counter taken when the row arrived there: newer rows have larger ones), so that
+# ListObjects stays the scan it was and ListObjectVersions is an ordered scan of both tables.
+# `blobs.version_id` says which noncurrent version owns a blob (NULL: the key's current one), so
+# heal, rebalance and the orphan sweep find a noncurrent version's data too.
+OBJECT_VERSIONS = """CREATE TABLE IF NOT EXISTS object_versions (
+    bucket TEXT NOT NULL,
+    key TEXT NOT NULL,
+    version_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    marker INTEGER NOT NULL,
+    noncurrent_since REAL NOT NULL,
+    generation INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    etag TEXT NOT NULL,
+    last_modified REAL NOT NULL,
+    tier TEXT NOT NULL,
+    meta TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    checksum_algorithm TEXT,
+    checksum TEXT,
+    segments TEXT NOT NULL,
+    heat REAL NOT NULL DEFAULT 0,
+    heat_at REAL NOT NULL DEFAULT 0,
+    last_access REAL NOT NULL DEFAULT 0,
+    tier_since REAL NOT NULL DEFAULT 0,
+    restore TEXT,
+    storage_class TEXT NOT NULL DEFAULT 'STANDARD',
+    PRIMARY KEY (bucket, key, version_id)
+)"""
+OBJECT_VERSIONS_ORDER = (
+    "CREATE INDEX IF NOT EXISTS object_versions_order ON object_versions (bucket, key, seq)"
+)
+# Noncurrent versions count in the usage counters like current ones (they hold bytes on a tier);
+# delete markers hold none and are not counted.
+VERSIONS_USAGE_SQLITE = [
+    """CREATE TRIGGER IF NOT EXISTS version_usage_insert AFTER INSERT ON object_versions WHEN NEW.marker = 0 BEGIN
+        INSERT INTO tier_usage (bucket, tier, objects, bytes) VALUES (NEW.bucket, NEW.tier, 1, NEW.size)
+        ON CONFLICT (bucket, tier) DO UPDATE SET objects = objects + 1, bytes = bytes + excluded.bytes;
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS version_usage_delete AFTER DELETE ON object_versions WHEN OLD.marker = 0 BEGIN
+        UPDATE tier_usage SET objects = objects - 1, bytes = bytes - OLD.size
+        WHERE bucket = OLD.bucket AND tier = OLD.tier;
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS version_usage_update AFTER UPDATE OF tier, size ON object_versions
+    WHEN OLD.marker = 0 BEGIN
+        UPDATE tier_usage SET objects = objects - 1, bytes = bytes - OLD.size
+        WHERE bucket = OLD.bucket AND tier = OLD.tier;
+        INSERT INTO tier_usage (bucket, tier, objects, bytes) VALUES (NEW.bucket, NEW.tier, 1, NEW.size)
+        ON CONFLICT (bucket, tier) DO UPDATE SET objects = objects + 1, bytes = bytes + excluded.bytes;
+    END""",
+]
+VERSIONS_USAGE_POSTGRES = [
+    """CREATE TRIGGER version_usage_insert AFTER INSERT ON object_versions
+        FOR EACH ROW WHEN (NEW.marker = 0) EXECUTE FUNCTION tier_usage_track()""",
+    """CREATE TRIGGER version_usage_delete AFTER DELETE ON object_versions
+        FOR EACH ROW WHEN (OLD.marker = 0) EXECUTE FUNCTION tier_usage_track()""",
+    """CREATE TRIGGER version_usage_update AFTER UPDATE OF tier, size ON object_versions
+        FOR EACH ROW WHEN (OLD.marker = 0) EXECUTE FUNCTION tier_usage_track()""",
+]
+
+
+def _sqlite_version_3(db: sqlite3.Connection) -> None:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        # Another process opening the catalog together may have done it just now.
+        if "version_id" not in {row[1] for row in db.execute("PRAGMA table_info(objects)")}:
+            db.execute("ALTER TABLE objects ADD COLUMN version_id TEXT NOT NULL DEFAULT 'null'")
+            db.execute("ALTER TABLE blobs ADD COLUMN version_id TEXT")
+        db.execute(OBJECT_VERSIONS)
+        db.execute(OBJECT_VERSIONS_ORDER)
+        for statement in VERSIONS_USAGE_SQLITE:
+            db.execute(statement)
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
 # Step n brings a catalog from version n - 1 to n (index 0: version 1).
-SQLITE_MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_sqlite_version_1, _sqlite_version_2]
+SQLITE_MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
+    _sqlite_version_1,
+    _sqlite_version_2,
+    _sqlite_version_3,
+]
 
 
 def _check_version(found: int | None, where: str) -> None:
@@ -426,7 +511,22 @@ def _postgres_version_2(db: Any) -> None:
     db.execute(HEAL_QUEUE_INDEX)
 
 
-POSTGRES_MIGRATIONS: list[Callable[[Any], None]] = [_postgres_version_1, _postgres_version_2]
+def _postgres_version_3(db: Any) -> None:
+    db.execute(
+        """ALTER TABLE objects ADD COLUMN IF NOT EXISTS version_id TEXT COLLATE "C" NOT NULL DEFAULT 'null'"""
+    )
+    db.execute('ALTER TABLE blobs ADD COLUMN IF NOT EXISTS version_id TEXT COLLATE "C"')
+    db.execute(_postgresql(OBJECT_VERSIONS))
+    db.execute(OBJECT_VERSIONS_ORDER)
+    for statement in VERSIONS_USAGE_POSTGRES:
+        db.execute(statement)
+
+
+POSTGRES_MIGRATIONS: list[Callable[[Any], None]] = [
+    _postgres_version_1,
+    _postgres_version_2,
+    _postgres_version_3,
+]
 
 
 def migrate_postgres(db: Any, where: str, *, attempts: int = 20) -> None:

@@ -76,16 +76,24 @@ class TopologyCatalog(CatalogBase):
 
     def _blob_location_in(self, db: Conn, data_id: str) -> tuple[str, Any, Any] | None:
         """Where a live blob's location is kept: ("part", upload_id, raw) or ("object", (bucket, key), segments)."""
-        row = db.execute("SELECT bucket, key, upload_id FROM blobs WHERE data_id = ?", (data_id,)).fetchone()
+        row = db.execute(
+            "SELECT bucket, key, upload_id, version_id FROM blobs WHERE data_id = ?", (data_id,)
+        ).fetchone()
         if row is None:
             return None
-        bucket, key, upload_id = row
+        bucket, key, upload_id, version_id = row
         if upload_id is not None:
             raw = db.execute(
                 "SELECT stored FROM parts WHERE upload_id = ? AND stored LIKE ?",
                 (upload_id, f'%"{data_id}"%'),
             ).fetchone()
             return ("part", upload_id, raw[0]) if raw else None
+        if version_id is not None:  # a noncurrent version's (versions.py)
+            seg_row = db.execute(
+                "SELECT segments FROM object_versions WHERE bucket = ? AND key = ? AND version_id = ?",
+                (bucket, key, version_id),
+            ).fetchone()
+            return ("version", (bucket, key, version_id), json.loads(seg_row[0])) if seg_row else None
         seg_row = db.execute(
             "SELECT segments FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
         ).fetchone()
@@ -119,9 +127,15 @@ class TopologyCatalog(CatalogBase):
             for segment in matched:
                 segment["loc"] = location
             # The bytes are the same, so the generation (the movers' CAS token) stays as it is.
-            db.execute(
-                "UPDATE objects SET segments = ? WHERE bucket = ? AND key = ?", (_dumps(segments), *where)
-            )
+            if kind == "version":
+                db.execute(
+                    "UPDATE object_versions SET segments = ? WHERE bucket = ? AND key = ? AND version_id = ?",
+                    (_dumps(segments), *where),
+                )
+            else:
+                db.execute(
+                    "UPDATE objects SET segments = ? WHERE bucket = ? AND key = ?", (_dumps(segments), *where)
+                )
             return True
 
     @transaction
@@ -149,10 +163,11 @@ class TopologyCatalog(CatalogBase):
         pattern = f'%"{domain_id}"%'
         db = self._reader()
         found: list[str] = []
-        for (raw,) in db.execute(
-            "SELECT segments FROM objects WHERE tier = ? AND segments LIKE ?", (tier, pattern)
-        ):
-            found += [s["id"] for s in json.loads(raw) if _names_domain(s.get("loc") or {}, domain_id)]
+        for table in ("objects", "object_versions"):
+            for (raw,) in db.execute(
+                f"SELECT segments FROM {table} WHERE tier = ? AND segments LIKE ?", (tier, pattern)
+            ):
+                found += [s["id"] for s in json.loads(raw) if _names_domain(s.get("loc") or {}, domain_id)]
         for (raw,) in db.execute(
             "SELECT parts.stored FROM parts JOIN uploads ON parts.upload_id = uploads.upload_id "
             "WHERE uploads.tier = ? AND parts.stored LIKE ?",
