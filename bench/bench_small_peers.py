@@ -1,6 +1,6 @@
 """Small objects side by side (#17 item 4): tierstore against nginx and the peers, one run, one client.
 
-    python bench/bench_small_peers.py [--peers moto,seaweedfs,ceph] [--rounds 3] [--duration 10]
+    python bench/bench_small_peers.py [--peers seaweedfs,moto,ceph] [--rounds 3] [--duration 10]
                                       [--shapes put-4KiB-c16,...|none] [--million [--million-count N]]
 
 Every server is started here and stopped in a finally (temp dirs removed): `tierstore` (`tierstore
@@ -535,7 +535,9 @@ def command_line() -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
-        "--peers", default="moto,seaweedfs,ceph", help=f"comma list from {sorted(PEER_SPECS)}; '' for none"
+        "--peers",
+        default="seaweedfs,moto,ceph",
+        help=f"comma list from {sorted(PEER_SPECS)}, in the table's column order; '' for none",
     )
     ap.add_argument("--no-nginx", action="store_true")
     ap.add_argument(
