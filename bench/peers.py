@@ -2,6 +2,7 @@
 
     p = Peer("ceph").start()     # a free port block in 9100-9199, a fresh temp DATA_DIR
     p.endpoint, p.access_key, p.secret_key
+    p.pids()                     # the PIDs its start.sh wrote (DATA_DIR/*.pid): for server CPU figures
     p.stop()                     # stop.sh DATA_DIR (kills only the PIDs in DATA_DIR/*.pid), temp dir removed
 
 `start_s` is the wall time of start.sh, which installs what is missing first (`info["installed"]`
@@ -72,9 +73,11 @@ def free_block(span: int) -> int:
 
 
 class Peer(Server):
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, env: dict[str, str] | None = None) -> None:
+        """`env` is added to the spec's (e.g. PYTHON for moto: which interpreter start.sh uses)."""
         super().__init__(name, "", "")
         self.spec = PEER_SPECS[name]
+        self.env = dict(env or {})
         self.data: Path | None = None
         self.info["note"] = self.spec.note
 
@@ -83,7 +86,7 @@ class Peer(Server):
         self.data = self.tmp / "data"
         self.port = free_block(self.spec.span)
         script = PEERS_DIR / self.spec.script / "start.sh"
-        env = {**os.environ, **dict(self.spec.env)}
+        env = {**os.environ, **dict(self.spec.env), **self.env}
         t0 = time.monotonic()
         try:
             proc = subprocess.run(
@@ -116,6 +119,15 @@ class Peer(Server):
         assert self.tmp is not None
         return self.tmp / "start.log"
 
+    def pids(self) -> list[int]:
+        """The live PIDs named in DATA_DIR/*.pid (ceph: mon, OSDs, radosgw; the others: one)."""
+        out: list[int] = []
+        for f in sorted(self.data.glob("*.pid")) if self.data is not None else []:
+            digits = "".join(ch for ch in f.read_text() if ch.isdigit())
+            if digits and Path(f"/proc/{digits}").exists():
+                out.append(int(digits))
+        return out
+
     def stop(self) -> None:
         t0 = time.monotonic()
         if self.data is not None and self.data.exists():
@@ -130,6 +142,10 @@ class Peer(Server):
                 )
             except subprocess.TimeoutExpired:
                 pass
+            if self.name == "seaweedfs":  # weed leaves its gRPC unix sockets in the temp dir, named by port
+                for port in range(self.port, self.port + self.spec.span):
+                    for sock in Path(tempfile.gettempdir()).glob(f"seaweedfs-*-grpc-{port}.sock"):
+                        sock.unlink(missing_ok=True)
         t1 = time.monotonic()
         if self.tmp is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
