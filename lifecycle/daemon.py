@@ -5,7 +5,8 @@ A pass (every `interval_seconds`, or on `tierstore admin lifecycle run`):
 2. scans the catalog in key order and asks the pure policies about each object —
    S3 lifecycle rules (expire / transition), Intelligent-Tiering archive configurations, and
    access temperature for the objects temperature manages;
-3. expires restored copies whose time is up and makes the copies that were asked for;
+3. expires restored copies whose time is up and makes the copies that were asked for (of
+   current objects during the scan, of noncurrent versions after it);
 4. enforces capacity watermarks by moving the coldest managed objects one tier down;
 5. aborts incomplete multipart uploads that a rule says are too old;
 6. hands all moves to the mover (throttled, copy → verify → compare-and-swap).
@@ -354,6 +355,7 @@ class LifecycleDaemon:
                     outgoing[record.tier] += record.size
                 elif self._managed(record, policy) and record.tier in ONE_STEP_DOWN:
                     candidates[record.tier].append(record)
+        await self._version_restores(now, report)
         report.watermark_moves = self._watermark_orders(orders, candidates, usage, incoming, outgoing, now)
         report.transitions = len(orders)
         report.uploads_aborted = await self._abort_uploads(policies, now)
@@ -487,6 +489,21 @@ class LifecycleDaemon:
         elif restore.expiry <= now:
             await self.store.expire_restore(record)
             report.restores_expired += 1
+
+    async def _version_restores(self, now: float, report: PassReport) -> None:
+        """Restores of noncurrent versions (RestoreObject with a versionId): copies to make and
+        copies whose time is up, found through the catalog's index of exactly those versions
+        rather than a scan of every version. The copy belongs to the version: the key's current
+        version is not touched."""
+        cursor = ("", "", "")
+        while True:
+            batch = await self.store.restored_versions(cursor, self.settings.scan_batch)
+            for record in batch:
+                await self._restores(record, now, report)
+            if len(batch) < self.settings.scan_batch:
+                return
+            last = batch[-1]
+            cursor = (last.bucket, last.key, last.version_id)
 
     async def _expire(self, record: ObjectRecord) -> bool:
         try:

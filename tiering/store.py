@@ -1363,6 +1363,7 @@ class ObjectStore:
                     tier=tier,
                     segments=copied,
                     storage_class=storage_class,
+                    now=self.clock(),
                 )
             )
         except PreconditionFailed:
@@ -1460,13 +1461,14 @@ class ObjectStore:
 
     # --- restores of archived objects -----------------------------------------------------------
 
-    async def request_restore(self, bucket: str, key: str, days: int) -> bool:
-        """Ask for a readable copy of an archived object for `days`. True if one is already there.
+    async def request_restore(self, bucket: str, key: str, days: int, version_id: str | None = None) -> bool:
+        """Ask for a readable copy of an archived object (its current version, or `version_id`,
+        current or not) for `days`. True if one is already there.
 
         A new request is only recorded here (ongoing); the lifecycle daemon makes the copy.
         Asking again for a finished restore extends its expiry, as S3 does.
         """
-        record = await self.head_object(bucket, key)
+        record = await self.head_object(bucket, key, version_id)
         if record.tier != COLD:
             raise NotArchived(bucket, key)
         # S3 rounds a restore's expiry up to the next midnight UTC.
@@ -1474,32 +1476,40 @@ class ObjectStore:
         current = record.restore
         if current is not None and current.ongoing:
             raise RestoreInProgress(bucket, key)
-        if current is not None and current.expiry > self.clock():
-            await self._in_writer(
-                self.catalog.set_restore,
-                bucket,
-                key,
-                expected_generation=record.generation,
-                restore=replace(current, expiry=expiry, days=days),
-                now=self.clock(),
-            )
-            return True
-        await self._in_writer(
-            self.catalog.set_restore,
-            bucket,
-            key,
-            expected_generation=record.generation,
-            restore=RestoreState(ongoing=True, expiry=expiry, days=days),
-            now=self.clock(),
+        already = current is not None and current.expiry > self.clock()
+        restore = (
+            replace(current, expiry=expiry, days=days)
+            if current is not None and already
+            else RestoreState(ongoing=True, expiry=expiry, days=days)
         )
-        return False
+        await self._set_restore(record, restore)
+        return already
+
+    async def _set_restore(self, record: ObjectRecord, restore: RestoreState | None) -> None:
+        """The catalog's compare-and-swap of the restore state of exactly this version."""
+        await self._in_writer(
+            functools.partial(
+                self.catalog.set_restore,
+                record.bucket,
+                record.key,
+                expected_generation=record.generation,
+                restore=restore,
+                now=self.clock(),
+                version_id=record.version_id,
+            )
+        )
 
     async def complete_restore(
         self, record: ObjectRecord, tier: str, on_chunk: Throttle | None = None
     ) -> bool:
-        """Copy an archived object to `tier` as its restored copy. False if it changed meanwhile."""
+        """Copy an archived version to `tier` as its restored copy. False if it changed meanwhile."""
         assert record.restore is not None
-        source = await self.open_object(record.bucket, record.key, allow_archived=True)
+        try:
+            source = await self.open_object(
+                record.bucket, record.key, allow_archived=True, version_id=record.version_id
+            )
+        except (ObjectNotFound, VersionNotFound, VersionIsDeleteMarker):
+            return False  # deleted since the daemon looked
         try:
             if source.record.generation != record.generation:
                 return False
@@ -1510,14 +1520,7 @@ class ObjectStore:
             ongoing=False, expiry=record.restore.expiry, days=record.restore.days, tier=tier, segments=copied
         )
         try:
-            await self._in_writer(
-                self.catalog.set_restore,
-                record.bucket,
-                record.key,
-                expected_generation=record.generation,
-                restore=done,
-                now=self.clock(),
-            )
+            await self._set_restore(record, done)
         except (PreconditionFailed, ObjectNotFound):
             await self._discard(tier, copied)
             return False
@@ -1525,14 +1528,11 @@ class ObjectStore:
 
     async def expire_restore(self, record: ObjectRecord) -> None:
         with contextlib.suppress(PreconditionFailed, ObjectNotFound):
-            await self._in_writer(
-                self.catalog.set_restore,
-                record.bucket,
-                record.key,
-                expected_generation=record.generation,
-                restore=None,
-                now=self.clock(),
-            )
+            await self._set_restore(record, None)
+
+    async def restored_versions(self, after: tuple[str, str, str], limit: int) -> list[ObjectRecord]:
+        """Noncurrent versions with a restore asked for or made (the daemon's second scan)."""
+        return await self._read(self.catalog.restored_versions, after, limit)
 
     # --- multipart uploads ------------------------------------------------------------------
 

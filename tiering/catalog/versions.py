@@ -57,6 +57,8 @@ _DATA_COLUMNS = (
 VERSION_COLUMNS = f"bucket, key, version_id, seq, marker, noncurrent_since, {_DATA_COLUMNS}, storage_class"
 # A version row as an ObjectRecord-compatible tuple, then seq, marker, noncurrent_since.
 _VERSION_SELECT = f"bucket, key, {_DATA_COLUMNS}, version_id, seq, marker, noncurrent_since, storage_class"
+# A version row as an ObjectRecord's columns only (`_object_from_row`).
+VERSION_RECORD_SELECT = f"bucket, key, {_DATA_COLUMNS}, version_id"
 
 
 _ID_ALPHABET = string.ascii_letters + string.digits
@@ -739,6 +741,7 @@ class VersionsCatalog(CatalogBase):
         tier: str,
         segments: tuple[Segment, ...],
         storage_class: str,
+        now: float,
     ) -> ObjectRecord:
         """Point a noncurrent version at its copy on another tier (compare-and-swap on its
         generation, like the current version's move); the old data is retired."""
@@ -751,6 +754,11 @@ class VersionsCatalog(CatalogBase):
             self._retire(
                 db, current.tier, [s.stored for s in current.segments if s.stored.data_id not in keep]
             )
+            restore = current.restore
+            if restore is not None and tier != "cold":
+                # Out of the archive for good: the restored copy has no job left (as commit_move).
+                self._retire(db, restore.tier, [s.stored for s in restore.segments])
+                restore = None
             self._claim_blobs(db, tier, bucket, key, segments)
             db.executemany(
                 "UPDATE blobs SET version_id = ? WHERE data_id = ?",
@@ -759,16 +767,16 @@ class VersionsCatalog(CatalogBase):
             generation = self._next_generation(db)
             meta = json.loads(found[7])
             meta["sc"] = storage_class
-            now = time.time()
             db.execute(
                 "UPDATE object_versions SET tier = ?, segments = ?, meta = ?, storage_class = ?, tier_since = ?, "
-                "generation = ? WHERE bucket = ? AND key = ? AND version_id = ?",
+                "restore = ?, generation = ? WHERE bucket = ? AND key = ? AND version_id = ?",
                 (
                     tier,
                     _dumps([s.to_json() for s in segments]),
                     _dumps(meta),
                     storage_class,
                     now,
+                    _dumps(restore.to_json()) if restore else None,
                     generation,
                     bucket,
                     key,
@@ -783,6 +791,7 @@ class VersionsCatalog(CatalogBase):
                 "segments": segments,
                 "generation": generation,
                 "tier_since": now,
+                "restore": restore,
             }
         )
 
