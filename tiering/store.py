@@ -1006,6 +1006,7 @@ class ObjectStore:
                 version_id,
                 bypass_governance=bypass_governance,
                 condition=condition,
+                now=self.clock(),  # retention is judged on the clock PUT's checks read
             )
         )
         assert outcome is not None  # None only with expected_generation
@@ -1058,6 +1059,7 @@ class ObjectStore:
                 retention=retention,
                 hold=hold,
                 bypass_governance=bypass_governance,
+                now=self.clock(),
             )
         )
 
@@ -1162,12 +1164,16 @@ class ObjectStore:
         self, bucket: str, key: str, *, condition: DeleteCondition | None = None
     ) -> ObjectRecord | None:
         """Delete the key's object (if `condition`, only if it holds: tiering/conditions.py)."""
-        return await self._in_writer(self.catalog.delete_object, bucket, key, condition=condition)
+        return await self._in_writer(
+            functools.partial(self.catalog.delete_object, bucket, key, condition=condition, now=self.clock())
+        )
 
     async def delete_object_if(self, bucket: str, key: str, generation: int) -> bool:
         """Delete only the version a policy looked at (lifecycle expiration); False if it changed."""
         deleted = await self._in_writer(
-            self.catalog.delete_object, bucket, key, expected_generation=generation
+            functools.partial(
+                self.catalog.delete_object, bucket, key, expected_generation=generation, now=self.clock()
+            )
         )
         return deleted is not None
 

@@ -197,9 +197,12 @@ class VersionsCatalog(CatalogBase):
         retention: tuple[str | None, float | None] | None = None,
         hold: bool | None = None,
         bypass_governance: bool = False,
+        now: float | None = None,
     ) -> str:
         """PutObjectRetention (`retention`: (mode, until), (None, None) to remove) or
-        PutObjectLegalHold (`hold`) of one version (None: the current one); its version id."""
+        PutObjectLegalHold (`hold`) of one version (None: the current one); its version id.
+        `now`: the store's clock (tiering.clock), which judges retention everywhere: the same
+        time that PUT's checks of a retain-until date read (wall time when not given)."""
         with self._write() as db:
             if self._lock_config_in(db, bucket) is None:
                 self.get_bucket(bucket)
@@ -229,7 +232,11 @@ class VersionsCatalog(CatalogBase):
             if retention is not None:
                 mode, until = retention
                 refused = retention_change_refused(
-                    lock, mode, until, time.time(), bypass_governance=bypass_governance
+                    lock,
+                    mode,
+                    until,
+                    time.time() if now is None else now,
+                    bypass_governance=bypass_governance,
                 )
                 if refused is not None:
                     raise ObjectLocked(bucket, key, row[1], refused)
@@ -248,8 +255,8 @@ class VersionsCatalog(CatalogBase):
             db.execute(f"UPDATE {table} SET meta = ? WHERE {where}", (_dumps(meta), *args))
             return str(row[1])
 
-    def _check_unlocked(self, db: Conn, record: ObjectRecord, bypass_governance: bool) -> None:
-        why = why_locked(record.meta.lock, time.time(), bypass_governance=bypass_governance)
+    def _check_unlocked(self, db: Conn, record: ObjectRecord, bypass_governance: bool, now: float) -> None:
+        why = why_locked(record.meta.lock, now, bypass_governance=bypass_governance)
         if why is not None:
             raise ObjectLocked(record.bucket, record.key, record.version_id, why)
 
@@ -392,7 +399,8 @@ class VersionsCatalog(CatalogBase):
         bucket: str,
         key: str,
         expected_generation: int | None,
-        condition: DeleteCondition | None = None,
+        condition: DeleteCondition | None,
+        now: float,
     ) -> DeleteOutcome | None:
         """DeleteObject without a version id, by the bucket's state. None: `expected_generation`
         no longer matches (the caller's decision is stale). `condition` (S3's conditional
@@ -406,14 +414,14 @@ class VersionsCatalog(CatalogBase):
         if condition:
             condition.check(bucket, key, current)  # holding on no object: delete as usual
         state = self._versioning_in(db, bucket)
-        if self._make_room(db, state, bucket, key, current, time.time()):
+        if self._make_room(db, state, bucket, key, current, now):
             self._retire_object_row(db, bucket, key)
         if current is not None:
             db.execute("DELETE FROM objects WHERE bucket = ? AND key = ?", (bucket, key))
         if state == "":
             return DeleteOutcome(None, False, current)
         marker_id = new_version_id() if state == ENABLED else NULL
-        self._add_marker(db, bucket, key, marker_id, time.time())
+        self._add_marker(db, bucket, key, marker_id, now)
         return DeleteOutcome(marker_id, True, current)
 
     def _delete_version_in(
@@ -423,7 +431,8 @@ class VersionsCatalog(CatalogBase):
         key: str,
         version_id: str,
         bypass_governance: bool,
-        condition: DeleteCondition | None = None,
+        condition: DeleteCondition | None,
+        now: float,
     ) -> DeleteOutcome:
         """DeleteObject with a version id: that version (or marker) goes for good, unless Object
         Lock protects it (ObjectLocked) or `condition` fails on that version."""
@@ -434,7 +443,7 @@ class VersionsCatalog(CatalogBase):
             current = self._object_from_row(row)
             if condition:
                 condition.check(bucket, key, current)
-            self._check_unlocked(db, current, bypass_governance)
+            self._check_unlocked(db, current, bypass_governance, now)
             self._retire_object_row(db, bucket, key)
             db.execute("DELETE FROM objects WHERE bucket = ? AND key = ?", (bucket, key))
             self._promote_newest(db, bucket, key)
@@ -447,7 +456,7 @@ class VersionsCatalog(CatalogBase):
         if found is None:
             return DeleteOutcome(version_id, False)  # S3 answers 204 for a version that is not there
         if not found[19]:
-            self._check_unlocked(db, self._object_from_row(found[:18]), bypass_governance)
+            self._check_unlocked(db, self._object_from_row(found[:18]), bypass_governance, now)
         removed = self._drop_version(db, found)
         if row is None:
             self._promote_newest(db, bucket, key)  # the marker that went may have been current
@@ -463,10 +472,14 @@ class VersionsCatalog(CatalogBase):
         expected_generation: int | None = None,
         bypass_governance: bool = False,
         condition: DeleteCondition | None = None,
+        now: float | None = None,
     ) -> DeleteOutcome | None:
         """S3's DeleteObject in every bucket state (see the module's docstring). A version under
         Object Lock is refused (ObjectLocked); GOVERNANCE yields to `bypass_governance`.
-        `condition`: S3's conditional delete (tiering/conditions.py), checked in this transaction."""
+        `condition`: S3's conditional delete (tiering/conditions.py), checked in this transaction.
+        `now`: the store's clock, which judges retention and dates markers (wall time if None)."""
+        if now is None:
+            now = time.time()
         with self._write() as db:
             if (
                 db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (bucket,)).fetchone()
@@ -474,8 +487,8 @@ class VersionsCatalog(CatalogBase):
             ):
                 raise BucketNotFound(bucket)
             if version_id is None:
-                return self._delete_current_in(db, bucket, key, expected_generation, condition)
-            return self._delete_version_in(db, bucket, key, version_id, bypass_governance, condition)
+                return self._delete_current_in(db, bucket, key, expected_generation, condition, now)
+            return self._delete_version_in(db, bucket, key, version_id, bypass_governance, condition, now)
 
     # --- tags and ACLs of one version ---------------------------------------------------------------
 
