@@ -1342,6 +1342,8 @@ class ObjectStore:
         storage_class: str,
         expected_generation: int,
         verify: bool = True,
+        on_chunk: Throttle | None = None,
+        reason: str = "noncurrent version",
     ) -> ObjectRecord | None:
         """Move a noncurrent version's data to `tier` (lifecycle's NoncurrentVersionTransition):
         copy, verify, compare-and-swap on the version's generation. None if it changed or went."""
@@ -1355,7 +1357,7 @@ class ObjectStore:
             record = source.record
             if record.generation != expected_generation or record.tier == tier:
                 return None
-            copied = await self._copy_segments(source, tier, None, verify)
+            copied = await self._copy_segments(source, tier, on_chunk, verify)
         finally:
             source.close()
         try:
@@ -1370,6 +1372,7 @@ class ObjectStore:
                     segments=copied,
                     storage_class=storage_class,
                     now=self.clock(),
+                    reason=reason,
                 )
             )
         except PreconditionFailed:

@@ -755,6 +755,7 @@ class VersionsCatalog(CatalogBase):
         segments: tuple[Segment, ...],
         storage_class: str,
         now: float,
+        reason: str = "noncurrent version",
     ) -> ObjectRecord:
         """Point a noncurrent version at its copy on another tier (compare-and-swap on its
         generation, like the current version's move); the old data is retired."""
@@ -796,7 +797,7 @@ class VersionsCatalog(CatalogBase):
                     version_id,
                 ),
             )
-            self._db_move_history(db, bucket, key, now, current.tier, tier, current.size)
+            self._db_move_history(db, bucket, key, now, current.tier, tier, current.size, reason)
         return ObjectRecord(
             **{
                 **current.__dict__,
@@ -810,9 +811,9 @@ class VersionsCatalog(CatalogBase):
 
     @staticmethod
     def _db_move_history(
-        db: Conn, bucket: str, key: str, at: float, from_tier: str, to_tier: str, size: int
+        db: Conn, bucket: str, key: str, at: float, from_tier: str, to_tier: str, size: int, reason: str
     ) -> None:
         db.execute(
             "INSERT INTO moves (bucket, key, at, from_tier, to_tier, size, reason) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (bucket, key, at, from_tier, to_tier, size, "noncurrent version"),
+            (bucket, key, at, from_tier, to_tier, size, reason),
         )
