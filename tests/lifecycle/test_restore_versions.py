@@ -91,6 +91,8 @@ def test_restore_of_a_noncurrent_version(spawn: Callable[..., Tiered]) -> None:
     first = version_restore_column(ts, b, "ckpt", v1)
     assert first["tier"] == "warm" and not first["ongoing"] and first["segments"]
     current_untouched()
+    checked = ts.admin("fsck")  # the version's data, its restored copy and the current version's data
+    assert checked["clean"] and checked["blobs"] == 2 + len(first["segments"]), checked
 
     # Asking again while restored: 200 and a later expiry, same bytes.
     answer = ts.s3.restore_object(Bucket=b, Key="ckpt", VersionId=v1, RestoreRequest={"Days": 3})
