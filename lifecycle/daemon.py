@@ -5,7 +5,8 @@ A pass (every `interval_seconds`, or on `tierstore admin lifecycle run`):
 2. scans the catalog in key order and asks the pure policies about each object —
    S3 lifecycle rules (expire / transition), Intelligent-Tiering archive configurations, and
    access temperature for the objects temperature manages;
-3. expires restored copies whose time is up and makes the copies that were asked for;
+3. expires restored copies whose time is up and makes the copies that were asked for (of
+   current objects during the scan, of noncurrent versions after it);
 4. enforces capacity watermarks by moving the coldest managed objects one tier down;
 5. aborts incomplete multipart uploads that a rule says are too old;
 6. hands all moves to the mover (throttled, copy → verify → compare-and-swap).
@@ -317,7 +318,8 @@ class LifecycleDaemon:
         orders: list[MoveOrder] = []
         incoming: dict[str, int] = defaultdict(int)
         outgoing: dict[str, int] = defaultdict(int)
-        candidates: dict[str, list[ObjectRecord]] = defaultdict(list)
+        # Watermark eviction candidates per tier: (record, noncurrent?).
+        candidates: dict[str, list[tuple[ObjectRecord, bool]]] = defaultdict(list)
         cursor = ("", "")
         while True:
             batch = await self.store.objects_after(*cursor, self.settings.scan_batch)
@@ -353,7 +355,11 @@ class LifecycleDaemon:
                     incoming[tier] += record.size
                     outgoing[record.tier] += record.size
                 elif self._managed(record, policy) and record.tier in ONE_STEP_DOWN:
-                    candidates[record.tier].append(record)
+                    candidates[record.tier].append((record, False))
+        await self._version_restores(now, report)
+        pressed = self._tiers_over_high(usage, incoming, outgoing)
+        if pressed:
+            await self._noncurrent_candidates(pressed, policies, now, candidates)
         report.watermark_moves = self._watermark_orders(orders, candidates, usage, incoming, outgoing, now)
         report.transitions = len(orders)
         report.uploads_aborted = await self._abort_uploads(policies, now)
@@ -488,6 +494,21 @@ class LifecycleDaemon:
             await self.store.expire_restore(record)
             report.restores_expired += 1
 
+    async def _version_restores(self, now: float, report: PassReport) -> None:
+        """Restores of noncurrent versions (RestoreObject with a versionId): copies to make and
+        copies whose time is up, found through the catalog's index of exactly those versions
+        rather than a scan of every version. The copy belongs to the version: the key's current
+        version is not touched."""
+        cursor = ("", "", "")
+        while True:
+            batch = await self.store.restored_versions(cursor, self.settings.scan_batch)
+            for record in batch:
+                await self._restores(record, now, report)
+            if len(batch) < self.settings.scan_batch:
+                return
+            last = batch[-1]
+            cursor = (last.bucket, last.key, last.version_id)
+
     async def _expire(self, record: ObjectRecord) -> bool:
         try:
             return await self.store.delete_object_if(record.bucket, record.key, record.generation)
@@ -512,16 +533,69 @@ class LifecycleDaemon:
         used = usage.get(tier, (0, 0))[1] + incoming[tier] - outgoing[tier]
         return used + size <= capacity * self.settings.watermarks.high
 
+    def _tiers_over_high(
+        self, usage: dict[str, tuple[int, int]], incoming: dict[str, int], outgoing: dict[str, int]
+    ) -> set[str]:
+        """Tiers watermark eviction will act on this pass (above the high watermark after the
+        moves already decided, with a tier below to shed to)."""
+        pressed = set()
+        for tier in TIER_ORDER:
+            capacity = self._capacity(tier)
+            lower = ONE_STEP_DOWN.get(tier)
+            if not capacity or lower is None or lower not in self.store.tiers:
+                continue
+            used = usage.get(tier, (0, 0))[1] + incoming[tier] - outgoing[tier]
+            if over_high_watermark(used, capacity, self.settings.watermarks):
+                pressed.add(tier)
+        return pressed
+
+    async def _noncurrent_candidates(
+        self,
+        tiers: set[str],
+        policies: dict[str, BucketPolicy],
+        now: float,
+        candidates: dict[str, list[tuple[ObjectRecord, bool]]],
+    ) -> None:
+        """Noncurrent versions on a tier over its high watermark join its eviction candidates:
+        they hold bytes there like current objects (the usage counters count them) and are often
+        the coldest data on it. Only a version nothing else moves this pass is a candidate: one
+        that temperature may move (same rule as a current object: not classed, bucket not opted
+        out), that no lifecycle rule acts on now and that temperature leaves where it is (those
+        are moved by `_versions`). One scan of the noncurrent versions, and only under pressure."""
+        for bucket in await self.store.list_buckets():
+            policy = await self._bucket_policy(bucket.name, policies)
+            config = policy.lifecycle
+            if config is not None and not any(r.enabled and r.acts_on_versions for r in config.rules):
+                config = None
+            cursor: tuple[str, int] | None = None
+            while True:
+                batch, cursor = await asyncio.to_thread(
+                    self.store.catalog.noncurrent_versions, bucket.name, cursor, self.settings.scan_batch
+                )
+                for version in batch:
+                    record = version.record
+                    if record.tier not in tiers or not self._managed(record, policy):
+                        continue
+                    if config is not None and noncurrent_action(
+                        config, self.facts(record), version.noncurrent_since, version.newer_noncurrent, now
+                    ):
+                        continue
+                    if self._noncurrent_tier(record, policy, now) is None:
+                        candidates[record.tier].append((record, True))
+                if cursor is None:
+                    break
+
     def _watermark_orders(
         self,
         orders: list[MoveOrder],
-        candidates: dict[str, list[ObjectRecord]],
+        candidates: dict[str, list[tuple[ObjectRecord, bool]]],
         usage: dict[str, tuple[int, int]],
         incoming: dict[str, int],
         outgoing: dict[str, int],
         now: float,
     ) -> int:
-        """Above the high watermark, move the coldest managed objects one tier down to the low one."""
+        """Above the high watermark, move the coldest managed objects and noncurrent versions one
+        tier down to the low one."""
         added = 0
         for tier in TIER_ORDER:
             capacity = self._capacity(tier)
@@ -532,19 +606,29 @@ class LifecycleDaemon:
             if not over_high_watermark(used, capacity, self.settings.watermarks):
                 continue  # between the watermarks nothing moves: that gap is what keeps tiers from flapping
             need = bytes_to_free(used, capacity, self.settings.watermarks)
-            by_key = {(r.bucket, r.key): r for r in candidates.get(tier, [])}
-            facts = {id(f): (r, f) for r in by_key.values() for f in [self.facts(r)]}
+            # One entry per version: a key's current object and its noncurrent versions are apart.
+            by_version = {
+                (r.bucket, r.key, r.version_id, old): (r, old) for r, old in candidates.get(tier, [])
+            }
+            facts = {id(f): (r, old, f) for r, old in by_version.values() for f in [self.facts(r)]}
             ordered = coldest_first(
-                [f for _, f in facts.values()], now, self.settings.temperature.half_life_s
+                [f for _, _, f in facts.values()], now, self.settings.temperature.half_life_s
             )
-            lookup = {id(f): r for r, f in facts.values()}
             for fact in ordered:
                 if need <= 0:
                     break
-                record = lookup[id(fact)]
+                record, noncurrent = facts[id(fact)][:2]
                 orders.append(
                     MoveOrder(
-                        record.bucket, record.key, lower, "watermark", record.generation, record.size, None
+                        record.bucket,
+                        record.key,
+                        lower,
+                        "watermark",
+                        record.generation,
+                        record.size,
+                        # A noncurrent version keeps its class, as temperature's moves of it do.
+                        record.meta.storage_class if noncurrent else None,
+                        record.version_id if noncurrent else None,
                     )
                 )
                 need -= record.size

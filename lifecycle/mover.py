@@ -1,8 +1,8 @@
 """The mover: carries out tier moves and restores, throttled by bytes/s and concurrency.
 
-Each move is `ObjectStore.move_object` (copy → verify → compare-and-swap → retire later); the
-mover only decides how many run at once and how fast bytes flow, and keeps the numbers that
-`admin tiers` and the metrics show.
+Each move is `ObjectStore.move_object`, or `move_version` for a noncurrent version (copy → verify
+→ compare-and-swap → retire later); the mover only decides how many run at once and how fast
+bytes flow, and keeps the numbers that `admin tiers` and the metrics show.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ class MoveOrder:
     generation: int
     size: int
     storage_class: str | None = None
+    version_id: str | None = None  # a noncurrent version (moved by its id); None: the key's current one
 
 
 @dataclass
@@ -85,16 +86,28 @@ class Mover:
             self.stats.queued -= 1
             self.stats.active += 1
             try:
-                source = await self.store.head_object(order.bucket, order.key)
-                moved = await self.store.move_object(
-                    order.bucket,
-                    order.key,
-                    order.tier,
-                    reason=order.reason,
-                    storage_class=order.storage_class,
-                    expected_generation=order.generation,
-                    on_chunk=self.throttle.take,
-                )
+                source = await self.store.head_object(order.bucket, order.key, order.version_id)
+                if order.version_id is not None:
+                    moved = await self.store.move_version(
+                        order.bucket,
+                        order.key,
+                        order.version_id,
+                        order.tier,
+                        storage_class=order.storage_class or source.meta.storage_class,
+                        expected_generation=order.generation,
+                        on_chunk=self.throttle.take,
+                        reason=f"{order.reason} (noncurrent version)",
+                    )
+                else:
+                    moved = await self.store.move_object(
+                        order.bucket,
+                        order.key,
+                        order.tier,
+                        reason=order.reason,
+                        storage_class=order.storage_class,
+                        expected_generation=order.generation,
+                        on_chunk=self.throttle.take,
+                    )
                 if moved is None:
                     self.stats.skipped += 1
                 else:

@@ -204,6 +204,9 @@ async def _references(store: ObjectStore) -> AsyncIterator[_Reference]:
                 record = version.record
                 for segment in record.segments:
                     yield _Reference(record.tier, segment.stored, record.bucket, record.key)
+                if record.restore is not None:  # RestoreObject by versionId: the version's own copy
+                    for segment in record.restore.segments:
+                        yield _Reference(record.restore.tier, segment.stored, record.bucket, record.key)
             if cursor is None:
                 break
         key_marker, upload_marker = "", ""

@@ -24,6 +24,12 @@ COMPLIANCE = "COMPLIANCE"
 MODES = (GOVERNANCE, COMPLIANCE)
 DAY = 86400.0
 CONFIG_NAME = "object-lock"  # the bucket configuration document
+# The longest default retention a bucket may set. AWS documents Days and Years as positive
+# integers and names no maximum; ours keeps every retain-until date a version can get a real date
+# (a default of 10^30 days overflowed the date math and answered 500) and matches the bound of a
+# restore's Days (server/handlers/lifecycle_api.py).
+MAX_DEFAULT_DAYS = 36500
+MAX_DEFAULT_YEARS = 100
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,20 @@ class LockConfiguration:
             return None
         span = (self.days or 0) * DAY + (self.years or 0) * 365 * DAY
         return {"mode": self.mode, "until": created + span}
+
+
+def default_period_refused(days: str | None, years: str | None) -> str | None:
+    """Why a DefaultRetention period (the Days or Years text, exactly one given) is refused, or
+    None: a positive integer in plain ASCII digits, at most MAX_DEFAULT_DAYS / MAX_DEFAULT_YEARS."""
+    text = (days if days is not None else years or "").strip()
+    significant = text.lstrip("0")
+    if not text.isascii() or not text.isdigit() or not significant:
+        return "Default retention period must be a positive integer value."
+    limit, unit = (MAX_DEFAULT_DAYS, "days") if days is not None else (MAX_DEFAULT_YEARS, "years")
+    # Compared by length first: int() of thousands of digits is refused by Python itself.
+    if len(significant) > len(str(limit)) or int(significant) > limit:
+        return f"Default retention period is too large: at most {limit} {unit}."
+    return None
 
 
 def with_default(

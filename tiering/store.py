@@ -1006,6 +1006,7 @@ class ObjectStore:
                 version_id,
                 bypass_governance=bypass_governance,
                 condition=condition,
+                now=self.clock(),  # retention is judged on the clock PUT's checks read
             )
         )
         assert outcome is not None  # None only with expected_generation
@@ -1058,6 +1059,7 @@ class ObjectStore:
                 retention=retention,
                 hold=hold,
                 bypass_governance=bypass_governance,
+                now=self.clock(),
             )
         )
 
@@ -1162,12 +1164,16 @@ class ObjectStore:
         self, bucket: str, key: str, *, condition: DeleteCondition | None = None
     ) -> ObjectRecord | None:
         """Delete the key's object (if `condition`, only if it holds: tiering/conditions.py)."""
-        return await self._in_writer(self.catalog.delete_object, bucket, key, condition=condition)
+        return await self._in_writer(
+            functools.partial(self.catalog.delete_object, bucket, key, condition=condition, now=self.clock())
+        )
 
     async def delete_object_if(self, bucket: str, key: str, generation: int) -> bool:
         """Delete only the version a policy looked at (lifecycle expiration); False if it changed."""
         deleted = await self._in_writer(
-            self.catalog.delete_object, bucket, key, expected_generation=generation
+            functools.partial(
+                self.catalog.delete_object, bucket, key, expected_generation=generation, now=self.clock()
+            )
         )
         return deleted is not None
 
@@ -1336,6 +1342,8 @@ class ObjectStore:
         storage_class: str,
         expected_generation: int,
         verify: bool = True,
+        on_chunk: Throttle | None = None,
+        reason: str = "noncurrent version",
     ) -> ObjectRecord | None:
         """Move a noncurrent version's data to `tier` (lifecycle's NoncurrentVersionTransition):
         copy, verify, compare-and-swap on the version's generation. None if it changed or went."""
@@ -1349,7 +1357,7 @@ class ObjectStore:
             record = source.record
             if record.generation != expected_generation or record.tier == tier:
                 return None
-            copied = await self._copy_segments(source, tier, None, verify)
+            copied = await self._copy_segments(source, tier, on_chunk, verify)
         finally:
             source.close()
         try:
@@ -1363,6 +1371,8 @@ class ObjectStore:
                     tier=tier,
                     segments=copied,
                     storage_class=storage_class,
+                    now=self.clock(),
+                    reason=reason,
                 )
             )
         except PreconditionFailed:
@@ -1460,13 +1470,14 @@ class ObjectStore:
 
     # --- restores of archived objects -----------------------------------------------------------
 
-    async def request_restore(self, bucket: str, key: str, days: int) -> bool:
-        """Ask for a readable copy of an archived object for `days`. True if one is already there.
+    async def request_restore(self, bucket: str, key: str, days: int, version_id: str | None = None) -> bool:
+        """Ask for a readable copy of an archived object (its current version, or `version_id`,
+        current or not) for `days`. True if one is already there.
 
         A new request is only recorded here (ongoing); the lifecycle daemon makes the copy.
         Asking again for a finished restore extends its expiry, as S3 does.
         """
-        record = await self.head_object(bucket, key)
+        record = await self.head_object(bucket, key, version_id)
         if record.tier != COLD:
             raise NotArchived(bucket, key)
         # S3 rounds a restore's expiry up to the next midnight UTC.
@@ -1474,32 +1485,40 @@ class ObjectStore:
         current = record.restore
         if current is not None and current.ongoing:
             raise RestoreInProgress(bucket, key)
-        if current is not None and current.expiry > self.clock():
-            await self._in_writer(
-                self.catalog.set_restore,
-                bucket,
-                key,
-                expected_generation=record.generation,
-                restore=replace(current, expiry=expiry, days=days),
-                now=self.clock(),
-            )
-            return True
-        await self._in_writer(
-            self.catalog.set_restore,
-            bucket,
-            key,
-            expected_generation=record.generation,
-            restore=RestoreState(ongoing=True, expiry=expiry, days=days),
-            now=self.clock(),
+        already = current is not None and current.expiry > self.clock()
+        restore = (
+            replace(current, expiry=expiry, days=days)
+            if current is not None and already
+            else RestoreState(ongoing=True, expiry=expiry, days=days)
         )
-        return False
+        await self._set_restore(record, restore)
+        return already
+
+    async def _set_restore(self, record: ObjectRecord, restore: RestoreState | None) -> None:
+        """The catalog's compare-and-swap of the restore state of exactly this version."""
+        await self._in_writer(
+            functools.partial(
+                self.catalog.set_restore,
+                record.bucket,
+                record.key,
+                expected_generation=record.generation,
+                restore=restore,
+                now=self.clock(),
+                version_id=record.version_id,
+            )
+        )
 
     async def complete_restore(
         self, record: ObjectRecord, tier: str, on_chunk: Throttle | None = None
     ) -> bool:
-        """Copy an archived object to `tier` as its restored copy. False if it changed meanwhile."""
+        """Copy an archived version to `tier` as its restored copy. False if it changed meanwhile."""
         assert record.restore is not None
-        source = await self.open_object(record.bucket, record.key, allow_archived=True)
+        try:
+            source = await self.open_object(
+                record.bucket, record.key, allow_archived=True, version_id=record.version_id
+            )
+        except (ObjectNotFound, VersionNotFound, VersionIsDeleteMarker):
+            return False  # deleted since the daemon looked
         try:
             if source.record.generation != record.generation:
                 return False
@@ -1510,14 +1529,7 @@ class ObjectStore:
             ongoing=False, expiry=record.restore.expiry, days=record.restore.days, tier=tier, segments=copied
         )
         try:
-            await self._in_writer(
-                self.catalog.set_restore,
-                record.bucket,
-                record.key,
-                expected_generation=record.generation,
-                restore=done,
-                now=self.clock(),
-            )
+            await self._set_restore(record, done)
         except (PreconditionFailed, ObjectNotFound):
             await self._discard(tier, copied)
             return False
@@ -1525,14 +1537,11 @@ class ObjectStore:
 
     async def expire_restore(self, record: ObjectRecord) -> None:
         with contextlib.suppress(PreconditionFailed, ObjectNotFound):
-            await self._in_writer(
-                self.catalog.set_restore,
-                record.bucket,
-                record.key,
-                expected_generation=record.generation,
-                restore=None,
-                now=self.clock(),
-            )
+            await self._set_restore(record, None)
+
+    async def restored_versions(self, after: tuple[str, str, str], limit: int) -> list[ObjectRecord]:
+        """Noncurrent versions with a restore asked for or made (the daemon's second scan)."""
+        return await self._read(self.catalog.restored_versions, after, limit)
 
     # --- multipart uploads ------------------------------------------------------------------
 

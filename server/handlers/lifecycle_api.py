@@ -117,12 +117,7 @@ async def list_intelligent_tiering(req: S3Request) -> Response:
 
 @handles(Operation.RestoreObject)
 async def restore_object(req: S3Request) -> Response:
-    version = version_param(req)
-    if version is not None:
-        # Restores copy the current version's data; a noncurrent one is not restored on its own.
-        named = await req.store.head_object(req.bucket, req.key, version)
-        if named.version_id != (await req.store.head_object(req.bucket, req.key)).version_id:
-            raise s3.NotImplemented("RestoreObject of a noncurrent version is not supported")
+    version = version_param(req)  # any version, current or not: the restore belongs to it
     body = await req.small_body()
     days = 1
     if body.strip():
@@ -142,7 +137,7 @@ async def restore_object(req: S3Request) -> Response:
             raise s3.MalformedXML()
     else:
         days = int_param(req, "days", 1, low=1)
-    already = await req.store.request_restore(req.bucket, req.key, days)
+    already = await req.store.request_restore(req.bucket, req.key, days, version)
     if req.lifecycle is not None and not already:
         req.lifecycle.daemon.wake()  # make the copy now rather than at the next scheduled pass
     return empty_response(200 if already else 202)

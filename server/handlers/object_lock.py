@@ -17,7 +17,7 @@ from server.http_semantics import content_md5
 from server.operations import Operation
 from server.responses import empty_response, xml_response
 from server.xml_io import Value, child_text, document, iso_time, parse
-from tiering.object_lock import MODES, LockConfiguration
+from tiering.object_lock import MODES, LockConfiguration, default_period_refused
 
 MISSING_CONFIGURATION = "Bucket is missing Object Lock Configuration"
 BYPASS_HEADER = "x-amz-bypass-governance-retention"
@@ -148,10 +148,16 @@ async def put_object_lock_configuration(req: S3Request) -> Response:
         mode, days, years = (child_text(retention, n) for n in ("Mode", "Days", "Years"))
         if mode not in MODES or (days is None) == (years is None):
             raise s3.MalformedXML()
-        span = (days or years or "").strip()
-        if not span.isdigit() or int(span) <= 0:
-            raise s3.InvalidArgument("Default retention period must be a positive integer value.")
-        config = LockConfiguration(mode, int(span) if days else None, int(span) if years else None)
+        refused = default_period_refused(days, years)
+        if refused is not None:
+            name = "Days" if days is not None else "Years"
+            raise s3.InvalidArgument(
+                refused, ArgumentName=name, ArgumentValue=days if days is not None else years
+            )
+        span = int((days if days is not None else years or "").strip())
+        config = LockConfiguration(
+            mode, span if days is not None else None, span if years is not None else None
+        )
     await req.store.set_object_lock_config(req.bucket, config)
     return empty_response(200)
 

@@ -5,8 +5,9 @@ overwrites, a lifecycle Expiration + NoncurrentVersionExpiration rule with the c
 DeleteBucket. Every attempt is refused and every step still loads back byte-exact by version id.
 The same attack on a versioned bucket without the lock succeeds, so the refusals are the lock's.
 
-The server here runs on a test clock (lifecycle ages are read from it); retention is judged by the
-wall clock, as S3 does, so the one-day retention holds for the whole test.
+The server here runs on a test clock, which lifecycle ages and Object Lock retention are both
+judged on: the rule is made due by running it 30 days forward, and the 60-day retention still
+holds then.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def make_bucket(ts: Tiered, *, locked: bool) -> str:
             Bucket=name,
             ObjectLockConfiguration={
                 "ObjectLockEnabled": "Enabled",
-                "Rule": {"DefaultRetention": {"Mode": "COMPLIANCE", "Days": 1}},
+                "Rule": {"DefaultRetention": {"Mode": "COMPLIANCE", "Days": 60}},
             },
         )
     else:

@@ -143,7 +143,7 @@ def test_lifecycle_never_expires_a_locked_version(shared: Tiered) -> None:
         Bucket=bucket,
         ObjectLockConfiguration={
             "ObjectLockEnabled": "Enabled",
-            "Rule": {"DefaultRetention": {"Mode": "COMPLIANCE", "Days": 1}},
+            "Rule": {"DefaultRetention": {"Mode": "COMPLIANCE", "Days": 5}},
         },
     )
     v1 = ts.s3.put_object(Bucket=bucket, Key="ckpt", Body=b"one")["VersionId"]
@@ -160,9 +160,14 @@ def test_lifecycle_never_expires_a_locked_version(shared: Tiered) -> None:
     )
     ts.advance(2)
     report = ts.run_pass()
-    # Retention is judged by the catalog against real time (a test clock never unlocks data early).
+    # Due by the rule, but its retention (5 days, judged on the same clock) still holds.
     assert report["noncurrent_expired"] == 0
     assert ts.get(bucket, "ckpt", VersionId=v1) == b"one"
+    ts.advance(4)  # past the retain-until date: the rule may act now
+    assert ts.run_pass()["noncurrent_expired"] == 1
+    assert [v for _, v, _ in versions(ts, bucket)[0]] != [] and v1 not in {
+        v for _, v, _ in versions(ts, bucket)[0]
+    }
 
 
 def version_tier(ts: Tiered, bucket: str, key: str, version_id: str) -> str:

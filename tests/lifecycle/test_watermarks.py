@@ -97,3 +97,42 @@ def test_promotions_into_gpu_direct_never_exceed_its_capacity(spawn: Callable[..
     assert {t for k, t in placed.items() if k not in on_gpu} == {"hot"}
     for key in keys:
         assert ts.get("gpu", key) == key.encode() * (SIZE // 4)
+
+
+def test_noncurrent_versions_are_evicted_first_when_they_are_the_coldest(
+    spawn: Callable[..., Tiered],
+) -> None:
+    """A hot tier filled by a versioned bucket sheds old versions: they hold hot bytes like
+    current objects and are colder (never read, older). They move one tier down by version id,
+    keep their class and bytes, and no current object moves while they suffice."""
+    ts = spawn(env=ENV)
+    s3 = ts.s3
+    s3.create_bucket(Bucket="ckpt")
+    s3.put_bucket_versioning(Bucket="ckpt", VersioningConfiguration={"Status": "Enabled"})
+    keys = [f"step-{i:02d}" for i in range(20)]
+    old: dict[str, str] = {}
+    for key in keys:  # 20 noncurrent versions, then 20 current ones: 4,000,000 bytes, 100 % of hot
+        old[key] = s3.put_object(Bucket="ckpt", Key=key, Body=b"o" * SIZE)["VersionId"]
+    for key in keys:
+        s3.put_object(Bucket="ckpt", Key=key, Body=b"n" * SIZE)
+    for key in keys:
+        ts.heat_up("ckpt", key, 1)  # the current versions are read; the old ones never
+    used = tier_bytes(ts)["hot"]
+    assert used == 40 * SIZE > HIGH * HOT_CAPACITY
+
+    report = ts.run_pass()
+    expected_moves = -(-(used - int(LOW * HOT_CAPACITY)) // SIZE)
+    assert report["watermark_moves"] == expected_moves == 10
+    assert tier_bytes(ts)["hot"] == used - expected_moves * SIZE <= LOW * HOT_CAPACITY
+    assert set(tiers_of(ts, "ckpt").values()) == {"hot"}, "no current object moved"
+    moved = []
+    for key in keys:
+        head = s3.head_object(Bucket="ckpt", Key=key, VersionId=old[key])
+        if head["ResponseMetadata"]["HTTPHeaders"]["x-tierstore-tier"] == "warm":
+            moved.append(key)
+            assert head.get("StorageClass", "STANDARD") == "STANDARD", "the version keeps its class"
+        assert ts.get("ckpt", key, VersionId=old[key]) == b"o" * SIZE
+        assert ts.get("ckpt", key) == b"n" * SIZE
+    assert moved == keys[:expected_moves], "the longest idle versions go first"
+    assert ts.obj("ckpt", keys[0])["moves"][0]["reason"] == "watermark (noncurrent version)"
+    assert ts.run_pass()["watermark_moves"] == 0, "at the low watermark nothing more moves"

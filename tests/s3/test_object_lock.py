@@ -325,3 +325,50 @@ def test_delete_objects_on_a_locked_bucket_needs_content_md5(
     md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
     assert delete_objects(locked_bucket, {"Content-MD5": md5}).status_code == 200  # adds a delete marker
     assert delete_objects(bucket, {}).status_code == 200  # without Object Lock, none is needed
+
+
+def test_default_retention_must_be_a_positive_integer_within_bounds(
+    s3: Any, locked_bucket: str, expect_error: Any, raw: Any, error_code: Any
+) -> None:
+    """Days and Years: positive integers (AWS), at most 36500 days or 100 years (ours: AWS names
+    no maximum; past ours the date math overflowed and answered 500). Each refusal is a 400
+    InvalidArgument and leaves the configuration as it was."""
+
+    def put(span: dict[str, Any]) -> None:
+        s3.put_object_lock_configuration(
+            Bucket=locked_bucket,
+            ObjectLockConfiguration={
+                "ObjectLockEnabled": "Enabled",
+                "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", **span}},
+            },
+        )
+
+    for span in ({"Days": 0}, {"Days": -1}, {"Days": 36501}, {"Days": 10**30}, {"Years": 0}, {"Years": 101},
+                 {"Years": 10**20}):  # fmt: skip
+        with expect_error("InvalidArgument", 400):
+            put(span)
+    assert s3.get_object_lock_configuration(Bucket=locked_bucket)["ObjectLockConfiguration"] == {
+        "ObjectLockEnabled": "Enabled"
+    }
+    for text in ("1.5", "abc", "\u00b2", "1" * 5000, " "):
+        document = (
+            "<ObjectLockConfiguration><ObjectLockEnabled>Enabled</ObjectLockEnabled><Rule><DefaultRetention>"
+            f"<Mode>GOVERNANCE</Mode><Days>{text}</Days></DefaultRetention></Rule></ObjectLockConfiguration>"
+        ).encode()
+        md5 = base64.b64encode(hashlib.md5(document).digest()).decode()
+        answer = raw(
+            "PUT", f"/{locked_bucket}", query="object-lock", body=document, headers={"Content-MD5": md5}
+        )
+        assert (answer.status_code, error_code(answer)) == (400, "InvalidArgument"), text[:20]
+    # The largest periods are accepted, and a version written under them gets a real date.
+    now = dt.datetime.now(dt.UTC)
+    for span, expected in (
+        ({"Days": 36500}, dt.timedelta(days=36500)),
+        ({"Years": 100}, dt.timedelta(days=36500)),
+    ):
+        put(span)
+        rule = s3.get_object_lock_configuration(Bucket=locked_bucket)["ObjectLockConfiguration"]["Rule"]
+        assert rule["DefaultRetention"] == {"Mode": "GOVERNANCE", **span}
+        version = s3.put_object(Bucket=locked_bucket, Key="far", Body=b"x")["VersionId"]
+        retention = s3.get_object_retention(Bucket=locked_bucket, Key="far", VersionId=version)["Retention"]
+        assert abs(retention["RetainUntilDate"] - (now + expected)) < dt.timedelta(hours=1)

@@ -3,6 +3,7 @@ null version, ListObjectVersions paging, blobs kept and retired, moves of noncur
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from tests import postgres
 from tiering.backend import StoredData
 from tiering.catalog import Catalog
 from tiering.errors import DeleteMarkerCurrent, PreconditionFailed, VersionIsDeleteMarker, VersionNotFound
-from tiering.records import ObjectMeta, ObjectRecord, Segment
+from tiering.records import ObjectMeta, ObjectRecord, RestoreState, Segment
 
 
 def _record(key: str, data: str, size: int = 1) -> ObjectRecord:
@@ -167,8 +168,9 @@ def test_a_noncurrent_version_moves_tiers_by_compare_and_swap(catalog: Catalog) 
         tier="warm",
         segments=(Segment(StoredData("d1-warm", 1, {})),),
         storage_class="STANDARD_IA",
+        now=5.0,
     )
-    assert moved.tier == "warm"
+    assert moved.tier == "warm" and moved.tier_since == 5.0
     assert catalog.get_version("b", "k", v1.version_id).tier == "warm"
     assert catalog.stored_blob("d1-warm") is not None and "d1" in _garbage(catalog)
     with pytest.raises(PreconditionFailed):  # a second mover with the old generation loses
@@ -180,9 +182,61 @@ def test_a_noncurrent_version_moves_tiers_by_compare_and_swap(catalog: Catalog) 
             tier="cold",
             segments=(Segment(StoredData("d1-cold", 1, {})),),
             storage_class="GLACIER",
+            now=6.0,
         )
     # Usage counts noncurrent versions on their own tiers.
     assert catalog.tier_usage() == {"hot": (1, 1), "warm": (1, 1)}
+
+
+def test_a_noncurrent_version_has_its_own_restore(catalog: Catalog) -> None:
+    """RestoreObject by versionId: the restore state and the copy's blobs belong to that version
+    (compare-and-swap on its generation), the current version is untouched, and the daemon finds
+    it through `restored_versions`; the copy goes when the restore is cleared or the version is."""
+    catalog.set_versioning("b", "Enabled")
+    v1 = catalog.commit_object(dataclasses.replace(_record("k", "d1"), tier="cold"))
+    v2 = catalog.commit_object(_record("k", "d2"))
+    assert catalog.restored_versions(("", "", ""), 10) == []
+    asked = catalog.set_restore(
+        "b",
+        "k",
+        expected_generation=v1.generation,
+        restore=RestoreState(ongoing=True, expiry=100.0, days=1),
+        now=1.0,
+        version_id=v1.version_id,
+    )
+    [found] = catalog.restored_versions(("", "", ""), 10)
+    assert found.version_id == v1.version_id and found.restore is not None and found.restore.ongoing
+    assert found.generation == asked.generation != v1.generation
+    assert catalog.get_object("b", "k").restore is None and catalog.get_object("b", "k").etag == v2.etag
+    copy = RestoreState(
+        ongoing=False, expiry=100.0, days=1, tier="warm", segments=(Segment(StoredData("d1-copy", 1, {})),)
+    )
+    with pytest.raises(PreconditionFailed):  # the generation it had before the request: stale
+        catalog.set_restore(
+            "b", "k", expected_generation=v1.generation, restore=copy, now=2.0, version_id=v1.version_id
+        )
+    done = catalog.set_restore(
+        "b", "k", expected_generation=found.generation, restore=copy, now=2.0, version_id=v1.version_id
+    )
+    restored = catalog.get_version("b", "k", v1.version_id).restore
+    assert restored is not None and restored.segments[0].stored.data_id == "d1-copy"
+    owner = catalog._reader().execute("SELECT version_id FROM blobs WHERE data_id = 'd1-copy'").fetchone()
+    assert owner is not None and owner[0] == v1.version_id  # the orphan sweep sees the copy as used
+    assert catalog.restored_versions(("b", "k", v1.version_id), 10) == []  # the cursor moves past it
+    catalog.set_restore(
+        "b", "k", expected_generation=done.generation, restore=None, now=3.0, version_id=v1.version_id
+    )
+    assert catalog.get_version("b", "k", v1.version_id).restore is None
+    assert "d1-copy" in _garbage(catalog) and "d1" not in _garbage(catalog)
+    assert catalog.restored_versions(("", "", ""), 10) == []
+    # Deleting a restored version retires its copy with its data.
+    again = catalog.get_version("b", "k", v1.version_id)
+    copy2 = dataclasses.replace(copy, segments=(Segment(StoredData("d1-copy2", 1, {})),))
+    catalog.set_restore(
+        "b", "k", expected_generation=again.generation, restore=copy2, now=4.0, version_id=v1.version_id
+    )
+    catalog.delete_object_version("b", "k", v1.version_id)
+    assert {"d1", "d1-copy2"} <= _garbage(catalog)
 
 
 def test_the_noncurrent_cursor_counts_newer_versions_across_batches(catalog: Catalog) -> None:
@@ -272,5 +326,57 @@ def test_a_version_2_catalog_is_migrated_with_its_objects(dialect: str, tmp_path
         entries = catalog.list_versions("b").entries
         assert [(e.version_id, e.is_latest) for e in entries] == [(new.version_id, True), ("null", False)]
         assert catalog.stored_blob("d1") is not None  # the old null version still owns its data
+    finally:
+        catalog.close()
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
+def test_a_version_3_catalog_gains_the_restored_versions_index(dialect: str, tmp_path: Path) -> None:
+    """Schema 3 → 4: the partial index of versions with a restore, which the daemon reads."""
+    import sqlite3
+
+    from tiering.catalog import schema
+
+    assert schema.SCHEMA_VERSION == 4
+    if dialect == "sqlite":
+        location: str | Path = tmp_path / "old.db"
+        db = sqlite3.connect(location, isolation_level=None)
+        db.execute(schema.VERSION_TABLE)
+        for step in schema.SQLITE_MIGRATIONS[:3]:
+            step(db)
+        db.execute("INSERT INTO schema_version (version) VALUES (3)")
+        db.close()
+    else:
+        if postgres.unavailable():
+            pytest.skip(str(postgres.unavailable()))
+        import psycopg
+
+        location = postgres.session_server().create_database("old3")
+        with psycopg.connect(location, autocommit=True) as conn:
+            conn.execute(schema.VERSION_TABLE)
+            for step in schema.POSTGRES_MIGRATIONS[:3]:
+                step(conn)
+            conn.execute("INSERT INTO schema_version (version) VALUES (3)")
+    catalog = Catalog(location, durable=False)
+    try:
+        db = catalog._reader()
+        assert db.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == 4
+        if dialect == "sqlite":
+            names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+            statements: list[str] = []
+            db.set_trace_callback(statements.append)
+            try:
+                catalog.restored_versions(("b", "k", "v"), 10)
+            finally:
+                db.set_trace_callback(None)
+            [select] = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+            plan = " | ".join(row[3] for row in db.execute(f"EXPLAIN QUERY PLAN {select}"))
+            assert "object_versions_restored" in plan, plan
+        else:
+            names = {
+                r[0]
+                for r in db.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'object_versions'")
+            }
+        assert "object_versions_restored" in names
     finally:
         catalog.close()

@@ -7,10 +7,11 @@ import dataclasses
 from tiering.catalog.base import (
     ARCHIVE_STATUS,
     OBJECT_COLUMNS,
-    CatalogBase,
     _dumps,
 )
-from tiering.catalog.database import transaction
+from tiering.catalog.database import Conn, transaction
+from tiering.catalog.versions import VERSION_RECORD_SELECT, VersionsCatalog
+from tiering.errors import PreconditionFailed
 from tiering.heat import DEFAULT_HALF_LIFE, decayed
 from tiering.records import (
     MoveRecord,
@@ -21,7 +22,7 @@ from tiering.records import (
 )
 
 
-class MovesCatalog(CatalogBase):
+class MovesCatalog(VersionsCatalog):
     @transaction
     def record_accesses(
         self, accesses: dict[tuple[str, str, str], tuple[int, float]], half_life: float = DEFAULT_HALF_LIFE
@@ -134,28 +135,100 @@ class MovesCatalog(CatalogBase):
 
     @transaction
     def set_restore(
-        self, bucket: str, key: str, *, expected_generation: int, restore: RestoreState | None, now: float
+        self,
+        bucket: str,
+        key: str,
+        *,
+        expected_generation: int,
+        restore: RestoreState | None,
+        now: float,
+        version_id: str | None = None,
     ) -> ObjectRecord:
-        """Record (or clear) the restored copy of an archived object, compare-and-swap like a move."""
+        """Record (or clear) the restored copy of an archived object, compare-and-swap like a move.
+
+        `version_id` names the version restored (None: the current one). The restore follows
+        the version, not the key: a version demoted to noncurrent since the caller looked keeps
+        its generation, and its restore is recorded on its `object_versions` row."""
         with self._write() as db:
-            current = self._current_if(db, bucket, key, expected_generation)
-            old = current.restore
-            if old is not None:
-                keep = {s.stored.data_id for s in restore.segments} if restore else set()
-                self._retire(db, old.tier, [s.stored for s in old.segments if s.stored.data_id not in keep])
-            if restore is not None:
-                self._claim_blobs(db, restore.tier, bucket, key, restore.segments)
-                if restore.segments and (old is None or not old.segments):
-                    db.execute(
-                        "INSERT INTO moves (bucket, key, at, from_tier, to_tier, size, reason) VALUES (?,?,?,?,?,?,?)",
-                        (bucket, key, now, current.tier, restore.tier, current.size, "restore"),
+            if version_id is not None:
+                row = db.execute(
+                    "SELECT version_id FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
+                ).fetchone()
+                if row is None or row[0] != version_id:
+                    return self._set_noncurrent_restore(
+                        db, bucket, key, version_id, expected_generation, restore, now
                     )
+            current = self._current_if(db, bucket, key, expected_generation)
+            self._swap_restore_blobs(db, current, restore, now, None)
             generation = self._next_generation(db)
             db.execute(
                 "UPDATE objects SET restore = ?, generation = ? WHERE bucket = ? AND key = ?",
                 (_dumps(restore.to_json()) if restore else None, generation, bucket, key),
             )
         return ObjectRecord(**{**current.__dict__, "restore": restore, "generation": generation})
+
+    def _set_noncurrent_restore(
+        self,
+        db: Conn,
+        bucket: str,
+        key: str,
+        version_id: str,
+        expected_generation: int,
+        restore: RestoreState | None,
+        now: float,
+    ) -> ObjectRecord:
+        found = self._version_row(db, bucket, key, version_id)
+        if found is None or found[19] or found[2] != expected_generation:
+            raise PreconditionFailed("generation")
+        version = self._object_from_row(found[:18])
+        self._swap_restore_blobs(db, version, restore, now, version_id)
+        generation = self._next_generation(db)
+        db.execute(
+            "UPDATE object_versions SET restore = ?, generation = ? WHERE bucket = ? AND key = ? AND version_id = ?",
+            (_dumps(restore.to_json()) if restore else None, generation, bucket, key, version_id),
+        )
+        return ObjectRecord(**{**version.__dict__, "restore": restore, "generation": generation})
+
+    def _swap_restore_blobs(
+        self,
+        db: Conn,
+        record: ObjectRecord,
+        restore: RestoreState | None,
+        now: float,
+        version_id: str | None,
+    ) -> None:
+        """Retire the old restored copy's blobs (those the new state does not keep) and claim the
+        new copy's, owned by `version_id` (None: the key's current version)."""
+        old = record.restore
+        if old is not None:
+            keep = {s.stored.data_id for s in restore.segments} if restore else set()
+            self._retire(db, old.tier, [s.stored for s in old.segments if s.stored.data_id not in keep])
+        if restore is None:
+            return
+        self._claim_blobs(db, restore.tier, record.bucket, record.key, restore.segments)
+        if version_id is not None:
+            db.executemany(
+                "UPDATE blobs SET version_id = ? WHERE data_id = ?",
+                [(version_id, s.stored.data_id) for s in restore.segments],
+            )
+        if restore.segments and (old is None or not old.segments):
+            db.execute(
+                "INSERT INTO moves (bucket, key, at, from_tier, to_tier, size, reason) VALUES (?,?,?,?,?,?,?)",
+                (record.bucket, record.key, now, record.tier, restore.tier, record.size, "restore"),
+            )
+
+    def restored_versions(self, after: tuple[str, str, str], limit: int) -> list[ObjectRecord]:
+        """Noncurrent versions with a restore under way or a restored copy, in (bucket, key,
+        version id) order after a cursor: the daemon makes and expires their copies. Read through
+        a partial index of those rows only (schema.py, version 4)."""
+        bucket, key, version_id = after
+        rows = self._reader().execute(
+            f"SELECT {VERSION_RECORD_SELECT} FROM object_versions WHERE restore IS NOT NULL AND marker = 0 "
+            "AND (bucket > ? OR (bucket = ? AND (key > ? OR (key = ? AND version_id > ?)))) "
+            "ORDER BY bucket, key, version_id LIMIT ?",
+            (bucket, bucket, key, key, version_id, limit),
+        )
+        return [self._object_from_row(row) for row in rows]
 
     def objects_after(self, bucket: str, key: str, limit: int) -> list[ObjectRecord]:
         """Objects of every bucket in (bucket, key) order after a cursor: the daemon's scan."""

@@ -240,6 +240,7 @@ class ObjectsCatalog(VersionsCatalog):
         *,
         expected_generation: int | None = None,
         condition: DeleteCondition | None = None,
+        now: float | None = None,
     ) -> ObjectRecord | None:
         """DeleteObject without a version id: the visible object goes (in a versioned bucket,
         behind a new delete marker: versions.py). Returns the object that was visible, None if
@@ -247,7 +248,7 @@ class ObjectsCatalog(VersionsCatalog):
         `condition`: S3's conditional delete, checked in the same transaction (PreconditionFailed
         / ObjectNotFound when it does not hold)."""
         outcome = self.delete_object_version(
-            bucket, key, expected_generation=expected_generation, condition=condition
+            bucket, key, expected_generation=expected_generation, condition=condition, now=now
         )
         return outcome.previous if outcome is not None else None
 

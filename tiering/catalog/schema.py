@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class SchemaTooNew(RuntimeError):
@@ -463,11 +463,27 @@ def _sqlite_version_3(db: sqlite3.Connection) -> None:
     db.execute("COMMIT")
 
 
+# Version 4: RestoreObject of a noncurrent version (its restore state lives in its own
+# `object_versions.restore`, which version 3 already has). The lifecycle daemon finds the versions
+# with a restore to make or expire through this partial index, which holds only those rows: its
+# cost follows the restores under way, not the number of noncurrent versions. (Partial indexes:
+# SQLite 3.8+, PostgreSQL, CockroachDB and YugabyteDB alike.)
+RESTORED_VERSIONS_INDEX = (
+    "CREATE INDEX IF NOT EXISTS object_versions_restored ON object_versions (bucket, key, version_id) "
+    "WHERE restore IS NOT NULL"
+)
+
+
+def _sqlite_version_4(db: sqlite3.Connection) -> None:
+    db.execute(RESTORED_VERSIONS_INDEX)  # IF NOT EXISTS: processes opening the catalog together
+
+
 # Step n brings a catalog from version n - 1 to n (index 0: version 1).
 SQLITE_MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _sqlite_version_1,
     _sqlite_version_2,
     _sqlite_version_3,
+    _sqlite_version_4,
 ]
 
 
@@ -522,10 +538,15 @@ def _postgres_version_3(db: Any) -> None:
         db.execute(statement)
 
 
+def _postgres_version_4(db: Any) -> None:
+    db.execute(RESTORED_VERSIONS_INDEX)
+
+
 POSTGRES_MIGRATIONS: list[Callable[[Any], None]] = [
     _postgres_version_1,
     _postgres_version_2,
     _postgres_version_3,
+    _postgres_version_4,
 ]
 
 

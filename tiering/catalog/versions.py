@@ -57,6 +57,8 @@ _DATA_COLUMNS = (
 VERSION_COLUMNS = f"bucket, key, version_id, seq, marker, noncurrent_since, {_DATA_COLUMNS}, storage_class"
 # A version row as an ObjectRecord-compatible tuple, then seq, marker, noncurrent_since.
 _VERSION_SELECT = f"bucket, key, {_DATA_COLUMNS}, version_id, seq, marker, noncurrent_since, storage_class"
+# A version row as an ObjectRecord's columns only (`_object_from_row`).
+VERSION_RECORD_SELECT = f"bucket, key, {_DATA_COLUMNS}, version_id"
 
 
 _ID_ALPHABET = string.ascii_letters + string.digits
@@ -195,9 +197,12 @@ class VersionsCatalog(CatalogBase):
         retention: tuple[str | None, float | None] | None = None,
         hold: bool | None = None,
         bypass_governance: bool = False,
+        now: float | None = None,
     ) -> str:
         """PutObjectRetention (`retention`: (mode, until), (None, None) to remove) or
-        PutObjectLegalHold (`hold`) of one version (None: the current one); its version id."""
+        PutObjectLegalHold (`hold`) of one version (None: the current one); its version id.
+        `now`: the store's clock (tiering.clock), which judges retention everywhere: the same
+        time that PUT's checks of a retain-until date read (wall time when not given)."""
         with self._write() as db:
             if self._lock_config_in(db, bucket) is None:
                 self.get_bucket(bucket)
@@ -227,7 +232,11 @@ class VersionsCatalog(CatalogBase):
             if retention is not None:
                 mode, until = retention
                 refused = retention_change_refused(
-                    lock, mode, until, time.time(), bypass_governance=bypass_governance
+                    lock,
+                    mode,
+                    until,
+                    time.time() if now is None else now,
+                    bypass_governance=bypass_governance,
                 )
                 if refused is not None:
                     raise ObjectLocked(bucket, key, row[1], refused)
@@ -246,8 +255,8 @@ class VersionsCatalog(CatalogBase):
             db.execute(f"UPDATE {table} SET meta = ? WHERE {where}", (_dumps(meta), *args))
             return str(row[1])
 
-    def _check_unlocked(self, db: Conn, record: ObjectRecord, bypass_governance: bool) -> None:
-        why = why_locked(record.meta.lock, time.time(), bypass_governance=bypass_governance)
+    def _check_unlocked(self, db: Conn, record: ObjectRecord, bypass_governance: bool, now: float) -> None:
+        why = why_locked(record.meta.lock, now, bypass_governance=bypass_governance)
         if why is not None:
             raise ObjectLocked(record.bucket, record.key, record.version_id, why)
 
@@ -390,7 +399,8 @@ class VersionsCatalog(CatalogBase):
         bucket: str,
         key: str,
         expected_generation: int | None,
-        condition: DeleteCondition | None = None,
+        condition: DeleteCondition | None,
+        now: float,
     ) -> DeleteOutcome | None:
         """DeleteObject without a version id, by the bucket's state. None: `expected_generation`
         no longer matches (the caller's decision is stale). `condition` (S3's conditional
@@ -404,14 +414,14 @@ class VersionsCatalog(CatalogBase):
         if condition:
             condition.check(bucket, key, current)  # holding on no object: delete as usual
         state = self._versioning_in(db, bucket)
-        if self._make_room(db, state, bucket, key, current, time.time()):
+        if self._make_room(db, state, bucket, key, current, now):
             self._retire_object_row(db, bucket, key)
         if current is not None:
             db.execute("DELETE FROM objects WHERE bucket = ? AND key = ?", (bucket, key))
         if state == "":
             return DeleteOutcome(None, False, current)
         marker_id = new_version_id() if state == ENABLED else NULL
-        self._add_marker(db, bucket, key, marker_id, time.time())
+        self._add_marker(db, bucket, key, marker_id, now)
         return DeleteOutcome(marker_id, True, current)
 
     def _delete_version_in(
@@ -421,7 +431,8 @@ class VersionsCatalog(CatalogBase):
         key: str,
         version_id: str,
         bypass_governance: bool,
-        condition: DeleteCondition | None = None,
+        condition: DeleteCondition | None,
+        now: float,
     ) -> DeleteOutcome:
         """DeleteObject with a version id: that version (or marker) goes for good, unless Object
         Lock protects it (ObjectLocked) or `condition` fails on that version."""
@@ -432,7 +443,7 @@ class VersionsCatalog(CatalogBase):
             current = self._object_from_row(row)
             if condition:
                 condition.check(bucket, key, current)
-            self._check_unlocked(db, current, bypass_governance)
+            self._check_unlocked(db, current, bypass_governance, now)
             self._retire_object_row(db, bucket, key)
             db.execute("DELETE FROM objects WHERE bucket = ? AND key = ?", (bucket, key))
             self._promote_newest(db, bucket, key)
@@ -445,7 +456,7 @@ class VersionsCatalog(CatalogBase):
         if found is None:
             return DeleteOutcome(version_id, False)  # S3 answers 204 for a version that is not there
         if not found[19]:
-            self._check_unlocked(db, self._object_from_row(found[:18]), bypass_governance)
+            self._check_unlocked(db, self._object_from_row(found[:18]), bypass_governance, now)
         removed = self._drop_version(db, found)
         if row is None:
             self._promote_newest(db, bucket, key)  # the marker that went may have been current
@@ -461,10 +472,14 @@ class VersionsCatalog(CatalogBase):
         expected_generation: int | None = None,
         bypass_governance: bool = False,
         condition: DeleteCondition | None = None,
+        now: float | None = None,
     ) -> DeleteOutcome | None:
         """S3's DeleteObject in every bucket state (see the module's docstring). A version under
         Object Lock is refused (ObjectLocked); GOVERNANCE yields to `bypass_governance`.
-        `condition`: S3's conditional delete (tiering/conditions.py), checked in this transaction."""
+        `condition`: S3's conditional delete (tiering/conditions.py), checked in this transaction.
+        `now`: the store's clock, which judges retention and dates markers (wall time if None)."""
+        if now is None:
+            now = time.time()
         with self._write() as db:
             if (
                 db.execute(f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (bucket,)).fetchone()
@@ -472,8 +487,8 @@ class VersionsCatalog(CatalogBase):
             ):
                 raise BucketNotFound(bucket)
             if version_id is None:
-                return self._delete_current_in(db, bucket, key, expected_generation, condition)
-            return self._delete_version_in(db, bucket, key, version_id, bypass_governance, condition)
+                return self._delete_current_in(db, bucket, key, expected_generation, condition, now)
+            return self._delete_version_in(db, bucket, key, version_id, bypass_governance, condition, now)
 
     # --- tags and ACLs of one version ---------------------------------------------------------------
 
@@ -739,6 +754,8 @@ class VersionsCatalog(CatalogBase):
         tier: str,
         segments: tuple[Segment, ...],
         storage_class: str,
+        now: float,
+        reason: str = "noncurrent version",
     ) -> ObjectRecord:
         """Point a noncurrent version at its copy on another tier (compare-and-swap on its
         generation, like the current version's move); the old data is retired."""
@@ -751,6 +768,11 @@ class VersionsCatalog(CatalogBase):
             self._retire(
                 db, current.tier, [s.stored for s in current.segments if s.stored.data_id not in keep]
             )
+            restore = current.restore
+            if restore is not None and tier != "cold":
+                # Out of the archive for good: the restored copy has no job left (as commit_move).
+                self._retire(db, restore.tier, [s.stored for s in restore.segments])
+                restore = None
             self._claim_blobs(db, tier, bucket, key, segments)
             db.executemany(
                 "UPDATE blobs SET version_id = ? WHERE data_id = ?",
@@ -759,23 +781,23 @@ class VersionsCatalog(CatalogBase):
             generation = self._next_generation(db)
             meta = json.loads(found[7])
             meta["sc"] = storage_class
-            now = time.time()
             db.execute(
                 "UPDATE object_versions SET tier = ?, segments = ?, meta = ?, storage_class = ?, tier_since = ?, "
-                "generation = ? WHERE bucket = ? AND key = ? AND version_id = ?",
+                "restore = ?, generation = ? WHERE bucket = ? AND key = ? AND version_id = ?",
                 (
                     tier,
                     _dumps([s.to_json() for s in segments]),
                     _dumps(meta),
                     storage_class,
                     now,
+                    _dumps(restore.to_json()) if restore else None,
                     generation,
                     bucket,
                     key,
                     version_id,
                 ),
             )
-            self._db_move_history(db, bucket, key, now, current.tier, tier, current.size)
+            self._db_move_history(db, bucket, key, now, current.tier, tier, current.size, reason)
         return ObjectRecord(
             **{
                 **current.__dict__,
@@ -783,14 +805,15 @@ class VersionsCatalog(CatalogBase):
                 "segments": segments,
                 "generation": generation,
                 "tier_since": now,
+                "restore": restore,
             }
         )
 
     @staticmethod
     def _db_move_history(
-        db: Conn, bucket: str, key: str, at: float, from_tier: str, to_tier: str, size: int
+        db: Conn, bucket: str, key: str, at: float, from_tier: str, to_tier: str, size: int, reason: str
     ) -> None:
         db.execute(
             "INSERT INTO moves (bucket, key, at, from_tier, to_tier, size, reason) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (bucket, key, at, from_tier, to_tier, size, "noncurrent version"),
+            (bucket, key, at, from_tier, to_tier, size, reason),
         )
