@@ -137,7 +137,9 @@ async def copy_object(req: S3Request) -> Response:
         lock = await lock_for_write(req, carries_body=False)
         meta = dataclasses.replace(meta, lock=lock)
         await req.store.check_write_condition(req.bucket, req.key, if_match, if_none_match)
-        same_object = (src_bucket, src_key) == (req.bucket, req.key)
+        # Copying a named version onto its own key is how S3 users restore an earlier version (it
+        # becomes the newest one), so only an unversioned self-copy must change something.
+        same_object = (src_bucket, src_key) == (req.bucket, req.key) and copy_source_version(req) is None
         if same_object:
             changes = (
                 (req.header("x-amz-metadata-directive") or "").upper() == "REPLACE"

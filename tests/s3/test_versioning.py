@@ -253,6 +253,21 @@ def test_a_self_copy_in_a_versioned_bucket_is_a_new_version(s3: Any, vbucket: st
     assert body(s3, vbucket, "k") == b"data"
 
 
+def test_copying_an_old_version_onto_its_key_restores_it(s3: Any, vbucket: str) -> None:
+    """S3's documented way to bring an earlier version back: copy it onto its own key, no other
+    change needed (a self-copy naming no version must still change something)."""
+    v1 = s3.put_object(Bucket=vbucket, Key="k", Body=b"good", Metadata={"step": "1"})["VersionId"]
+    s3.put_object(Bucket=vbucket, Key="k", Body=b"bad")
+    copied = s3.copy_object(
+        Bucket=vbucket, Key="k", CopySource={"Bucket": vbucket, "Key": "k", "VersionId": v1}
+    )
+    assert copied["CopySourceVersionId"] == v1 and copied["VersionId"] != v1
+    current = s3.get_object(Bucket=vbucket, Key="k")
+    assert current["Body"].read() == b"good" and current["Metadata"] == {"step": "1"}
+    assert current["VersionId"] == copied["VersionId"]
+    assert len(s3.list_object_versions(Bucket=vbucket)["Versions"]) == 3
+
+
 def aws_runner(server: ServerProcess, home: Path) -> Any:
     """`run(*args)`: the aws command line against `server`, its JSON answer parsed."""
     env = {
