@@ -137,6 +137,7 @@ class ErasureCodedBackend(TierBackend):
         remote_domains: list[dict[str, Any]] | None = None,
         cluster_secret: bytes = b"",
         node_timeout: float = DEFAULT_TIMEOUT,
+        node_ca: str | None = None,
         pack_threshold_bytes: int = DEFAULT_PACK_THRESHOLD,
         pack_compact_seconds: float = 60.0,
         **_: Any,
@@ -159,7 +160,7 @@ class ErasureCodedBackend(TierBackend):
                 )
                 for d in remote_domains
             )
-            factory = remote_drive_factory(cluster_secret, node_timeout)
+            factory = remote_drive_factory(cluster_secret, node_timeout, node_ca)
             spread_level = _fitting_level(name, topology, spread_level, k + m)
         elif pool is None:
             if domains:
