@@ -23,6 +23,7 @@ import contextlib
 import logging
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -230,6 +231,14 @@ class ErasurePool:
         """Remove temporary files older than `max_age` seconds; returns how many."""
         counts = await asyncio.gather(
             *(asyncio.to_thread(self.store_of(d).sweep_tmp, max_age) for d in self.topology if d.online),
+            return_exceptions=True,
+        )
+        return sum(c for c in counts if isinstance(c, int))
+
+    async def sweep_tmp_of(self, writer: Callable[[str], bool]) -> int:
+        """Remove the temporary shard files of data ids `writer` accepts (a dead writer's)."""
+        counts = await asyncio.gather(
+            *(asyncio.to_thread(self.store_of(d).sweep_tmp_of, writer) for d in self.topology if d.online),
             return_exceptions=True,
         )
         return sum(c for c in counts if isinstance(c, int))

@@ -29,6 +29,7 @@ import json
 import ssl
 import struct
 import threading
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -203,6 +204,9 @@ class RemoteDrive:
         return int(
             json.loads(self.client.call("POST", self.target("sweep", max_age=int(max_age))))["removed"]
         )
+
+    def sweep_tmp_of(self, writer: Callable[[str], bool]) -> int:
+        return 0  # the node's temporary files are its own: it discards a stream that broke off
 
     def scan(self) -> None:
         self.check_online()

@@ -18,7 +18,7 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import xxhash
@@ -180,6 +180,27 @@ class LocalDrive:
                     removed += 1
             except FileNotFoundError:
                 pass
+        return removed
+
+    def sweep_tmp_of(self, writer: Callable[[str], bool]) -> int:
+        """Remove temporary shard files (`<data id>.<index>.<token>.<tag>.tmp`) whose data id
+        `writer` accepts: a writer that the caller knows is dead, on whatever host it ran."""
+        self.check_online()
+        removed = 0
+        try:
+            entries = list(os.scandir(self.domain.path / TMP_DIR))
+        except FileNotFoundError:
+            return 0
+        for entry in entries:
+            parts = entry.name.rsplit(".", 4)
+            if len(parts) != 5 or parts[4] != "tmp" or not writer(parts[0]):
+                continue
+            with self._lock:
+                if entry.name in self._active_tmp:
+                    continue  # ours, open: never (the caller's writer is not us)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
+                removed += 1
         return removed
 
     def scan(self) -> None:

@@ -158,6 +158,12 @@ class TierBackend(ABC):
         """
         return []
 
+    async def sweep_writes_of(self, writer: Callable[[str], bool]) -> int:
+        """Remove what unfinished writes of data ids `writer` accepts left behind (temporary files
+        of a process found dead); how many. A backend whose unfinished writes leave nothing that
+        another process could tell apart returns 0."""
+        return 0
+
     # Capability: `list_data` enumerates what the backend holds, so the consistency check can
     # find data no catalog row references. A backend that cannot answers with nothing listed.
     lists_data: bool = False

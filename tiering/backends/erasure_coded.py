@@ -234,6 +234,9 @@ class ErasureCodedBackend(TierBackend):
         found = await asyncio.to_thread(self.pool.recent_shards, since, until)
         return [StoredData(data_id, loc.pop("size"), loc) for data_id, loc in found.items()]
 
+    async def sweep_writes_of(self, writer: Callable[[str], bool]) -> int:
+        return await self.pool.sweep_tmp_of(writer)
+
     lists_data = True
 
     async def list_data(self) -> tuple[list[DataFile], list[str]]:
