@@ -172,10 +172,16 @@ class ErasurePool:
 
     # -- lifecycle --------------------------------------------------------------------------
 
-    async def start(self, tmp_max_age: float = 3600.0) -> None:
-        """Sweep abandoned temporary files, count shards on every online domain, check drive health."""
+    async def start(
+        self, tmp_max_age: float = 3600.0, judged_elsewhere: Callable[[str], bool] | None = None
+    ) -> None:
+        """Sweep abandoned temporary files (see `Drive.sweep_tmp`), count shards on every online
+        domain, check drive health."""
         await asyncio.gather(
-            *(asyncio.to_thread(self._start_domain, d.id, tmp_max_age) for d in self.topology)
+            *(
+                asyncio.to_thread(self._start_domain, d.id, tmp_max_age, judged_elsewhere)
+                for d in self.topology
+            )
         )
         if self._reprobe is None:
             self._reprobe = asyncio.create_task(self._reprobe_drives(), name=f"drive-health-{self.name}")
@@ -208,11 +214,13 @@ class ErasurePool:
             await asyncio.sleep(self.pack_compact_seconds)
             await self.compact_packs()
 
-    def _start_domain(self, domain_id: str, tmp_max_age: float) -> None:
+    def _start_domain(
+        self, domain_id: str, tmp_max_age: float, judged_elsewhere: Callable[[str], bool] | None
+    ) -> None:
         store = self.store(domain_id)
         assert store is not None
         with contextlib.suppress(DomainOffline, OSError):
-            store.sweep_tmp(tmp_max_age)
+            store.sweep_tmp(tmp_max_age, judged_elsewhere)
             store.scan()
         self.health.check([store.domain])
 

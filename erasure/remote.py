@@ -199,7 +199,10 @@ class RemoteDrive:
             self._account(-1, -int(result.get("size", 0)))
         return bool(result.get("removed"))
 
-    def sweep_tmp(self, max_age: float = 3600.0) -> int:
+    def sweep_tmp(
+        self, max_age: float = 3600.0, judged_elsewhere: Callable[[str], bool] | None = None
+    ) -> int:
+        # The node judges its own temporary files: it is their only writer.
         self.check_online()
         return int(
             json.loads(self.client.call("POST", self.target("sweep", max_age=int(max_age))))["removed"]

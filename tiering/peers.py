@@ -39,6 +39,7 @@ import re
 import secrets
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -116,6 +117,20 @@ class LiveProcess:
     def close(self) -> None:
         """An orderly exit: nothing of ours needs sweeping."""
         self.catalog.forget_process(self.id)
+
+
+def judged_elsewhere(rows: list[ProcessRow], host: str) -> Callable[[str], bool]:
+    """Which data ids' temporary files a start-up sweep must not judge by the pid in their name:
+    those of a process on another host, or of one it cannot place (registered after `rows` were
+    read): the process table judges those (`LiveProcess`, the sweep of a dead process). A crashed
+    predecessor on this host is judged by its pid, as before, so a restart cleans up at once."""
+    hosts = {row.id: row.host for row in rows}
+
+    def elsewhere(data_id: str) -> bool:
+        owner = owner_of(data_id)
+        return owner is not None and hosts.get(owner) != host
+
+    return elsewhere
 
 
 def pid_alive(pid: int) -> bool:

@@ -90,6 +90,8 @@ from tiering.peers import (
     LiveProcess,
     ProcessRegistry,
     ProcessRow,
+    host_id,
+    judged_elsewhere,
     owner_of,
 )
 from tiering.rebalance import Rebalancer
@@ -680,7 +682,9 @@ class ObjectStore:
 
     async def start(self) -> None:
         await self.rebalancer.load()  # domains added/drained/removed and codes changed at runtime
+        rows = await asyncio.to_thread(self.catalog.process_rows)
         for tier in self.tiers.values():
+            tier.backend.judge_writers_elsewhere(judged_elsewhere(rows, host_id()))
             await tier.backend.start()
         if self.registry is not None:
             now = time.time()

@@ -196,6 +196,7 @@ class ErasureCodedBackend(TierBackend):
                 drive_factory=factory,
             )
         self.pool = pool
+        self._judged_elsewhere: Callable[[str], bool] | None = None  # judge_writers_elsewhere
         pool.pack_compact_seconds = pack_compact_seconds
 
     def erasure_pool(self) -> ErasurePool:
@@ -273,10 +274,15 @@ class ErasureCodedBackend(TierBackend):
             found.lost = found.lost or result.lost
         return found
 
+    def judge_writers_elsewhere(self, elsewhere: Callable[[str], bool]) -> None:
+        self._judged_elsewhere = elsewhere
+
     async def start(self) -> None:
-        # Several processes may share these domains (workers, a lifecycle process): sweep only the
-        # temporary shards whose writer died (a SIGKILL mid-upload), or untouched for an hour.
-        await self.pool.start(tmp_max_age=3600.0)
+        # Several processes may share these domains (workers, a lifecycle process, gateways on
+        # other hosts): sweep only the temporary shards whose writer died (a SIGKILL mid-upload),
+        # or untouched for an hour. A writer on another host is judged by the catalog's process
+        # table (tiering.peers), never by its pid here (`judge_writers_elsewhere`).
+        await self.pool.start(tmp_max_age=3600.0, judged_elsewhere=self._judged_elsewhere)
 
     async def close(self) -> None:
         await self.pool.close()
