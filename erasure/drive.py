@@ -87,7 +87,18 @@ class Drive(Protocol):
 
     def remove(self, data_id: str, index: int) -> bool: ...
 
-    def sweep_tmp(self, max_age: float = 3600.0) -> int: ...
+    def sweep_tmp(
+        self, max_age: float = 3600.0, judged_elsewhere: Callable[[str], bool] | None = None
+    ) -> int:
+        """Remove temporary files untouched for `max_age` seconds, or whose writer (named by pid in
+        the file name) is gone from this host — except, for the pid test, files of data ids
+        `judged_elsewhere` accepts (their writer may run on another host: see `sweep_tmp_of`)."""
+        ...
+
+    def sweep_tmp_of(self, writer: Callable[[str], bool]) -> int:
+        """Remove the temporary shard files of data ids `writer` accepts (those of a writer known
+        dead); how many. A node's drive has none of a gateway's (the node discards a dropped stream)."""
+        ...
 
     def scan(self) -> None: ...
 

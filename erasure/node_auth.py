@@ -12,7 +12,7 @@ short on the way leaves nothing behind.
 Replays: the request time carries microseconds and three random digits (still a plain number, so
 a node of the previous version checks it as before), which makes each signature unique; a node
 remembers the signatures it accepted within the clock window (`ReplayWindow`) and refuses one
-seen again. TLS in front of a node is optional and not built in.
+seen again. TLS is optional (`tierstore node --tls-cert/--tls-key`, see remote.py): the signatures apply over it.
 """
 
 from __future__ import annotations

@@ -14,6 +14,11 @@ tier keeps its shards in a directory of its own on it, so listings stay per tier
     POST   verify/<id>/<n>         read every block here; its header when all are intact
     GET    list | stat             committed shards | counts and free space
     POST   sweep?max_age=S | probe temporary files of dead writers | a probe write
+
+TLS (optional, `tierstore node --tls-cert/--tls-key`): every connection is TLS; the handshake runs
+in the connection's own thread, so a slow or plain-HTTP client holds up no one else, and a client
+that fails it (plain HTTP, a gateway that does not trust the certificate) is logged and dropped
+before a byte of a request is read. The HMAC check below applies over TLS all the same.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import json
 import logging
 import os
 import re
+import socket
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -45,6 +52,7 @@ from erasure.topology import Domain
 log = logging.getLogger("tierstore.node")
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+HANDSHAKE_TIMEOUT = 10.0  # seconds a client has to complete the TLS handshake
 _ROUTE = re.compile(r"/v1/drive/([^/]+)/([^/]+)/([a-z]+)(?:/([^/]+)/([0-9]{1,3}))?")
 
 
@@ -370,15 +378,38 @@ class NodeHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], drives: NodeDrives, secret: bytes) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        drives: NodeDrives,
+        secret: bytes,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         if not secret:
             raise ValueError("a node needs a cluster secret")
-        self.drives, self.secret = drives, secret
+        self.drives, self.secret, self.tls = drives, secret, tls
         self.stopping = threading.Event()
         self.replays = node_auth.ReplayWindow()
         self._busy = 0
         self._idle = threading.Condition()
         super().__init__(address, _Handler)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        conn, address = super().get_request()
+        if self.tls is not None:  # the handshake waits for the connection's thread (finish_request)
+            conn = self.tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+        return conn, address
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if isinstance(request, ssl.SSLSocket):
+            request.settimeout(HANDSHAKE_TIMEOUT)
+            try:
+                request.do_handshake()
+            except OSError as exc:  # ssl.SSLError is one: plain HTTP, an untrusted certificate...
+                log.warning("TLS handshake with %s failed: %s", client_address[0], exc)
+                return  # dropped: nothing of a request was read
+            request.settimeout(None)
+        super().finish_request(request, client_address)
 
     def in_flight(self, change: int) -> None:
         with self._idle:

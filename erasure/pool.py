@@ -23,6 +23,7 @@ import contextlib
 import logging
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,10 +172,16 @@ class ErasurePool:
 
     # -- lifecycle --------------------------------------------------------------------------
 
-    async def start(self, tmp_max_age: float = 3600.0) -> None:
-        """Sweep abandoned temporary files, count shards on every online domain, check drive health."""
+    async def start(
+        self, tmp_max_age: float = 3600.0, judged_elsewhere: Callable[[str], bool] | None = None
+    ) -> None:
+        """Sweep abandoned temporary files (see `Drive.sweep_tmp`), count shards on every online
+        domain, check drive health."""
         await asyncio.gather(
-            *(asyncio.to_thread(self._start_domain, d.id, tmp_max_age) for d in self.topology)
+            *(
+                asyncio.to_thread(self._start_domain, d.id, tmp_max_age, judged_elsewhere)
+                for d in self.topology
+            )
         )
         if self._reprobe is None:
             self._reprobe = asyncio.create_task(self._reprobe_drives(), name=f"drive-health-{self.name}")
@@ -207,11 +214,13 @@ class ErasurePool:
             await asyncio.sleep(self.pack_compact_seconds)
             await self.compact_packs()
 
-    def _start_domain(self, domain_id: str, tmp_max_age: float) -> None:
+    def _start_domain(
+        self, domain_id: str, tmp_max_age: float, judged_elsewhere: Callable[[str], bool] | None
+    ) -> None:
         store = self.store(domain_id)
         assert store is not None
         with contextlib.suppress(DomainOffline, OSError):
-            store.sweep_tmp(tmp_max_age)
+            store.sweep_tmp(tmp_max_age, judged_elsewhere)
             store.scan()
         self.health.check([store.domain])
 
@@ -230,6 +239,14 @@ class ErasurePool:
         """Remove temporary files older than `max_age` seconds; returns how many."""
         counts = await asyncio.gather(
             *(asyncio.to_thread(self.store_of(d).sweep_tmp, max_age) for d in self.topology if d.online),
+            return_exceptions=True,
+        )
+        return sum(c for c in counts if isinstance(c, int))
+
+    async def sweep_tmp_of(self, writer: Callable[[str], bool]) -> int:
+        """Remove the temporary shard files of data ids `writer` accepts (a dead writer's)."""
+        counts = await asyncio.gather(
+            *(asyncio.to_thread(self.store_of(d).sweep_tmp_of, writer) for d in self.topology if d.online),
             return_exceptions=True,
         )
         return sum(c for c in counts if isinstance(c, int))

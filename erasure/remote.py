@@ -10,6 +10,13 @@ Wire format of a shard write (`PUT`, chunked): the initial header in the request
 records — `F` stripe(u32) checksum(u64) length(u32) block — and one `C` record: a flag, the final
 header when the flag is 1, and the trailer MAC (node_auth). The node answers once the shard is
 durable (fsync'd and renamed), so a 200 means what a local commit means.
+
+TLS: a node registered at an https:// address (`tierstore node --tls-cert/--tls-key`) is reached
+over TLS, its certificate verified against the gateway's CA bundle (`[cluster] node_ca`,
+`--node-ca`, TIERSTORE_NODE_CA; the system store when none is given) and its host name or IP. The
+HMAC signatures stay on top: TLS keeps the bytes private, the signature says who sent them. A
+certificate that does not verify is a connection failure like any other (DomainOffline), so the
+gateway answers with parity or a clean 503, never with bytes from a node it cannot trust.
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ import errno
 import hashlib
 import http.client
 import json
+import ssl
 import struct
 import threading
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -46,20 +55,36 @@ FIRST_FRAME_MAX = 64 * 1024
 class NodeClient:
     """Signed requests to one node over a few kept-alive connections. Thread-safe."""
 
-    def __init__(self, address: str, secret: bytes, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        address: str,
+        secret: bytes,
+        timeout: float = DEFAULT_TIMEOUT,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         url = urlsplit(address)
-        if url.scheme != "http" or not url.hostname or not url.port:
-            raise ValueError(f"node address must be http://HOST:PORT, not {address!r}")
+        if url.scheme not in ("http", "https") or not url.hostname or not url.port:
+            raise ValueError(f"node address must be http(s)://HOST:PORT, not {address!r}")
         self.address, self.secret, self.timeout = address, secret, timeout
         self._host, self._port = url.hostname, url.port
+        # https: verified against `tls` (the gateway's node CA), or the system store without one.
+        self._tls = (tls or ssl.create_default_context()) if url.scheme == "https" else None
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
+
+    def new_connection(self) -> http.client.HTTPConnection:
+        """A fresh connection to the node (TLS when its address is https://)."""
+        if self._tls is not None:
+            return http.client.HTTPSConnection(
+                self._host, self._port, timeout=self.timeout, context=self._tls
+            )
+        return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
 
     def connection(self) -> http.client.HTTPConnection:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+        return self.new_connection()
 
     def release(self, conn: http.client.HTTPConnection) -> None:
         with self._lock:
@@ -174,11 +199,17 @@ class RemoteDrive:
             self._account(-1, -int(result.get("size", 0)))
         return bool(result.get("removed"))
 
-    def sweep_tmp(self, max_age: float = 3600.0) -> int:
+    def sweep_tmp(
+        self, max_age: float = 3600.0, judged_elsewhere: Callable[[str], bool] | None = None
+    ) -> int:
+        # The node judges its own temporary files: it is their only writer.
         self.check_online()
         return int(
             json.loads(self.client.call("POST", self.target("sweep", max_age=int(max_age))))["removed"]
         )
+
+    def sweep_tmp_of(self, writer: Callable[[str], bool]) -> int:
+        return 0  # the node's temporary files are its own: it discards a stream that broke off
 
     def scan(self) -> None:
         self.check_online()
@@ -220,7 +251,7 @@ class RemoteShardWriter:
         self._done = False
         client = drive.client
         self._target = drive.target("shard", header.data_id, header.index)
-        self._conn = http.client.HTTPConnection(client._host, client._port, timeout=client.timeout)
+        self._conn = client.new_connection()
         headers = node_auth.sign(client.secret, "PUT", self._target, streaming=True)
         self._signature = headers[node_auth.SIGNATURE_HEADER]
         try:
@@ -347,8 +378,17 @@ class RemoteShardReader:
         pass
 
 
-def remote_drive_factory(secret: bytes, timeout: float = DEFAULT_TIMEOUT) -> DriveFactory:
-    """A pool's drive factory: a RemoteDrive for a domain with an address, a LocalDrive otherwise."""
+def tls_context(ca_file: str | None) -> ssl.SSLContext:
+    """How a gateway checks a node's certificate: against `ca_file` (PEM), or the system store."""
+    return ssl.create_default_context(cafile=ca_file or None)
+
+
+def remote_drive_factory(
+    secret: bytes, timeout: float = DEFAULT_TIMEOUT, ca_file: str | None = None
+) -> DriveFactory:
+    """A pool's drive factory: a RemoteDrive for a domain with an address, a LocalDrive otherwise.
+    Nodes at https:// addresses are verified against `ca_file` (None: the system store)."""
+    tls = tls_context(ca_file)
     clients: dict[str, NodeClient] = {}
     lock = threading.Lock()
 
@@ -358,10 +398,10 @@ def remote_drive_factory(secret: bytes, timeout: float = DEFAULT_TIMEOUT) -> Dri
         with lock:
             client = clients.get(domain.address)
             if client is None:
-                client = clients[domain.address] = NodeClient(domain.address, secret, timeout)
+                client = clients[domain.address] = NodeClient(domain.address, secret, timeout, tls)
         return RemoteDrive(domain, client)
 
     return factory
 
 
-__all__ = ["HEADER_SIZE", "NodeClient", "RemoteDrive", "remote_drive_factory"]
+__all__ = ["HEADER_SIZE", "NodeClient", "RemoteDrive", "remote_drive_factory", "tls_context"]

@@ -18,7 +18,7 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import xxhash
@@ -159,8 +159,15 @@ class LocalDrive:
         self._account(-1, -size)
         return True
 
-    def sweep_tmp(self, max_age: float = 3600.0) -> int:
-        """Remove temporary files of dead writers, or untouched for `max_age` seconds (abandoned)."""
+    def sweep_tmp(
+        self, max_age: float = 3600.0, judged_elsewhere: Callable[[str], bool] | None = None
+    ) -> int:
+        """Remove temporary files of dead writers, or untouched for `max_age` seconds (abandoned).
+
+        A writer is judged dead by its pid on this host, which is right for the processes of one
+        host (and for a node, the only writer of its drives) but means nothing for a gateway on
+        another host sharing the drive: for data ids `judged_elsewhere` accepts (written by a
+        process in the catalog's process table) only the age applies here; the table decides."""
         self.check_online()
         tmp = self.domain.path / TMP_DIR
         removed = 0
@@ -175,11 +182,33 @@ class LocalDrive:
                     continue
             try:
                 mtime = entry.stat().st_mtime
-                if mtime <= cutoff or tmp_owner_dead(entry.name, mtime):
+                elsewhere = judged_elsewhere is not None and judged_elsewhere(entry.name.rsplit(".", 4)[0])
+                if mtime <= cutoff or (not elsewhere and tmp_owner_dead(entry.name, mtime)):
                     os.unlink(entry.path)
                     removed += 1
             except FileNotFoundError:
                 pass
+        return removed
+
+    def sweep_tmp_of(self, writer: Callable[[str], bool]) -> int:
+        """Remove temporary shard files (`<data id>.<index>.<token>.<tag>.tmp`) whose data id
+        `writer` accepts: a writer that the caller knows is dead, on whatever host it ran."""
+        self.check_online()
+        removed = 0
+        try:
+            entries = list(os.scandir(self.domain.path / TMP_DIR))
+        except FileNotFoundError:
+            return 0
+        for entry in entries:
+            parts = entry.name.rsplit(".", 4)
+            if len(parts) != 5 or parts[4] != "tmp" or not writer(parts[0]):
+                continue
+            with self._lock:
+                if entry.name in self._active_tmp:
+                    continue  # ours, open: never (the caller's writer is not us)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
+                removed += 1
         return removed
 
     def scan(self) -> None:

@@ -110,7 +110,11 @@ def build_store(config: ServerConfig) -> ObjectStore:
     if registered_nodes:  # storage nodes found: the erasure-coded tiers live on their drives
         secret = nodes.cluster_secret(config.cluster_secret_file or None)
         tier_configs = nodes.place_on_nodes(
-            tier_configs, registered_nodes, secret, config.node_timeout_seconds
+            tier_configs,
+            registered_nodes,
+            secret,
+            config.node_timeout_seconds,
+            nodes.node_ca(config.node_ca or None),
         )
     tiers = {tc.name: Tier.from_config(tc) for tc in tier_configs}
     clock = Clock(adjustable=config.test_clock, catalog=catalog)

@@ -188,6 +188,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-cert", help="PEM certificate: serve HTTPS")
     serve.add_argument("--tls-key", help="PEM private key for --tls-cert")
     serve.add_argument(
+        "--node-ca",
+        metavar="FILE",
+        help="CA bundle that storage nodes serving TLS are verified against "
+        "([cluster] node_ca, TIERSTORE_NODE_CA; default: the system store)",
+    )
+    serve.add_argument(
         "--test-clock",
         action="store_true",
         help="allow `tierstore admin clock advance` (tests and demos only)",
@@ -426,6 +432,7 @@ def _main(argv: list[str] | None = None) -> int:
                     tls_key=args.tls_key,
                     test_clock=args.test_clock,
                     catalog_url=args.catalog,
+                    node_ca=args.node_ca,
                 )
                 if args.no_lifecycle:
                     config.lifecycle = replace(config.lifecycle, enabled=False)

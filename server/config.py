@@ -69,6 +69,12 @@ Example (every key optional):
     secret_file = ""                # a file holding the secret that signs gateway <-> node requests;
                                     # empty: the TIERSTORE_CLUSTER_SECRET environment variable
     node_timeout_seconds = 3        # every call to a node (connect, each read) gives up after this
+    node_ca = ""                    # CA bundle (PEM) that nodes serving TLS are verified against;
+                                    # also --node-ca, TIERSTORE_NODE_CA; empty: the system store
+
+    [node]                          # `tierstore node --config FILE` (flags win)
+    tls_cert = ""                   # both set: the node serves HTTPS (and registers https://)
+    tls_key = ""
 
     [lifecycle]                    # the daemon that moves data between tiers
     enabled = true
@@ -221,6 +227,7 @@ class ServerConfig:
     encryption_allow_sse_c_over_http: bool = False
     cluster_secret_file: str = ""  # [cluster]: see tiering/nodes.py
     node_timeout_seconds: float = 3.0
+    node_ca: str = ""  # [cluster] node_ca: see erasure/remote.py
     # TIERSTORE_* variables that configure nothing here (perhaps another program's): said at start.
     warnings: list[str] = field(default_factory=list)
 
@@ -365,6 +372,30 @@ class DrivesSection(_Table):
 class ClusterSection(_Table):
     secret_file: str = ""
     node_timeout_seconds: PositiveFloat = 3.0
+    node_ca: str = ""
+
+    @field_validator("node_ca")
+    @classmethod
+    def _readable(cls, value: str) -> str:
+        if value and not Path(value).is_file():
+            raise ValueError(f"no CA bundle file {value}")
+        return value
+
+
+class NodeSection(_Table):
+    """A storage node's own keys (`tierstore node --config FILE`); a gateway ignores them."""
+
+    tls_cert: str = ""
+    tls_key: str = ""
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> Self:
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("set both tls_cert and tls_key, or neither")
+        for path in (self.tls_cert, self.tls_key):
+            if path and not Path(path).is_file():
+                raise ValueError(f"no such file {path}")
+        return self
 
 
 _LIFECYCLE = LifecycleSettings()
@@ -548,6 +579,7 @@ class Settings(BaseSettings):
     encryption: EncryptionSection = Field(default_factory=EncryptionSection)
     drives: DrivesSection = Field(default_factory=DrivesSection)
     cluster: ClusterSection = Field(default_factory=ClusterSection)
+    node: NodeSection = Field(default_factory=NodeSection)
     lifecycle: LifecycleSection = Field(default_factory=LifecycleSection)
     rebalance: RebalanceSection = Field(default_factory=RebalanceSection)
     tiers: dict[TierName, TierTable] = Field(default_factory=dict, validate_default=True)
@@ -635,24 +667,32 @@ FLAGS = {
 
 
 def load_settings(
-    path: Path | None = None, *, flags: dict[str, Any] | None = None, catalog_url: str | None = None
+    path: Path | None = None,
+    *,
+    flags: dict[str, Any] | None = None,
+    catalog_url: str | None = None,
+    node_ca: str | None = None,
 ) -> tuple[Settings, list[str]]:
     """The validated settings and warnings; a ConfigError names every problem and where it is.
 
     `flags`: [server] keys given on the command line (the highest precedence); `catalog_url`:
-    `--catalog`, the [catalog] url."""
+    `--catalog`, the [catalog] url; `node_ca`: `--node-ca`, the [cluster] node_ca."""
     flags = {k: v for k, v in (flags or {}).items() if v is not None}
     environment = _environment()
     try:
         init: dict[str, Any] = {"config_file": path, "server": flags}
         if catalog_url:
             init["catalog"] = {"url": catalog_url}
+        if node_ca:
+            init["cluster"] = {"node_ca": node_ca}
         settings = Settings(**init)
     except ValidationError as error:
         text = read_file(Path(path))[1] if path is not None else ""
         flag_origins: dict[tuple[str, ...], str] = {("server", k): FLAGS[k] for k in flags}
         if catalog_url:
             flag_origins["catalog", "url"] = "--catalog"
+        if node_ca:
+            flag_origins["cluster", "node_ca"] = "--node-ca"
         origins = Origins(path, text, environment.origins, flag_origins)
         raise describe(error, origins, _valid_keys, _user_path) from None
     warnings = [
@@ -694,6 +734,7 @@ def load_config(
     tls_key: str | None = None,
     test_clock: bool | None = None,
     catalog_url: str | None = None,
+    node_ca: str | None = None,
 ) -> ServerConfig:
     """The server's configuration; ConfigError (a ValueError) when any of it is wrong."""
     settings, warnings = load_settings(
@@ -706,6 +747,7 @@ def load_config(
             "test_clock": True if test_clock else None,
         },
         catalog_url=catalog_url,
+        node_ca=node_ca,
     )
     return server_config(settings, warnings)
 
@@ -735,6 +777,7 @@ def server_config(settings: Settings, warnings: list[str] | None = None) -> Serv
         catalog_pool_size=settings.catalog.pool_size,
         cluster_secret_file=settings.cluster.secret_file,
         node_timeout_seconds=settings.cluster.node_timeout_seconds,
+        node_ca=settings.cluster.node_ca,
         tiers=[_tier_config(name, tier, drives) for name, tier in settings.tiers.items() if tier.enabled],
         test_clock=server.test_clock,
         lifecycle=settings.lifecycle.settings(),

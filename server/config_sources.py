@@ -29,6 +29,9 @@ NOT_CONFIG_ENV = frozenset(
         "TIERSTORE_RETIRE_GRACE_SECONDS",  # tiering/catalog/base.py: tests shorten the retire grace
         "TIERSTORE_SUPERVISOR_PID",  # server/workers.py: set by the supervisor for its workers
         "TIERSTORE_CLUSTER_SECRET",  # tiering/nodes.py: signs gateway <-> storage node requests
+        "TIERSTORE_HOST_ID",  # tiering/peers.py: this host's id in the catalog's process table
+        "TIERSTORE_PROCESS_HEARTBEAT_SECONDS",  # tiering/peers.py: tests shorten the process heartbeat
+        "TIERSTORE_NODE_CA",  # tiering/nodes.py: CA bundle for storage nodes served over TLS
         "TIERSTORE_HEDGED_READS",  # erasure/reader.py: 0 turns hedged shard opening off (a bench baseline)
     }
 )

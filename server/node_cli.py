@@ -2,6 +2,7 @@
 
     tierstore node --data-catalog PATH --listen HOST:PORT --data DIR --name NAME
                    [--rack R] [--zone Z] [--drives N] [--pack-threshold-bytes N]
+                   [--tls-cert FILE --tls-key FILE] [--config FILE]
 
 The drives are the subdirectories of DIR (`--drives N` creates d1..dN when DIR has none). The
 node serves them over HTTP (erasure.node_server), and keeps its record in the catalog fresh
@@ -10,6 +11,11 @@ Requests must be signed with the cluster secret (TIERSTORE_CLUSTER_SECRET or --s
 `--catalog URL` is the gateways' catalog on a database server (postgresql://...: nodes and gateways
 on any hosts); `--data-catalog PATH` a SQLite catalog file shared by the processes of one host
 (the gateway's `<data>/catalog/catalog.db`).
+
+With `--tls-cert` and `--tls-key` (or `[node] tls_cert` / `tls_key` in the `--config` file) the
+node serves HTTPS only, and registers an https:// address: gateways then verify its certificate
+(`[cluster] node_ca`, `--node-ca`, TIERSTORE_NODE_CA) and still sign every request. The config
+file's `[cluster] secret_file` serves as `--secret-file`.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import logging
 import os
 import shutil
 import signal
+import ssl
 import threading
 from pathlib import Path
 from typing import Any
@@ -38,13 +45,18 @@ def add_node_parser(commands: Any) -> None:
     )
     where.add_argument("--data-catalog", type=Path, help="the gateways' SQLite catalog file")
     node.add_argument("--listen", required=True, help="HOST:PORT to serve the drives on")
-    node.add_argument("--advertise", help="address gateways reach this node at (default: http://<listen>)")
+    node.add_argument("--advertise", help="address gateways reach this node at (default: http(s)://<listen>)")
     node.add_argument("--data", type=Path, required=True, help="directory holding one subdirectory per drive")
     node.add_argument("--name", required=True, help="this node's name (unique in the cluster)")
     node.add_argument("--rack", default="rack1")
     node.add_argument("--zone", default="zone1")
     node.add_argument("--drives", type=int, metavar="N", help="create drives d1..dN when --data has none")
     node.add_argument("--secret-file", type=Path, help="file holding the cluster secret")
+    node.add_argument("--tls-cert", help="PEM certificate: serve HTTPS only (with --tls-key)")
+    node.add_argument("--tls-key", help="PEM private key for --tls-cert")
+    node.add_argument(
+        "--config", type=Path, help="TOML file: its [node] tls_cert/tls_key and [cluster] secret_file"
+    )
     node.add_argument(
         "--pack-threshold-bytes",
         type=int,
@@ -55,8 +67,34 @@ def add_node_parser(commands: Any) -> None:
     )
 
 
+def _tls_context(cert: str, key: str) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert, key)
+    return context
+
+
 def run_node(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="tierstore-node %(name)s: %(message)s")
+    if args.config is not None:
+        from server.config import ConfigError, load_settings
+
+        try:
+            settings, _ = load_settings(args.config)
+        except (OSError, ConfigError) as exc:
+            print(f"tierstore node: bad configuration: {exc}", flush=True)
+            return 2
+        args.tls_cert = args.tls_cert or settings.node.tls_cert or None
+        args.tls_key = args.tls_key or settings.node.tls_key or None
+        args.secret_file = args.secret_file or settings.cluster.secret_file or None
+    if bool(args.tls_cert) != bool(args.tls_key):
+        print("tierstore node: --tls-cert and --tls-key go together", flush=True)
+        return 2
+    try:
+        tls = _tls_context(args.tls_cert, args.tls_key) if args.tls_cert else None
+    except (OSError, ssl.SSLError) as exc:
+        print(f"tierstore node: cannot load the TLS certificate: {exc}", flush=True)
+        return 2
     secret = nodes.cluster_secret(args.secret_file)
     if not secret:
         print(f"tierstore node: no cluster secret ({nodes.SECRET_ENV} or --secret-file)", flush=True)
@@ -73,9 +111,10 @@ def run_node(args: argparse.Namespace) -> int:
         return 2
     host, _, port = args.listen.rpartition(":")
     server = NodeHTTPServer(
-        (host, int(port)), NodeDrives(data, drives, max(0, args.pack_threshold_bytes)), secret
+        (host, int(port)), NodeDrives(data, drives, max(0, args.pack_threshold_bytes)), secret, tls
     )
-    address = args.advertise or f"http://{host}:{server.server_address[1]}"
+    scheme = "https" if tls is not None else "http"
+    address = args.advertise or f"{scheme}://{host}:{server.server_address[1]}"
 
     from tiering.catalog import Catalog
 

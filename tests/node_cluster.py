@@ -40,11 +40,13 @@ class Node:
     log_path: Path | None = None
     host: str = "127.0.0.1"
     netns: str | None = None  # run inside this network namespace (the partition test)
+    extra_args: list[str] = field(default_factory=list)  # more `tierstore node` flags (--tls-cert ...)
     _seen: int = 0
 
     @property
     def address(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        scheme = "https" if "--tls-cert" in self.extra_args else "http"
+        return f"{scheme}://{self.host}:{self.port}"
 
     def launch(self) -> None:
         """Start the process; `wait_listening` waits for it (start several, then wait for all)."""
@@ -76,6 +78,7 @@ class Node:
                 self.rack,
                 "--drives",
                 "3",
+                *self.extra_args,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -158,6 +158,17 @@ class TierBackend(ABC):
         """
         return []
 
+    def judge_writers_elsewhere(self, elsewhere: Callable[[str], bool]) -> None:
+        """Before `start`: the data ids whose writers are judged by the catalog's process table
+        (a process on another host), not by a pid on this host, when `start` sweeps what dead
+        writers left. A backend with no such sweep ignores it."""
+
+    async def sweep_writes_of(self, writer: Callable[[str], bool]) -> int:
+        """Remove what unfinished writes of data ids `writer` accepts left behind (temporary files
+        of a process found dead); how many. A backend whose unfinished writes leave nothing that
+        another process could tell apart returns 0."""
+        return 0
+
     # Capability: `list_data` enumerates what the backend holds, so the consistency check can
     # find data no catalog row references. A backend that cannot answers with nothing listed.
     lists_data: bool = False

@@ -49,6 +49,7 @@ HEARTBEAT = 2.0  # seconds between a node's heartbeats
 DOWN_AFTER = 6.0  # a node silent this long is down (three missed heartbeats)
 FOLLOW_INTERVAL = 1.0
 SECRET_ENV = "TIERSTORE_CLUSTER_SECRET"
+NODE_CA_ENV = "TIERSTORE_NODE_CA"  # the CA bundle gateways verify TLS nodes against
 
 
 def cluster_secret(secret_file: str | Path | None = None) -> bytes:
@@ -57,6 +58,12 @@ def cluster_secret(secret_file: str | Path | None = None) -> bytes:
     if secret_file:
         return Path(secret_file).read_text().strip().encode()
     return os.environ.get(SECRET_ENV, "").encode()
+
+
+def node_ca(configured: str | None = None) -> str | None:
+    """The CA bundle (PEM file) that node certificates are verified against: `configured`
+    ([cluster] node_ca, --node-ca), else TIERSTORE_NODE_CA; None: the system's trust store."""
+    return configured or os.environ.get(NODE_CA_ENV) or None
 
 
 def node_id(data: Path) -> str:
@@ -149,8 +156,10 @@ def place_on_nodes(
     nodes: list[dict[str, Any]],
     secret: bytes,
     timeout: float = 3.0,
+    ca_file: str | None = None,
 ) -> list[TierConfig]:
-    """The tier configs with every erasure-coded tier's domains on the registered nodes."""
+    """The tier configs with every erasure-coded tier's domains on the registered nodes (those
+    at https:// addresses verified against `ca_file`, or the system store)."""
     if not secret:
         raise ValueError(f"storage nodes are registered but no cluster secret is set ({SECRET_ENV})")
     out = []
@@ -161,6 +170,7 @@ def place_on_nodes(
                 "remote_domains": remote_domains(tier.name, nodes),
                 "cluster_secret": secret,
                 "node_timeout": timeout,
+                "node_ca": ca_file,
             }
             tier = replace(tier, options=options)
         out.append(tier)

@@ -55,6 +55,7 @@ from tiering.encryption.descriptor import BUCKET_DEFAULT
 from tiering.encryption.keys import KeyService, KeySettings
 from tiering.errors import (
     BucketNotFound,
+    CatalogUnavailable,
     ChecksumMismatch,
     ChecksumTypeMismatch,
     ConditionalConflict,
@@ -81,7 +82,18 @@ from tiering.errors import (
 from tiering.heat import decayed
 from tiering.maintenance import Maintenance
 from tiering.object_lock import LockConfiguration
-from tiering.peers import CHECKPOINT_INTERVAL, Checkpoint, ProcessRegistry
+from tiering.peers import (
+    CHECKPOINT_INTERVAL,
+    PROCESS_GRACE,
+    PROCESS_HEARTBEAT,
+    Checkpoint,
+    LiveProcess,
+    ProcessRegistry,
+    ProcessRow,
+    host_id,
+    judged_elsewhere,
+    owner_of,
+)
 from tiering.rebalance import Rebalancer
 from tiering.records import (
     BucketRecord,
@@ -115,6 +127,9 @@ ORPHAN_SLACK = 600.0
 # With other processes alive, a blob they wrote may be in flight (not yet committed) for a while:
 # orphans of a dead process are swept only once everything in its window is this old.
 PEER_ORPHAN_AGE = 3600.0
+# One survivor at a time sweeps a dead process (a lease per dead process); one that dies midway
+# leaves it to another after this long.
+ORPHAN_LEASE_TTL = 600.0
 COLLECTOR_LEASE = "garbage-collector"
 COLLECTOR_LEASE_TTL = 30.0
 # How long a completed upload is remembered, so that a re-sent CompleteMultipartUpload (a client
@@ -351,6 +366,7 @@ class PendingWrite:
             stored = self._store_whole() if self._stored is None else self._stored
             if stored is None:
                 return None  # the backend cannot take the body whole: `seal` streams it first
+            self._store.check_may_commit([stored.data_id])
             result = commit(stored)
             self._done = True  # committed: from now on the catalog owns the data, never abort it
             return result
@@ -647,6 +663,9 @@ class ObjectStore:
         # this data directory catch up before their next request (tiering/changes.py).
         self.changes = ChangeSignal(state_dir)
         self.live_peers: list[Checkpoint] = []  # other processes on this data directory at start
+        # This process's row in the catalog's process table (tiering.peers), from `start` on; its
+        # id tags every data id made here, so that only what it wrote is swept if it dies.
+        self.process: LiveProcess | None = None
         self._holder = f"{socket.gethostname()}:{os.getpid()}:{id(self)}"
 
     @property
@@ -663,7 +682,9 @@ class ObjectStore:
 
     async def start(self) -> None:
         await self.rebalancer.load()  # domains added/drained/removed and codes changed at runtime
+        rows = await asyncio.to_thread(self.catalog.process_rows)
         for tier in self.tiers.values():
+            tier.backend.judge_writers_elsewhere(judged_elsewhere(rows, host_id()))
             await tier.backend.start()
         if self.registry is not None:
             now = time.time()
@@ -673,6 +694,10 @@ class ObjectStore:
             for dead in others:
                 if not dead.alive(now):
                     self._tasks.append(asyncio.create_task(self._sweep_after_crash(dead)))
+        process = LiveProcess(self.catalog, self._started_at)
+        await asyncio.to_thread(process.register)
+        self.process = process
+        self._tasks.append(asyncio.create_task(self._beat_forever()))
         # Domain states (offline/online) are shared through the catalog with the other processes.
         await domains.load_domain_state(self, reset=not self.live_peers)
         self._tasks.append(asyncio.create_task(domains.follow_domain_state(self)))
@@ -703,6 +728,9 @@ class ObjectStore:
                 await asyncio.to_thread(self.catalog.publish_pins, self._holder, [], 0.0)
         if self.registry is not None:
             self.registry.remove()
+        if self.process is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self.process.close)
         self.catalog.close()
 
     # Crash detection (tiering.peers): each process keeps its own "running" checkpoint file with
@@ -712,6 +740,63 @@ class ObjectStore:
         while True:
             await asyncio.sleep(CHECKPOINT_INTERVAL)
             await asyncio.to_thread(self.registry.heartbeat)
+
+    def check_may_commit(self, data_ids: list[str]) -> None:
+        """CatalogUnavailable (a 503, the client retries) unless blobs with these ids may be
+        committed by this process now: see tiering.peers, fencing."""
+        if self.process is not None and not all(self.process.may_commit(d) for d in data_ids):
+            raise CatalogUnavailable(
+                "this process's registration in the catalog lapsed (no heartbeat went through): "
+                "what it wrote since may have been swept, so it is not committed"
+            )
+
+    async def _beat_forever(self) -> None:
+        """Keep our row in the process table fresh, and sweep after processes whose row expired."""
+        assert self.process is not None
+        while True:
+            await asyncio.sleep(PROCESS_HEARTBEAT)
+            try:
+                await asyncio.to_thread(self.process.beat)
+                await self._sweep_dead_processes()
+            except Exception:  # keep beating: a busy catalog must not end it
+                log.exception("process heartbeat or orphan sweep failed")
+
+    async def _sweep_dead_processes(self) -> None:
+        """Sweep after every process, on any host, whose row has been expired PROCESS_GRACE:
+        only unreferenced blobs tagged with its id, never a live process's in-flight writes."""
+        assert self.process is not None
+        for row in await asyncio.to_thread(self.catalog.process_rows):
+            if row.id != self.process.id and row.expires + PROCESS_GRACE <= time.time():
+                await self._sweep_dead_process(row)
+
+    async def _sweep_dead_process(self, row: ProcessRow) -> None:
+        now = time.time()
+        lease = f"orphans:{row.id}"
+        if not await asyncio.to_thread(
+            self.catalog.acquire_lease, lease, self._holder, ORPHAN_LEASE_TTL, now
+        ):
+            return  # another survivor is on it
+        try:
+            if not await asyncio.to_thread(self.catalog.claim_process, row.id, now - PROCESS_GRACE):
+                return  # it beat again: alive after all
+            log.warning(
+                "process %s (pid %d on %s) stopped beating %.0fs ago: sweeping what it left",
+                row.id,
+                row.pid,
+                row.host,
+                now - row.heartbeat,
+            )
+            # Its orphans were made durable before it died; their files' times come from the
+            # drives' hosts: ORPHAN_SLACK either side covers their clocks and a slow commit.
+            await self._sweep_orphans(row.heartbeat - ORPHAN_SLACK, now + ORPHAN_SLACK, owner=row.id)
+            temporary = 0
+            for tier in self.tiers.values():  # and the temporary files of its unfinished writes
+                temporary += await tier.backend.sweep_writes_of(lambda data_id: owner_of(data_id) == row.id)
+            log.info("process %s: %d temporary files of unfinished writes removed", row.id, temporary)
+            await asyncio.to_thread(self.catalog.forget_process, row.id)
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self.catalog.release_lease, lease, self._holder)
 
     async def _sweep_after_crash(self, dead: Checkpoint) -> None:
         """Sweep what a dead process may have left, then forget its checkpoint."""
@@ -729,12 +814,17 @@ class ObjectStore:
         await self._sweep_orphans(since, until)
         await asyncio.to_thread(self.registry.forget, dead)
 
-    async def _sweep_orphans(self, since: float, until: float) -> None:
-        """After a crash: delete blobs written in [since, until) that no catalog row names."""
+    async def _sweep_orphans(self, since: float, until: float, owner: str | None = None) -> None:
+        """After a crash: delete blobs written in [since, until) by `owner` (a process id; None:
+        an earlier version's process, whose data ids carry none) that no catalog row names."""
         started = time.time()
         candidates: list[tuple[str, StoredData]] = []
         for name, tier in self.tiers.items():
-            candidates += [(name, s) for s in await tier.backend.recent_data(since, until)]
+            candidates += [
+                (name, s)
+                for s in await tier.backend.recent_data(since, until)
+                if owner_of(s.data_id) == owner
+            ]
         if not candidates:
             return
         removed = 0
@@ -897,7 +987,8 @@ class ObjectStore:
         sealing: tuple[ObjectEncryption, bytes, int] | None = None,
     ) -> PendingWrite:
         # The backend writer is created when bytes arrive: a small body never needs one.
-        return PendingWrite(self, tier, new_data_id(), size_hint, checksum_algorithm, sealing)
+        data_id = self.process.new_data_id() if self.process is not None else new_data_id()
+        return PendingWrite(self, tier, data_id, size_hint, checksum_algorithm, sealing)
 
     # --- buckets ----------------------------------------------------------------------------
 
@@ -1265,6 +1356,7 @@ class ObjectStore:
                 if verify:
                     await self._verify_copy(tier, stored, pending.digests.md5_hex)
                 offset += size
+            self.check_may_commit([segment.stored.data_id for segment in copied])  # the caller commits next
         except BaseException:
             await self._discard(tier, copied)
             raise

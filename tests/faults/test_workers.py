@@ -95,7 +95,8 @@ def test_dead_process_checkpoint_is_swept_only_when_no_peer_overlaps(tmp_path: P
     (state / f"checkpoint.{os.getppid()}").write_text(f"running {now} {now - 50}")
     swept: list[tuple[float, float]] = []
 
-    async def fake_sweep(since: float, until: float) -> None:
+    async def fake_sweep(since: float, until: float, owner: str | None = None) -> None:
+        assert owner is None  # a checkpoint file: an earlier version's process, untagged blobs
         swept.append((since, until))
 
     store._sweep_orphans = fake_sweep  # type: ignore[method-assign]

@@ -201,6 +201,22 @@ def test_the_catalog_url_from_flag_environment_or_file_is_validated(
     assert "bad port" in refusal(config_file)
 
 
+def test_node_tls_keys_and_the_node_ca_are_validated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    assert load_config().node_ca == ""  # the system store
+    assert load_config(write(tmp_path, f'[cluster]\nnode_ca = "{ca}"\n')).node_ca == str(ca)
+    assert load_config(node_ca=str(ca)).node_ca == str(ca)  # --node-ca
+    assert "command line --node-ca: cluster.node_ca: " in refusal(node_ca=str(tmp_path / "nope.pem"))
+    assert "no CA bundle file" in refusal(write(tmp_path, '[cluster]\nnode_ca = "/nonexistent/ca.pem"\n'))
+    # TIERSTORE_NODE_CA is read where the gateway places tiers on nodes, and is no unknown key.
+    monkeypatch.setenv("TIERSTORE_NODE_CA", str(ca))
+    assert not load_config().warnings
+    # [node]: a storage node's own keys; both or neither.
+    assert "set both tls_cert and tls_key" in refusal(write(tmp_path, f'[node]\ntls_cert = "{ca}"\n'))
+    assert "node.tls_kye" in refusal(write(tmp_path, f'[node]\ntls_cert = "{ca}"\ntls_kye = "{ca}"\n'))
+
+
 def test_a_bad_flag_is_named(tmp_path: Path) -> None:
     assert "command line --listen: server.listen: listen address must be HOST:PORT" in refusal(
         listen="1.2.3.4"

@@ -325,6 +325,29 @@ def test_abort_and_sweep_leave_no_temporary_files(tmp_path: Path) -> None:
     run(scenario())
 
 
+def test_a_writer_judged_elsewhere_is_not_judged_by_its_pid_here(tmp_path: Path) -> None:
+    """A temporary shard whose pid is gone from this host: swept on the pid's word unless its data
+    id says its writer is judged elsewhere (a gateway on another host, in the catalog's process
+    table); then only the age, or `sweep_tmp_of` for that writer, removes it."""
+    pool = make_pool(tmp_path)
+    gone = 2**22 + 12345  # above the default pid_max: no such process here
+    tmp = next(iter(pool.topology)).path / TMP_DIR
+    tmp.mkdir(exist_ok=True)
+    mine, theirs = tmp / f"aaaa-host1.0.abc.p{gone}.tmp", tmp / f"bbbb-host2.0.abc.p{gone}.tmp"
+    for path in (mine, theirs):
+        path.write_bytes(b"x")
+
+    async def scenario() -> None:
+        await pool.start(judged_elsewhere=lambda data_id: data_id.endswith("-host2"))
+        assert not mine.exists() and theirs.exists()  # its pid meant nothing here
+        assert await pool.sweep_tmp_of(lambda data_id: data_id.endswith("-host1")) == 0
+        assert await pool.sweep_tmp_of(lambda data_id: data_id.endswith("-host2")) == 1
+        assert not theirs.exists()
+        await pool.close()
+
+    run(scenario())
+
+
 def test_status_reports_every_domain(tmp_path: Path) -> None:
     pool = make_pool(tmp_path)
 

@@ -137,6 +137,7 @@ class ErasureCodedBackend(TierBackend):
         remote_domains: list[dict[str, Any]] | None = None,
         cluster_secret: bytes = b"",
         node_timeout: float = DEFAULT_TIMEOUT,
+        node_ca: str | None = None,
         pack_threshold_bytes: int = DEFAULT_PACK_THRESHOLD,
         pack_compact_seconds: float = 60.0,
         **_: Any,
@@ -159,7 +160,7 @@ class ErasureCodedBackend(TierBackend):
                 )
                 for d in remote_domains
             )
-            factory = remote_drive_factory(cluster_secret, node_timeout)
+            factory = remote_drive_factory(cluster_secret, node_timeout, node_ca)
             spread_level = _fitting_level(name, topology, spread_level, k + m)
         elif pool is None:
             if domains:
@@ -195,6 +196,7 @@ class ErasureCodedBackend(TierBackend):
                 drive_factory=factory,
             )
         self.pool = pool
+        self._judged_elsewhere: Callable[[str], bool] | None = None  # judge_writers_elsewhere
         pool.pack_compact_seconds = pack_compact_seconds
 
     def erasure_pool(self) -> ErasurePool:
@@ -233,6 +235,9 @@ class ErasureCodedBackend(TierBackend):
         found = await asyncio.to_thread(self.pool.recent_shards, since, until)
         return [StoredData(data_id, loc.pop("size"), loc) for data_id, loc in found.items()]
 
+    async def sweep_writes_of(self, writer: Callable[[str], bool]) -> int:
+        return await self.pool.sweep_tmp_of(writer)
+
     lists_data = True
 
     async def list_data(self) -> tuple[list[DataFile], list[str]]:
@@ -269,10 +274,15 @@ class ErasureCodedBackend(TierBackend):
             found.lost = found.lost or result.lost
         return found
 
+    def judge_writers_elsewhere(self, elsewhere: Callable[[str], bool]) -> None:
+        self._judged_elsewhere = elsewhere
+
     async def start(self) -> None:
-        # Several processes may share these domains (workers, a lifecycle process): sweep only the
-        # temporary shards whose writer died (a SIGKILL mid-upload), or untouched for an hour.
-        await self.pool.start(tmp_max_age=3600.0)
+        # Several processes may share these domains (workers, a lifecycle process, gateways on
+        # other hosts): sweep only the temporary shards whose writer died (a SIGKILL mid-upload),
+        # or untouched for an hour. A writer on another host is judged by the catalog's process
+        # table (tiering.peers), never by its pid here (`judge_writers_elsewhere`).
+        await self.pool.start(tmp_max_age=3600.0, judged_elsewhere=self._judged_elsewhere)
 
     async def close(self) -> None:
         await self.pool.close()

@@ -13,6 +13,7 @@ from tiering.catalog.leases import LeasesCatalog
 from tiering.catalog.listing import ListingCatalog
 from tiering.catalog.moves import MovesCatalog
 from tiering.catalog.objects import ObjectsCatalog
+from tiering.catalog.processes import ProcessesCatalog
 from tiering.catalog.sqlite import SQLiteDatabase
 from tiering.catalog.topology import TopologyCatalog
 from tiering.catalog.uploads import UploadsCatalog
@@ -29,6 +30,7 @@ class Catalog(
     TopologyCatalog,
     UsersCatalog,
     LeasesCatalog,
+    ProcessesCatalog,
 ):
     """Synchronous catalog operations, thread-safe, on SQLite or PostgreSQL.
 

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class SchemaTooNew(RuntimeError):
@@ -478,12 +478,33 @@ def _sqlite_version_4(db: sqlite3.Connection) -> None:
     db.execute(RESTORED_VERSIONS_INDEX)  # IF NOT EXISTS: processes opening the catalog together
 
 
+# Version 5: the live-process table (tiering.catalog.processes, tiering.peers). One row per
+# process writing through this catalog, on any host; alive while `expires` is ahead. The orphan
+# sweep reclaims only what processes whose row expired wrote. Self-contained (a new table and its
+# index, nothing else touched): renumbering it after another migration is moving these lines.
+PROCESSES = """CREATE TABLE IF NOT EXISTS processes (
+    id TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started REAL NOT NULL,
+    heartbeat REAL NOT NULL,
+    expires REAL NOT NULL
+)"""
+PROCESSES_EXPIRY = "CREATE INDEX IF NOT EXISTS processes_expires ON processes (expires)"
+
+
+def _sqlite_version_5(db: sqlite3.Connection) -> None:
+    db.execute(PROCESSES)
+    db.execute(PROCESSES_EXPIRY)
+
+
 # Step n brings a catalog from version n - 1 to n (index 0: version 1).
 SQLITE_MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _sqlite_version_1,
     _sqlite_version_2,
     _sqlite_version_3,
     _sqlite_version_4,
+    _sqlite_version_5,
 ]
 
 
@@ -542,11 +563,17 @@ def _postgres_version_4(db: Any) -> None:
     db.execute(RESTORED_VERSIONS_INDEX)
 
 
+def _postgres_version_5(db: Any) -> None:
+    db.execute(_postgresql(PROCESSES))
+    db.execute(PROCESSES_EXPIRY)
+
+
 POSTGRES_MIGRATIONS: list[Callable[[Any], None]] = [
     _postgres_version_1,
     _postgres_version_2,
     _postgres_version_3,
     _postgres_version_4,
+    _postgres_version_5,
 ]
 
 
