@@ -209,9 +209,17 @@ class Gateway:
         return await asyncio.to_thread(self.progress.peers)
 
     async def heal_report(self) -> dict[str, Any]:
-        """Heal and scrub progress, of every worker (server/worker_progress.py)."""
+        """Heal and scrub progress, of every worker (server/worker_progress.py); the lost blobs are
+        the catalog's, found by any worker or gateway (tiering/maintenance.py)."""
         own = self._progress_snapshot()["heal"]
-        return merge_heal(own, [p["heal"] for p in await self._peer_progress()])
+        merged = merge_heal(own, [p["heal"] for p in await self._peer_progress()])
+        lost = await asyncio.to_thread(self.store.maintenance.lost_report)
+        merged["lost"] = [
+            {"tier": tier, "bucket": bucket, "key": key, "data_id": data_id}
+            for data_id, (tier, bucket, key) in sorted(lost.items())
+        ]
+        merged["lost_objects"] = len(lost)
+        return merged
 
     async def run_lifecycle_pass(self) -> dict[str, Any]:
         """`admin lifecycle run --wait`: a pass that sees every worker's accesses, run by the
