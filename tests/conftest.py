@@ -151,6 +151,16 @@ class ServerProcess:
     def endpoint(self) -> str:
         return f"{self.scheme}://127.0.0.1:{self.port}"
 
+    @property
+    def workers(self) -> int:
+        """How many processes serve (`--workers`, else the environment, else TIERSTORE_TEST_WORKERS;
+        0: one per core): each appends to packs of its own, so counts of pack files scale with it."""
+        if "--workers" in self.extra_args:
+            count = self.extra_args[self.extra_args.index("--workers") + 1]
+        else:
+            count = self.env.get("TIERSTORE_SERVER_WORKERS", TEST_WORKERS)
+        return int(count) or len(os.sched_getaffinity(0))
+
     def _catalog_for_nodes(self) -> Path | str:
         if "--catalog" in self.extra_args:
             return self.extra_args[self.extra_args.index("--catalog") + 1]
