@@ -255,7 +255,7 @@ class Gateway:
 
     async def catch_up(self) -> None:
         """Before a request: if another process on this data directory changed users, policies,
-        bucket configurations, the clock or domains (tiering/changes.py), reload what this one
+        bucket configurations, the clock, domains or the topology (tiering/changes.py), reload what this one
         caches, so that whichever worker answers, it answers as the one that made the change."""
         if self.store.changes.token() == self._changes_seen:
             return  # the common case: one 8-byte read
@@ -274,6 +274,9 @@ class Gateway:
             await asyncio.to_thread(reload)
             await self.authorizer.reload_user_policies()
             await domains.load_domain_state(self.store, reset=False)
+            # A drain through another worker: no shard of ours is placed on it from now on (its
+            # `drain --wait` counts only its own writers still writing there).
+            await self.store.rebalancer.follow()
             self._changes_seen = token
 
     def authenticate_request(self, request: Request) -> AuthContext:
