@@ -20,7 +20,17 @@ from the start of the pack, never by resyncing; compaction migrates them (it cop
 record of a legacy pack into the open, keyed pack).
 
 `payload` is exactly the bytes the shard file would hold, so a packed shard reads and verifies
-like a file (header, then checksummed frames). `kind` 2 is a tombstone (a removed shard).
+like a file (header, then checksummed frames). `kind` 2 is a tombstone (a removed shard); its
+payload names the record it removes (that record's pack and payload offset).
+
+Why a tombstone names its record: several processes append to one drive (`--workers N`), each to
+its own packs, and a scan replays packs in name order, which is not the order in which their
+records were written. A tombstone that removed "whatever (data id, shard) names now" was undone
+when a scan met it before the record it removed (its pack's name sorted first): the removed shard
+came back at the next start, or to anyone reading the packs. A named record is removed whichever
+is read first. For the same reason a record that replaces one already there (heal rewriting a
+damaged shard) is preceded by a tombstone of the old one. Tombstones without a payload (written
+before this) still remove whatever the key names when met.
 
 - Self-describing records: the drive's index (data id, shard) -> (pack, offset, length) lives in
   memory and is rebuilt by reading the packs when the drive is first used; nothing outside the
@@ -70,6 +80,7 @@ KEY_BYTES = 32
 _MAGIC = b"TSPK"  # keyed records
 _LEGACY_MAGIC = b"TSPR"  # records written before keys: an unkeyed xxh32 of the header
 _PUT, _DEL = 1, 2
+_TARGET = struct.Struct("<Q")  # a tombstone's payload: the removed record's payload offset, then its pack
 _FIXED = struct.Struct("<4sBBHIQ")  # magic kind id_len index payload_length payload_xxh3
 _CHECK = struct.Struct("<I")  # legacy
 _TAG_BYTES = 16
@@ -145,6 +156,25 @@ def encode_record(kind: int, data_id: str, index: int, payload: bytes, key: byte
     )
     check = _CHECK.pack(xxhash.xxh32_intdigest(head)) if key is None else _tag(key, head)
     return head + check + payload
+
+
+def encode_target(rec: PackedRecord) -> bytes:
+    """A tombstone's payload: which record it removes."""
+    return _TARGET.pack(rec.offset) + rec.pack.encode()
+
+
+def read_target(fd: int, rec: PackedRecord) -> tuple[str, int] | None:
+    """The (pack, payload offset) a tombstone record removes; None for an unnamed (older) or
+    damaged one, which removes whatever its key names when it is met."""
+    if rec.length <= _TARGET.size:
+        return None
+    payload = os.pread(fd, rec.length, rec.offset)
+    if not rec.intact(payload):
+        return None
+    try:
+        return payload[_TARGET.size :].decode(), _TARGET.unpack_from(payload)[0]
+    except UnicodeDecodeError:
+        return None
 
 
 def record_header_size(data_id: str, keyed: bool) -> int:
@@ -253,6 +283,9 @@ class PackSet:
         self._active: str | None = None
         self._key: bytes | None = None  # the drive's record key (None: this drive cannot write)
         self._legacy: set[str] = set()  # packs written before keys: compaction migrates them
+        # Payload offsets of records removed by a tombstone naming them, per pack: a record met
+        # after its tombstone (in a pack that sorts later) is never indexed.
+        self._killed: dict[str, set[int]] = {}
         self._retired: list[tuple[float, int]] = []  # (when, fd) to close after the grace
         self._loaded = False
 
@@ -292,13 +325,27 @@ class PackSet:
                 self._scanned[name] = end
                 self._size[name] = end
                 for kind, data_id, index, rec in found:
-                    self._apply(kind, data_id, index, PackedRecord(name, rec.offset, rec.length, rec.digest))
+                    named = PackedRecord(name, rec.offset, rec.length, rec.digest)
+                    target = read_target(fd, named) if kind == _DEL else None
+                    self._apply(kind, data_id, index, named, target)
 
-    def _apply(self, kind: int, data_id: str, index: int, rec: PackedRecord) -> None:
+    def _apply(
+        self, kind: int, data_id: str, index: int, rec: PackedRecord, target: tuple[str, int] | None = None
+    ) -> None:
+        """Replay one record. A tombstone naming its record (`target`) removes that record only,
+        whether it was met before or after it; an unnamed one removes what the key names now."""
         key = (data_id, index)
-        old = self._index.pop(key, None)
-        if old is not None:
-            self._live[old.pack] = self._live.get(old.pack, 0) - old.length
+        current = self._index.get(key)
+        if kind == _PUT:
+            if rec.offset in self._killed.get(rec.pack, ()):
+                return  # its tombstone was met first (in a pack whose name sorts before this one)
+        elif target is not None:
+            self._killed.setdefault(target[0], set()).add(target[1])
+            if current is None or (current.pack, current.offset) != target:
+                return  # it removes a record already replaced, or one not met yet
+        if current is not None:
+            del self._index[key]
+            self._live[current.pack] = self._live.get(current.pack, 0) - current.length
         if kind == _PUT:
             self._index[key] = rec
             self._live[rec.pack] = self._live.get(rec.pack, 0) + rec.length
@@ -349,17 +396,37 @@ class PackSet:
     # -- appends ----------------------------------------------------------------------------
 
     def append(self, data_id: str, index: int, payload: bytes, barrier: FlushBarrier | None) -> PackedRecord:
-        """Append a shard's bytes; visible now, durable once `barrier` flushed (fdatasync if None)."""
-        return self._append(_PUT, data_id, index, payload, barrier is None)
+        """Append a shard's bytes; visible now, durable once `barrier` flushed (fdatasync if None).
+
+        A record it replaces (heal rewriting a damaged one) gets a tombstone first: a scan may meet
+        the two in either order (another process's pack), and must keep this one."""
+        with self._lock:
+            self._load()
+            old = self._index.get((data_id, index))
+            if old is not None:
+                self._append(_DEL, data_id, index, encode_target(old), False)
+            return self._append(_PUT, data_id, index, payload, barrier is None)
 
     def remove(self, data_id: str, index: int) -> int:
-        """Drop a shard with a tombstone (not flushed: a lost one leaves an orphan the sweep finds)."""
+        """Drop a shard with a tombstone naming its record (not flushed: a lost one leaves an
+        orphan the sweep finds)."""
         with self._lock:
             rec = self.lookup(data_id, index)
+            if rec is not None and self._unlinked(rec.pack):
+                # Compacted away by another process: its record lives on in that process's pack.
+                self.refresh()
+                rec = self._index.get((data_id, index))
             if rec is None:
                 return -1
-            self._append(_DEL, data_id, index, b"", False)
+            self._append(_DEL, data_id, index, encode_target(rec), False)
             return rec.length
+
+    def _unlinked(self, name: str) -> bool:
+        fd = self._fds.get(name)
+        try:
+            return fd is None or os.fstat(fd).st_nlink == 0
+        except OSError:
+            return True
 
     def _append(self, kind: int, data_id: str, index: int, payload: bytes, sync: bool) -> PackedRecord:
         with self._lock:
@@ -377,7 +444,10 @@ class PackSet:
             rec = PackedRecord(
                 name, start + len(record) - len(payload), len(payload), xxhash.xxh3_64_intdigest(payload)
             )
-            self._apply(kind, data_id, index, rec)
+            target = None
+            if kind == _DEL and len(payload) > _TARGET.size:
+                target = (payload[_TARGET.size :].decode(), _TARGET.unpack_from(payload)[0])
+            self._apply(kind, data_id, index, rec, target)
             if sync:
                 os.fdatasync(fd)
             return rec
@@ -446,6 +516,20 @@ class PackSet:
             except OSError:
                 return 0
             live = [(key, rec) for key, rec in self._index.items() if rec.pack == name]
+            # Its tombstones of records in other packs still have work to do: a scan that met such
+            # a record with no tombstone anywhere would bring it back. They are copied too.
+            found, _ = scan_pack(fd, key=self._key)
+            tombstones = [
+                (data_id, index, encode_target(PackedRecord(target[0], target[1], 0, 0)))
+                for kind, data_id, index, rec in found
+                if kind == _DEL
+                and (target := read_target(fd, PackedRecord(name, rec.offset, rec.length, rec.digest)))
+                and target[0] != name
+                and (self.dir / target[0]).exists()
+            ]
+        for data_id, index, payload in tombstones:
+            with self._lock:
+                self._append(_DEL, data_id, index, payload, False)
         moved: list[tuple[tuple[str, int], PackedRecord, PackedRecord]] = []
         began = time.monotonic()
         copied = 0
@@ -462,17 +546,22 @@ class PackSet:
         with self._lock:
             for new_name in {new.pack for _, _, new in moved}:
                 os.fdatasync(self._fds[new_name])
-            # Verify the copies, then repoint only records nobody replaced or removed meanwhile.
+            self.refresh()  # tombstones other processes wrote while we copied
+            # Verify the copies, then repoint only records nobody replaced or removed meanwhile;
+            # a copy not taken is removed by name, so that no later scan indexes it.
             for key, old, new in moved:
                 if self._index.get(key) == old and new.intact(self.read(new)):
                     self._index[key] = new
                     self._live[name] -= old.length
                     self._live[new.pack] = self._live.get(new.pack, 0) + new.length
+                else:
+                    self._append(_DEL, key[0], key[1], encode_target(new), False)
             if any(rec.pack == name for rec in self._index.values()):
                 return 0  # something could not move (a corrupt record waits for heal)
             size = self._size.pop(name, 0)
             self._live.pop(name, None)
             self._scanned.pop(name, None)
+            self._killed.pop(name, None)
             del self._fds[name]
             self._legacy.discard(name)
             os.unlink(self.dir / name)

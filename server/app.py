@@ -213,9 +213,17 @@ class Gateway:
         return await asyncio.to_thread(self.progress.peers)
 
     async def heal_report(self) -> dict[str, Any]:
-        """Heal and scrub progress, of every worker (server/worker_progress.py)."""
+        """Heal and scrub progress, of every worker (server/worker_progress.py); the lost blobs are
+        the catalog's, found by any worker or gateway (tiering/maintenance.py)."""
         own = self._progress_snapshot()["heal"]
-        return merge_heal(own, [p["heal"] for p in await self._peer_progress()])
+        merged = merge_heal(own, [p["heal"] for p in await self._peer_progress()])
+        lost = await asyncio.to_thread(self.store.maintenance.lost_report)
+        merged["lost"] = [
+            {"tier": tier, "bucket": bucket, "key": key, "data_id": data_id}
+            for data_id, (tier, bucket, key) in sorted(lost.items())
+        ]
+        merged["lost_objects"] = len(lost)
+        return merged
 
     async def run_lifecycle_pass(self) -> dict[str, Any]:
         """`admin lifecycle run --wait`: a pass that sees every worker's accesses, run by the
@@ -251,7 +259,7 @@ class Gateway:
 
     async def catch_up(self) -> None:
         """Before a request: if another process on this data directory changed users, policies,
-        bucket configurations, the clock or domains (tiering/changes.py), reload what this one
+        bucket configurations, the clock, domains or the topology (tiering/changes.py), reload what this one
         caches, so that whichever worker answers, it answers as the one that made the change."""
         if self.store.changes.token() == self._changes_seen:
             return  # the common case: one 8-byte read
@@ -270,6 +278,9 @@ class Gateway:
             await asyncio.to_thread(reload)
             await self.authorizer.reload_user_policies()
             await domains.load_domain_state(self.store, reset=False)
+            # A drain through another worker: no shard of ours is placed on it from now on (its
+            # `drain --wait` counts only its own writers still writing there).
+            await self.store.rebalancer.follow()
             self._changes_seen = token
 
     def authenticate_request(self, request: Request) -> AuthContext:

@@ -248,6 +248,11 @@ class StorageCollector(Collector):
             yield from self._domains()
             yield from self._nodes()
             yield from self._moves()
+            yield GaugeMetricFamily(
+                "tierstore_lost_objects",
+                "Blobs heal found unrecoverable (fewer than k shards left anywhere): GET answers 410",
+                value=len(self.store.catalog.lost_blobs()),  # the catalog's: every process's finding
+            )
         if self.local:
             yield from self._heal()
             yield from self._rebalance()
@@ -351,11 +356,6 @@ class StorageCollector(Collector):
         progress = self.store.maintenance.progress
         yield GaugeMetricFamily(
             "tierstore_degraded_objects", "Blobs known to miss shards", value=len(progress.degraded)
-        )
-        yield GaugeMetricFamily(
-            "tierstore_lost_objects",
-            "Blobs heal found unrecoverable (fewer than k shards left anywhere): GET answers 410",
-            value=len(progress.lost),
         )
         yield CounterMetricFamily(
             "tierstore_shards_healed", "Shards rebuilt by heal", value=progress.shards_healed

@@ -47,7 +47,6 @@ GAUGE_MODES: dict[str, GaugeMode] = {
     "tierstore_scrub_checked_blobs": "livemax",
     "tierstore_scrub_total_blobs": "livemax",
     "tierstore_degraded_objects": "livemax",
-    "tierstore_lost_objects": "livemax",
     "tierstore_rebalance_running": "livemax",
     "tierstore_rebalance_shards_pending": "livemax",
     "tierstore_rebalance_bytes_pending": "livemax",

@@ -31,8 +31,9 @@ REGION = "us-east-1"
 START_TIMEOUT = 60.0
 # Servers the tests start run `tierstore serve`'s default, one process. TIERSTORE_TEST_WORKERS=2
 # runs every one of them as 2 workers under a supervisor: the run that must pass before one
-# worker per core can become the default (its last run, 2026-12-02: 7 of 1,249 failed — node
-# drain and rebalance leaving shards behind, pack-file counts, a replaced part's data left); a
+# worker per core can become the default (a run of 2026-12-02: 7 of 1,249 failed — node drain
+# and rebalance leaving shards behind, pack-file counts, a replaced part's data left, a lost
+# object's 503; fixed since: pack tombstones naming their record, lost blobs in the catalog); a
 # test that needs one process (it reads one process's memory, or kills "the" server mid-write)
 # passes `--workers 1` and says why. tests/faults/test_workers.py runs the supervised path always.
 TEST_WORKERS = os.environ.get("TIERSTORE_TEST_WORKERS", "1")
@@ -150,6 +151,16 @@ class ServerProcess:
     @property
     def endpoint(self) -> str:
         return f"{self.scheme}://127.0.0.1:{self.port}"
+
+    @property
+    def workers(self) -> int:
+        """How many processes serve (`--workers`, else the environment, else TIERSTORE_TEST_WORKERS;
+        0: one per core): each appends to packs of its own, so counts of pack files scale with it."""
+        if "--workers" in self.extra_args:
+            count = self.extra_args[self.extra_args.index("--workers") + 1]
+        else:
+            count = self.env.get("TIERSTORE_SERVER_WORKERS", TEST_WORKERS)
+        return int(count) or len(os.sched_getaffinity(0))
 
     def _catalog_for_nodes(self) -> Path | str:
         if "--catalog" in self.extra_args:

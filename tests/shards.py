@@ -12,7 +12,8 @@ their own (erasure/shard_store.py). Fault tests that corrupt, remove or count sh
   until then: tests that need "absent" to a live server restart it, or turn packs off.)
 
 The record layout is read with erasure.pack's own scanner, the one a drive rebuilds its index
-with, and replayed the same way (a later record supersedes an earlier one; tombstones remove).
+with, and replayed the same way (a later record supersedes an earlier one; a tombstone removes the record it
+names, whichever of the two is met first).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from erasure.pack import PACK_DIR, load_pack_key, record_header_size, scan_pack
+from erasure.pack import PACK_DIR, load_pack_key, read_target, record_header_size, scan_pack
 
 PACK_KIND_PUT = 1
 
@@ -81,6 +82,7 @@ def _pack_shards(domain: Path) -> list[Shard]:
     except FileNotFoundError:
         return []
     live: dict[tuple[str, int], Shard] = {}
+    killed: set[tuple[str, int]] = set()  # (pack, payload offset) named by a tombstone
     pack_key = load_pack_key(packs, create=False)
     for name in names:
         path = packs / name
@@ -91,17 +93,30 @@ def _pack_shards(domain: Path) -> list[Shard]:
         try:
             records, _ = scan_pack(fd, key=pack_key)
             starts: dict[int, int] = {}  # the record's header: keyed, or legacy (a pack written before keys)
-            for _, data_id, _, rec in records:
+            targets: dict[int, tuple[str, int] | None] = {}
+            for kind, data_id, _, rec in records:
                 keyed = os.pread(fd, 4, rec.offset - record_header_size(data_id, True)) == b"TSPK"
                 starts[rec.offset] = rec.offset - record_header_size(data_id, keyed)
+                if kind != PACK_KIND_PUT:
+                    targets[rec.offset] = read_target(fd, rec)
         finally:
             os.close(fd)
         for kind, data_id, index, rec in records:
-            live.pop((data_id, index), None)
+            key = (data_id, index)
+            current = live.get(key)
             if kind == PACK_KIND_PUT:
-                live[(data_id, index)] = Shard(
-                    domain, data_id, index, path, rec.offset, rec.length, starts[rec.offset]
-                )
+                if (name, rec.offset) not in killed:
+                    live[key] = Shard(
+                        domain, data_id, index, path, rec.offset, rec.length, starts[rec.offset]
+                    )
+                continue
+            target = targets[rec.offset]
+            if target is None:  # a tombstone that names no record: whatever the key names now
+                live.pop(key, None)
+                continue
+            killed.add(target)
+            if current is not None and (current.file.name, current.offset) == target:
+                del live[key]
     return list(live.values())
 
 

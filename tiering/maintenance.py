@@ -15,6 +15,12 @@ them, and drained by every gateway: each claims a few at a time for HEAL_CLAIM_T
 lease), so no blob is healed twice at once and one whose healer died is claimed again later. If
 the catalog cannot take the request, the gateway heals it itself, as before there was a queue.
 
+A blob heal finds unrecoverable is recorded in the catalog (`lost_blobs`), not only in this
+process's progress: a read of it answers 410 ObjectDataLost whichever worker or gateway takes it,
+and `admin status`, `admin heal` and the metrics count the catalog's lost blobs. It leaves that
+list when a heal finds it whole again, when it is gone (deleted, overwritten), or at the end of a
+full pass that did not find it lost.
+
 Scrubbing is throttled by a tranquilizer (Garage's habit): after each blob it sleeps
 `tranquility` × the time the blob took, so a scrub never crowds out foreground traffic.
 """
@@ -150,7 +156,7 @@ class Maintenance:
         stored = await asyncio.to_thread(self.store.catalog.stored_blob, data_id)
         if backend is None or stored is None:  # deleted or overwritten meanwhile
             self.progress.degraded.pop(data_id, None)
-            self.progress.lost.pop(data_id, None)
+            await self._not_lost(data_id)
             return
         if not force and self._recently_offline(stored):
             # Wait for the domain to come back (or for rebuild_delay) before moving anything.
@@ -174,20 +180,39 @@ class Maintenance:
                 self.progress.relocated += 1
         if result.unrecoverable:
             where = await asyncio.to_thread(self._owner, data_id)
+            await asyncio.to_thread(self.store.catalog.mark_blob_lost, data_id, tier, time.time())
             self.progress.lost[data_id] = (tier, *where)
             self.progress.degraded.pop(data_id, None)
             log.error("blob %s on %s is lost (fewer than k shards survive)", data_id, tier)
         elif result.lost or result.still_missing:
             # Unreadable now, perhaps, but offline domains still hold enough: wait for them.
             self.progress.degraded[data_id] = tier
-            self.progress.lost.pop(data_id, None)
+            await self._not_lost(data_id)
         else:
             self.progress.degraded.pop(data_id, None)
-            self.progress.lost.pop(data_id, None)
+            await self._not_lost(data_id)
+
+    async def _not_lost(self, data_id: str) -> None:
+        # Only a blob this process knows lost costs a catalog write: a scrub heals millions. What
+        # another process marked is cleared by the end of a full pass (`_full_pass`).
+        if self.progress.lost.pop(data_id, None) is not None:
+            await asyncio.to_thread(self.store.catalog.clear_lost_blobs, [data_id])
 
     def is_lost(self, data_id: str) -> bool:
-        """Whether heal found this blob unrecoverable: reads of it can never succeed."""
+        """Whether this process's heal found this blob unrecoverable (a memory read: the request
+        path asks it first; `lost_in_catalog` asks every process's finding)."""
         return data_id in self.progress.lost
+
+    def lost_in_catalog(self, data_id: str) -> bool:
+        """Whether any process's heal found this blob unrecoverable (blocking: a catalog read)."""
+        return self.store.catalog.blob_is_lost(data_id)
+
+    def lost_report(self) -> dict[str, tuple[str, str | None, str | None]]:
+        """Every lost blob, found by any process: data id -> (tier, bucket, key). Blocking."""
+        return {
+            data_id: (tier, *self._owner(data_id))
+            for data_id, tier in self.store.catalog.lost_blobs().items()
+        }
 
     def _owner(self, data_id: str) -> tuple[str | None, str | None]:
         return self.store.catalog.blob_owner(data_id)
@@ -309,9 +334,14 @@ class Maintenance:
                         if not force and self.tranquility:
                             await asyncio.sleep(self.tranquility * (time.monotonic() - started))
                     cursor = batch[-1][0]
-            # A lost object deleted or overwritten since is lost no more.
+            # A lost object deleted or overwritten since is lost no more, nor one this pass found
+            # readable that another process had marked (the catalog's list is every process's).
             for data_id in set(progress.lost) - seen:
                 progress.lost.pop(data_id, None)
+            marked = await asyncio.to_thread(self.store.catalog.lost_blobs)
+            stale = [data_id for data_id in marked if data_id not in progress.lost]
+            if stale:
+                await asyncio.to_thread(self.store.catalog.clear_lost_blobs, stale)
         finally:
             progress.running = False
             progress.passes += 1

@@ -296,7 +296,9 @@ class Rebalancer:
             self.store.catalog.put_setting, TOPOLOGY_VERSION, f"{time.time():.6f}:{id(self)}"
         )
 
-    async def _follow(self) -> None:
+    async def follow(self) -> None:
+        """Take up a topology change another process made (a drain, an added drive, a new code):
+        each pass of the loop, and before a request once the change token says something changed."""
         version = await asyncio.to_thread(self.store.catalog.get_setting, TOPOLOGY_VERSION)
         if version != self._seen_version:
             self._seen_version = version
@@ -317,7 +319,7 @@ class Rebalancer:
     async def _loop(self) -> None:
         while True:
             try:
-                await self._follow()
+                await self.follow()
                 self._leader = await asyncio.to_thread(self._hold_lease)
                 if self._leader:
                     await self.collect_shard_garbage()
@@ -440,7 +442,7 @@ class Rebalancer:
                 await asyncio.to_thread(self._hold_lease)
                 await self._publish()
                 await self.collect_shard_garbage()
-                await self._follow()
+                await self.follow()
 
     async def _publish(self, force: bool = False) -> None:
         now = time.monotonic()

@@ -555,6 +555,7 @@ class OpenedObject:
             except DataNotFound as exc:
                 raise DataUnreadable(self.record.bucket, self.record.key, "data missing") from exc
             except DataUnavailable as exc:
+                await self._raise_if_lost(segment)
                 raise DataUnreadable(self.record.bucket, self.record.key, str(exc)) from exc
             try:
                 lo = max(start, seg_start) - seg_start
@@ -567,6 +568,8 @@ class OpenedObject:
                         await on_chunk(len(chunk))
                     yield chunk
             except (DataNotFound, DataUnavailable) as exc:
+                if isinstance(exc, DataUnavailable):
+                    await self._raise_if_lost(segment)
                 raise DataUnreadable(self.record.bucket, self.record.key, str(exc)) from exc
             except ChunkAuthError as exc:
                 # Bytes that do not authenticate are never served: the read fails instead.
@@ -576,6 +579,13 @@ class OpenedObject:
                 raise DataUnreadable(self.record.bucket, self.record.key, str(exc)) from exc
             finally:
                 await reader.close()
+
+    async def _raise_if_lost(self, segment: Segment) -> None:
+        """A read that failed: ObjectDataLost if some process's heal found the blob lost (the
+        catalog's list; this process's own finding was answered before reading)."""
+        maintenance = self._store.maintenance
+        if await asyncio.to_thread(maintenance.lost_in_catalog, segment.stored.data_id):
+            raise ObjectDataLost(self.record.bucket, self.record.key)
 
     def close(self) -> None:
         if not self._closed:  # a second close must not release another reader's pin
@@ -907,7 +917,7 @@ class ObjectStore:
         return {
             "tiers": tiers,
             "degraded_objects": len(degraded),
-            "lost_objects": len(self.maintenance.progress.lost),
+            "lost_objects": len(await asyncio.to_thread(self.catalog.lost_blobs)),
             "heal": self.maintenance.progress.to_json(),
         }
 

@@ -345,3 +345,29 @@ def test_a_damaged_shard_one_gateway_read_is_healed_through_the_shared_queue(
         "the shard to be rebuilt by a gateway draining the shared heal queue",
     )
     assert gateways.sql("SELECT COUNT(*) FROM heal_queue")[0][0] == 0
+
+
+def test_an_object_one_gateways_heal_found_lost_answers_410_on_every_gateway(
+    gateways: Spawn, tmp_path: Path
+) -> None:
+    """The loss is the catalog's, not the finder's memory: another gateway (or worker) answers the
+    non-retryable 410 too, and counts it in its status and metrics."""
+    a, b = gateways(2)
+    s3a, s3b = make_client(a.endpoint), make_client(b.endpoint)
+    s3a.create_bucket(Bucket="lost")
+    s3a.put_object(Bucket="lost", Key="gone", Body=random.Random(6).randbytes(400_000))  # 4+2
+    rows = gateways.sql("SELECT segments FROM objects WHERE bucket = 'lost' AND key = 'gone'")
+    data_id = json.loads(rows[0][0])[0]["id"]
+    for shard in shards_under(tmp_path / "data" / "domains", data_id)[:3]:  # m + 1 of them
+        shard.destroy()
+    assert admin(a.endpoint, "heal", "--wait")["lost_objects"] == 1
+    with pytest.raises(ClientError) as lost:
+        s3b.get_object(Bucket="lost", Key="gone")
+    assert (lost.value.response["ResponseMetadata"]["HTTPStatusCode"], _code(lost.value)) == (
+        410,
+        "ObjectDataLost",
+    )
+    assert admin(b.endpoint, "status")["lost_objects"] == 1
+    s3b.put_object(Bucket="lost", Key="gone", Body=b"new")  # overwritten: lost no more
+    assert admin(b.endpoint, "heal", "--wait")["lost_objects"] == 0
+    assert admin(a.endpoint, "status")["lost_objects"] == 0

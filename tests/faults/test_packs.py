@@ -58,7 +58,9 @@ def test_many_small_objects_in_a_handful_of_pack_files(spawn: Spawn, tmp_path: P
         list(pool.map(lambda n: put(n, 1), range(0, count, 3)))  # overwrites
         list(pool.map(lambda n: s3.delete_object(Bucket="packs", Key=f"k{n:05d}"), range(1, count, 7)))
     files, packs = files_of(data)
-    assert files <= 40 and packs <= 40, (files, packs)  # 16 drives: about one pack each
+    # 16 drives: about one open pack each per worker process (each appends to its own: one writer
+    # per file, no lock on the PUT path), a few more where compaction rotated one; and a key each.
+    assert packs <= 16 * server.workers + 8 and files <= packs + 16, (files, packs, server.workers)
 
     def expect(n: int) -> bytes | None:
         return None if n % 7 == 1 else body(n, 1 if n % 3 == 0 else 0)

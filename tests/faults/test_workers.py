@@ -23,16 +23,20 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import boto3
+from botocore.auth import S3SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.config import Config
+from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 from erasure import ErasurePool
 from erasure.shard_store import TMP_DIR
 from server.app import build_store
 from server.config import load_config
-from tests.conftest import ServerProcess, make_client
+from tests.conftest import ACCESS_KEY, SECRET_KEY, ServerProcess, make_client
 from tests.faults.conftest import MiB, StreamingPut
 from tests.support import admin, wait_for
 from tiering import domains
@@ -421,3 +425,23 @@ def test_a_change_through_one_worker_holds_at_once_on_every_worker(spawn: Spawn)
     now = admin(server.endpoint, "clock", "show")["offset_seconds"]
     admin(server.endpoint, "clock", "advance", "2")
     assert {admin(server.endpoint, "clock", "show")["offset_seconds"] for _ in range(4)} == {now + 2 * 86400}
+    # A drain through one worker: every worker places no new shard on the node from the next
+    # request on (its `drain --wait` can only count its own writers still writing there).
+
+    # Signed here, not by the CLI: the next request follows within milliseconds, well inside the
+    # half second in which the other worker's rebalancer loop would have caught up by itself.
+
+    def admin_call(method: str, path: str) -> Any:
+        signed = AWSRequest(method=method, url=f"{server.endpoint}/_tierstore/admin/{path}")
+        S3SigV4Auth(Credentials(ACCESS_KEY, SECRET_KEY), "s3", "us-east-1").add_auth(signed)
+        request = urllib.request.Request(signed.url, method=method, headers=dict(signed.headers.items()))
+        with urllib.request.urlopen(request, timeout=30) as response:  # a new connection: either worker
+            return json.loads(response.read())
+
+    def draining_seen() -> bool:
+        rows = admin_call("GET", "domains")
+        return all(row["draining"] for row in rows if row["id"].startswith("hot-n3-"))
+
+    assert {draining_seen() for _ in range(6)} == {False}
+    admin_call("POST", "domains/hot-n3/drain")
+    assert {draining_seen() for _ in range(6)} == {True}

@@ -17,6 +17,7 @@ from erasure.errors import CorruptShard
 from erasure.pack import KEY_FILE, PACK_DIR, PackSet, encode_record, load_pack_key, scan_pack
 from erasure.shard_format import HEADER_SIZE, ShardHeader
 from erasure.shard_store import LocalDrive, packed_local_drive
+from tests.shards import shards_under
 from tests.unit.test_erasure_pool import get, put
 
 K, M, BLOCK = 4, 2, 16 << 10
@@ -412,3 +413,52 @@ def test_a_damaged_header_in_a_live_appenders_pack_is_skipped_a_half_written_tai
         f.write(tail[100:])
     rec = reader.lookup("r3", 0)  # the rest arrived: read on from where the scan stopped
     assert rec is not None and reader.read(rec) == blob(700, 3)
+
+
+def _two_appenders(root: Path) -> tuple[PackSet, PackSet]:
+    """Two writers of one drive, as two worker processes are: each appends to packs of its own.
+    `first` opens its pack first, so its pack's name sorts before `second`'s."""
+    first, second = PackSet(root, PACK), PackSet(root, PACK)
+    first.append("opener", 0, b"x" * 100, None)
+    second.append("opener2", 0, b"y" * 100, None)
+    return first, second
+
+
+def test_a_tombstone_in_a_pack_that_sorts_first_still_removes_its_record(tmp_path: Path) -> None:
+    """With two workers, one removes a shard another packed (the collector after a drain): its
+    tombstone lands in its own pack, whose name may sort before the record's. A fresh scan (the
+    next start, any other process) must not bring the shard back."""
+    first, second = _two_appenders(tmp_path)
+    second.append("moved", 2, b"shard" * 50, None)
+    assert first.remove("moved", 2) == 250  # found in the other writer's pack
+    fresh = PackSet(tmp_path, PACK)
+    assert fresh.lookup("moved", 2) is None
+    second.refresh()  # the other writer's own view, at its next look at the packs
+    assert second.lookup("moved", 2, refresh=False) is None
+    assert [s for s in shards_under(tmp_path) if s.data_id == "moved"] == []
+
+
+def test_a_rewritten_record_wins_over_the_one_it_replaced_in_any_scan_order(tmp_path: Path) -> None:
+    """Heal rewrites a damaged shard in its own pack, which may sort before the damaged record's."""
+    first, second = _two_appenders(tmp_path)
+    second.append("healed", 1, b"old" * 40, None)
+    assert first.lookup("healed", 1) is not None
+    new = first.append("healed", 1, b"new" * 40, None)
+    fresh = PackSet(tmp_path, PACK)
+    assert fresh.lookup("healed", 1) == new
+    assert fresh.read(new) == b"new" * 40
+
+
+def test_compaction_keeps_tombstones_of_records_in_other_packs(tmp_path: Path) -> None:
+    """A mostly dead pack is rewritten without its dead records; a tombstone it holds for a record
+    in another writer's pack is carried over, or a later scan would bring that record back."""
+    first, second = _two_appenders(tmp_path)
+    second.append("elsewhere", 0, b"e" * 200, None)
+    second.append("kept", 0, b"k" * 4000, None)  # the other pack stays mostly live: not compacted
+    first.remove("elsewhere", 0)
+    first.remove("opener", 0)  # the first writer's pack is now all dead
+    assert first.compact(bytes_per_second=1 << 30) > 0
+    fresh = PackSet(tmp_path, PACK)
+    assert fresh.lookup("elsewhere", 0) is None
+    assert fresh.lookup("kept", 0) is not None
+    assert {s.data_id for s in shards_under(tmp_path)} == {"opener2", "kept"}

@@ -138,3 +138,32 @@ class BlobsCatalog(CatalogBase):
 
     def heal_queue_length(self) -> int:
         return int(self._reader().execute("SELECT COUNT(*) FROM heal_queue").fetchone()[0])
+
+    # --- lost blobs (every process's) ------------------------------------------------------------
+
+    @transaction
+    def mark_blob_lost(self, data_id: str, tier: str, now: float) -> None:
+        """Heal found this blob unrecoverable: every process answers its reads 410 from now on."""
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO lost_blobs (data_id, tier, found) VALUES (?, ?, ?) ON CONFLICT (data_id) DO NOTHING",
+                (data_id, tier, now),
+            )
+
+    @transaction
+    def clear_lost_blobs(self, data_ids: list[str]) -> None:
+        """Lost no more: deleted, overwritten, or found whole by a later heal."""
+        with self._write() as db:
+            db.executemany("DELETE FROM lost_blobs WHERE data_id = ?", [(d,) for d in data_ids])
+
+    def blob_is_lost(self, data_id: str) -> bool:
+        return (
+            self._reader().execute("SELECT 1 FROM lost_blobs WHERE data_id = ?", (data_id,)).fetchone()
+            is not None
+        )
+
+    def lost_blobs(self) -> dict[str, str]:
+        """Data id -> tier of every blob some process's heal found lost."""
+        return dict(
+            self._reader().execute("SELECT data_id, tier FROM lost_blobs ORDER BY data_id").fetchall()
+        )

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 class SchemaTooNew(RuntimeError):
@@ -498,6 +498,20 @@ def _sqlite_version_5(db: sqlite3.Connection) -> None:
     db.execute(PROCESSES_EXPIRY)
 
 
+# Version 6: blobs heal found lost (fewer than k shards left anywhere), shared by every process
+# (tiering.maintenance). A read of one answers 410 ObjectDataLost whichever worker or gateway takes
+# it, not only the one whose heal found it; status and metrics count them from here.
+LOST_BLOBS = """CREATE TABLE IF NOT EXISTS lost_blobs (
+    data_id TEXT PRIMARY KEY,
+    tier TEXT NOT NULL,
+    found REAL NOT NULL
+)"""
+
+
+def _sqlite_version_6(db: sqlite3.Connection) -> None:
+    db.execute(LOST_BLOBS)
+
+
 # Step n brings a catalog from version n - 1 to n (index 0: version 1).
 SQLITE_MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _sqlite_version_1,
@@ -505,6 +519,7 @@ SQLITE_MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _sqlite_version_3,
     _sqlite_version_4,
     _sqlite_version_5,
+    _sqlite_version_6,
 ]
 
 
@@ -568,12 +583,17 @@ def _postgres_version_5(db: Any) -> None:
     db.execute(PROCESSES_EXPIRY)
 
 
+def _postgres_version_6(db: Any) -> None:
+    db.execute(_postgresql(LOST_BLOBS))
+
+
 POSTGRES_MIGRATIONS: list[Callable[[Any], None]] = [
     _postgres_version_1,
     _postgres_version_2,
     _postgres_version_3,
     _postgres_version_4,
     _postgres_version_5,
+    _postgres_version_6,
 ]
 
 
