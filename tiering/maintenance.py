@@ -145,10 +145,18 @@ class Maintenance:
     # --- one blob ------------------------------------------------------------------------------
 
     def _recently_offline(self, stored: StoredData) -> bool:
+        """Whether a shard of this blob sits on a domain that went offline less than rebuild_delay
+        ago (it may come back with it). A shard the blob was written without (`missing`) is not
+        on its domain whatever happens to it: nothing to wait for, so it never defers the heal —
+        a node killed under a PUT and then marked down must not leave the blob short for
+        rebuild_delay while m - 1 more failures would make it unreadable."""
         now = time.time()
         shards = stored.location.get("shards") or []
+        missing = set(stored.location.get("missing") or [])
         return any(
-            d in self.offline_since and now - self.offline_since[d] < self.rebuild_delay for d in shards if d
+            d in self.offline_since and now - self.offline_since[d] < self.rebuild_delay
+            for i, d in enumerate(shards)
+            if d and i not in missing
         )
 
     async def heal_blob(self, tier: str, data_id: str, *, force: bool) -> None:
