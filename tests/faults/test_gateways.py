@@ -223,7 +223,12 @@ class Traffic:
     def _retrying(self, n: int, call: Callable[[Any], Any]) -> Any:
         for attempt in range(200):
             client = make_client(
-                self.endpoints[(n + attempt) % len(self.endpoints)], connect_timeout=2, read_timeout=20
+                # read_timeout well above a request's longest wait for the catalog (two statements
+                # of POOL_TIMEOUT each, 20 s): at 20 s, a client gave up just as the 503 came, so
+                # a PostgreSQL outage could go unseen.
+                self.endpoints[(n + attempt) % len(self.endpoints)],
+                connect_timeout=2,
+                read_timeout=60,
             )
             try:
                 return call(client)
@@ -344,7 +349,10 @@ def test_a_damaged_shard_one_gateway_read_is_healed_through_the_shared_queue(
         30,
         "the shard to be rebuilt by a gateway draining the shared heal queue",
     )
-    assert gateways.sql("SELECT COUNT(*) FROM heal_queue")[0][0] == 0
+    # The rebuilt shard lands before the queue entry is deleted (its own transaction, after).
+    wait_for(
+        lambda: gateways.sql("SELECT COUNT(*) FROM heal_queue")[0][0] == 0, 30, "the heal queue to empty"
+    )
 
 
 def test_an_object_one_gateways_heal_found_lost_answers_410_on_every_gateway(

@@ -321,13 +321,23 @@ def test_kill9_of_the_supervisor_leaves_no_worker_serving(spawn: Spawn) -> None:
     server.proc.wait(10)
 
     def gone(pid: int) -> bool:
+        # Every thread, not just the leader: a killed process's leader turns zombie while a
+        # thread stuck in a slow fsync still holds the process's files (the listening socket
+        # among them) until it, too, has exited — seconds on a loaded machine.
         try:
-            with open(f"/proc/{pid}/stat") as stat:
-                return stat.read().rpartition(")")[2].split()[0] == "Z"
+            tasks = os.listdir(f"/proc/{pid}/task")
         except OSError:
             return True
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/stat") as stat:
+                    if stat.read().rpartition(")")[2].split()[0] not in ("Z", "X"):
+                        return False
+            except OSError:
+                continue  # that thread just went
+        return True
 
-    wait_for(lambda: all(gone(pid) for pid in workers), 2, "the workers to die with their supervisor")
+    wait_for(lambda: all(gone(pid) for pid in workers), 10, "the workers to die with their supervisor")
     upload.resume.set()
     upload.join(30)
     assert upload.status != 200, "an orphaned worker finished the upload after the crash"
