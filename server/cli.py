@@ -293,7 +293,7 @@ async def serve(
     gate = _DrainGate(create_app(config))
     _tune_runtime()
     raise_file_limit(config.max_connections)
-    trimmer = asyncio.create_task(malloc_tuning.trim_periodically()) if malloc_tuning.tune() else None
+    trimmer = asyncio.create_task(malloc_tuning.trim_periodically())
     uv_config = uvicorn.Config(
         gate,
         host=config.listen_host,
@@ -334,8 +334,7 @@ async def serve(
                     logs.console.info("%s", line)
         await task
     finally:
-        if trimmer is not None:
-            trimmer.cancel()
+        trimmer.cancel()
     if threading.current_thread() is threading.main_thread():
         # Drained and closed: a further SIGTERM (a supervisor, an impatient script) must not turn
         # the clean exit that follows into "killed by SIGTERM".
@@ -367,7 +366,7 @@ async def run_lifecycle_only(config: ServerConfig) -> None:
     """The daemon in its own process: same catalog and tiers, no HTTP. Stops on SIGTERM/SIGINT."""
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(IO_THREADS, thread_name_prefix="io"))
     # Moves stream blocks as GETs and PUTs do.
-    trimmer = asyncio.create_task(malloc_tuning.trim_periodically()) if malloc_tuning.tune() else None
+    trimmer = asyncio.create_task(malloc_tuning.trim_periodically())
     store = build_store(config)
     lifecycle = build_lifecycle(config, store, run_daemon=True)
     stop = asyncio.Event()
@@ -379,8 +378,7 @@ async def run_lifecycle_only(config: ServerConfig) -> None:
     try:
         await stop.wait()
     finally:
-        if trimmer is not None:
-            trimmer.cancel()
+        trimmer.cancel()
         await lifecycle.close()
         await store.close()
 
@@ -422,6 +420,8 @@ def _main(argv: list[str] | None = None) -> int:
     if args.command == "node":
         return run_node(args)
     if args.command in ("serve", "lifecycle"):
+        # Before any thread exists: glibc fixes its arena limit when the first thread allocates.
+        malloc_tuning.tune()
         try:
             if args.command == "serve":
                 config = load_config(

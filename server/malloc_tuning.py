@@ -9,10 +9,17 @@ CPU per GET 89 -> 58 ms; 64 MiB PUT c2 +15 % (bench/RESULTS.md, interleaved A/B)
 
 The price would be memory kept after a burst: up to TRIM_THRESHOLD of free heap in each of glibc's
 arenas (8 per core by default): after 2 x 32 concurrent 64 MiB GETs, 600-680 MiB stayed resident
-where 153 MiB did before. Hence two arenas only (nearly every allocation here happens under the GIL,
-so more arenas buy no parallelism: no change in throughput measured), and `malloc_trim` every
-TRIM_INTERVAL seconds hands free memory back: 285-307 MiB right after that burst, 75 MiB once trimmed.
-Without glibc (musl, macOS) nothing here does anything.
+where 153 MiB did before. Hence `malloc_trim` every TRIM_INTERVAL seconds, and ONE arena: glibc's
+malloc_trim gives back the free pages inside every arena but the free top of the main arena's only
+(its thread arenas' 64 MiB heaps shrink only on a free that leaves more than TRIM_THRESHOLD on
+top, which a 64 MiB heap never holds). With a second arena, a server whose I/O threads happened to
+allocate there kept 50-150 MiB for good after such a burst (a server on PostgreSQL, whose pool
+threads make more of them, did so in 1 run of 2). Nearly every allocation happens under the GIL,
+so arenas buy no parallelism here.
+
+`tune()` must run before the process starts a thread: glibc fixes its arena limit the first time
+a thread allocates, and a later M_ARENA_MAX is ignored. Without glibc (musl, macOS) nothing here
+does anything.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from typing import Any
 
 MMAP_THRESHOLD = 8 * 1024 * 1024  # blocks up to this size come from the heap, larger ones from their own mmap
 TRIM_THRESHOLD = 64 * 1024 * 1024  # free memory kept at the top of a heap instead of going back at once
-ARENA_MAX = 2
+ARENA_MAX = 1  # see above: the main arena alone is trimmed to the bone
 TRIM_INTERVAL = 10.0  # seconds between hand-backs of free heap memory to the kernel
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8  # mallopt parameters, <malloc.h>
 
@@ -37,7 +44,8 @@ def _libc_function(name: str) -> Any:
 
 
 def tune() -> bool:
-    """Fix the thresholds and the arena count; False where this is not glibc (nothing done then)."""
+    """Fix the thresholds and the arena count; False where this is not glibc (nothing done then).
+    Call it first thing in the process, before any thread exists (see the module's docstring)."""
     mallopt = _libc_function("mallopt")
     if mallopt is None or _libc_function("malloc_trim") is None:
         return False
