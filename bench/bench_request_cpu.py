@@ -1,6 +1,6 @@
 """Server CPU per small request, old tree against new tree, in one interleaved run.
 
-    .venv/bin/python bench/bench_request_cpu.py --old /tmp/tierstore-base [--rounds 3] [--duration 8]
+    .venv/bin/python bench/bench_request_cpu.py --old /tmp/tierstore-base [--rounds 3] [--duration 8] [--size 4KiB]
 
 Starts two `tierstore serve` (default configuration, fresh temp dirs): OLD from the source tree
 given (e.g. `git archive <commit> | tar -x -C DIR`), NEW from this checkout. Then, for 4 KiB GET
@@ -34,6 +34,7 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=8.0)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--ops", default="get,put")
+    ap.add_argument("--size", default="4KiB", help="object size, as s3bench takes it (e.g. 64MiB)")
     args = ap.parse_args()
     servers = {"old": Tierstore(), "new": Tierstore()}
     servers["old"].cwd = args.old.resolve()
@@ -49,7 +50,7 @@ def main() -> int:
                 "--op",
                 op,
                 "--size",
-                "4KiB",
+                args.size,
                 "-c",
                 str(args.concurrency),
                 "--duration",
@@ -63,7 +64,7 @@ def main() -> int:
                 "--json-out",
                 str(out),
                 "--label",
-                f"request-cpu {op}",
+                f"request-cpu {op} {args.size}",
             ]
             for name, s in servers.items():
                 cmd += ["--endpoint", f"{name}={s.endpoint}", "--server-pid", f"{name}={s.pid}"]
