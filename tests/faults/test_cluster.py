@@ -114,6 +114,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             node.stop()
 
 
+@pytest.fixture(autouse=True)
+def _cluster_whole_again(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test on the shared cluster, restart a node it left killed: a test that fails
+    between its kill and its restart must not fail the module's later tests too."""
+    yield
+    if "cluster" not in request.fixturenames:
+        return
+    cluster: Cluster = request.getfixturevalue("cluster")
+    for node in cluster.nodes:
+        if node.proc is not None and node.proc.poll() is not None:
+            node.start()
+
+
 def _node_shards(cluster: Cluster) -> int:
     """Shards on the nodes' drives: shard files and live records in pack files (the default)."""
     return sum(count_shards(n.data) for n in cluster.nodes)
