@@ -420,7 +420,7 @@ def _main(argv: list[str] | None = None) -> int:
     if args.command == "node":
         return run_node(args)
     if args.command in ("serve", "lifecycle"):
-        # Before any thread exists: glibc fixes its arena limit when the first thread allocates.
+        # Before any thread exists: a thread that allocates before the arena limit keeps an arena.
         malloc_tuning.tune()
         try:
             if args.command == "serve":

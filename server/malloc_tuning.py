@@ -12,14 +12,16 @@ arenas (8 per core by default): after 2 x 32 concurrent 64 MiB GETs, 600-680 MiB
 where 153 MiB did before. Hence `malloc_trim` every TRIM_INTERVAL seconds, and ONE arena: glibc's
 malloc_trim gives back the free pages inside every arena but the free top of the main arena's only
 (its thread arenas' 64 MiB heaps shrink only on a free that leaves more than TRIM_THRESHOLD on
-top, which a 64 MiB heap never holds). With a second arena, a server whose I/O threads happened to
-allocate there kept 50-150 MiB for good after such a burst (a server on PostgreSQL, whose pool
-threads make more of them, did so in 1 run of 2). Nearly every allocation happens under the GIL,
-so arenas buy no parallelism here.
+top, which a 64 MiB heap never holds). With more than one arena, a server on PostgreSQL held
+137-336 MiB 30 s after 32 concurrent 64 MiB GETs where it had started at 126-135 MiB (more than
+64 MiB kept in 5 runs of 8; smaps: the extra was in the thread arenas' 64 MiB heaps); with one,
+94 MiB in 4 runs of 4. Nearly every allocation happens under the GIL, so arenas buy no
+parallelism here (bench/RESULTS.md, "One malloc arena").
 
-`tune()` must run before the process starts a thread: glibc fixes its arena limit the first time
-a thread allocates, and a later M_ARENA_MAX is ignored. Without glibc (musl, macOS) nothing here
-does anything.
+`tune()` must run before the process starts a thread: M_ARENA_MAX only stops new arenas, and
+each thread that allocated before it got an arena of its own, which stays in use (later threads
+are handed it too). Measured with malloc_info: the limit set first, 1 heap; set after two threads
+had allocated, 3. Without glibc (musl, macOS) nothing here does anything.
 """
 
 from __future__ import annotations

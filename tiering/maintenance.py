@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from erasure.location import Location
 from tiering.backend import BackendError, StoredData
 from tiering.backends.erasure_coded import ErasureCodedBackend
 from tiering.lease_holders import process_holder
@@ -150,13 +151,13 @@ class Maintenance:
         on its domain whatever happens to it: nothing to wait for, so it never defers the heal —
         a node killed under a PUT and then marked down must not leave the blob short for
         rebuild_delay while m - 1 more failures would make it unreadable."""
+        try:
+            present = Location.from_dict(stored.location).present()
+        except ValueError:
+            return False  # not an erasure location: the heal itself says what is wrong with it
         now = time.time()
-        shards = stored.location.get("shards") or []
-        missing = set(stored.location.get("missing") or [])
         return any(
-            d in self.offline_since and now - self.offline_since[d] < self.rebuild_delay
-            for i, d in enumerate(shards)
-            if d and i not in missing
+            d in self.offline_since and now - self.offline_since[d] < self.rebuild_delay for _, d in present
         )
 
     async def heal_blob(self, tier: str, data_id: str, *, force: bool) -> None:
