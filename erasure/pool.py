@@ -166,6 +166,11 @@ class ErasurePool:
         with self._placements_lock:
             return sum(self._placements[d] for d in domain_ids)
 
+    def placements(self) -> dict[str, int]:
+        """Writers in this process still writing shards, per domain that has any."""
+        with self._placements_lock:
+            return dict(self._placements)
+
     def request_heal(self, data_id: str, location: dict[str, Any], size: int, reason: str) -> None:
         with contextlib.suppress(asyncio.QueueFull):
             self.heal_requests.put_nowait(HealRequest(data_id, location, size, reason))

@@ -25,10 +25,12 @@ moved back). A copy is registered there *before* it is made (due in an hour), so
 copy and swap leaves nothing behind for good.
 
 Draining. `drain --wait` answers only when `remove` will succeed (`wait_drained`): the run is done,
-no writer of this process still writes shards it placed on the domain before it began draining,
-no live blob names the domain (one committed after a run's last scan gets another run), and the
-files retired from it have outlived the readers' grace and been collected. Writers of *other*
-processes that placed before the drain are seen only once they commit (the catalog re-check).
+no writer still writes shards it placed on the domain before it began draining (this process's,
+and under a supervisor every other worker's, each asked after it took up the drain: see
+`Rebalancer.peer_writers`), no live blob names the domain (one committed after a run's last scan
+gets another run), and the files retired from it have outlived the readers' grace and been
+collected. Writers of other hosts' gateways (a shared PostgreSQL catalog) that placed before the
+drain are seen only once they commit (the catalog re-check).
 
 Throttled by bytes/s (a `Throttle` the server builds from [rebalance] bytes_per_second) and by
 `concurrency` blobs at once.
@@ -213,6 +215,11 @@ class Rebalancer:
         self._wake = asyncio.Event()
         self._gc_lock = asyncio.Lock()
         self.topology_lock = asyncio.Lock()  # one operator change of shape at a time (ids, checks)
+        # Under a supervisor (server/app.py sets it): the writers the *other* workers still have on
+        # the given domains, each asked after it took up the latest topology; a worker that has
+        # not yet seen those domains draining counts as one writer (it may still place there)
+        # when the second argument says they are.
+        self.peer_writers: Callable[[list[str], bool], Awaitable[int]] | None = None
         self._seen_version: str | None = None
         self._leader = False
         self._last_publish = 0.0
@@ -224,6 +231,27 @@ class Rebalancer:
     @property
     def pools(self) -> dict[str, ErasurePool]:
         return erasure_pools(self.store)
+
+    def writes_placed(self) -> dict[str, int]:
+        """This process's writers still writing shards, per domain (what `peer_writers` reads)."""
+        placed: dict[str, int] = {}
+        for pool in self.pools.values():
+            for domain_id, count in pool.placements().items():
+                placed[domain_id] = placed.get(domain_id, 0) + count
+        return placed
+
+    def draining_ids(self) -> list[str]:
+        """The domains this process no longer places shards on because they are draining."""
+        return sorted(d.id for pool in self.pools.values() for d in pool.topology if d.draining)
+
+    async def writers_on(self, pool: ErasurePool, domain_ids: list[str], *, draining: bool = True) -> int:
+        """Writers still writing shards to these domains: this process's and, under a
+        supervisor, every other worker's (a drain must not end while any of them writes there).
+        `draining`: the domains are draining, and a worker that has not taken that up counts."""
+        here = pool.writes_placed_on(domain_ids)
+        if self.peer_writers is None:
+            return here
+        return here + await self.peer_writers(domain_ids, draining)
 
     # --- start, stop, follow the shared topology ------------------------------------------------
 
@@ -783,7 +811,8 @@ async def drain_state(store: ObjectStore, target: str) -> dict[str, Any]:
 
     Three things keep a drained domain from being removable: blobs the catalog still places on it
     (the rebalancer has not moved them yet, or they were committed after its last scan), writers
-    in this process that placed shards on it before it began draining and have not finished, and
+    (of this process, or of another worker) that placed shards on it before it began draining
+    and have not finished, and
     retired files on it (moved away, overwritten, deleted) that readers may use until their grace
     has passed and the collector has removed them.
     """
@@ -799,7 +828,7 @@ async def drain_state(store: ObjectStore, target: str) -> dict[str, Any]:
         retired += pending
         if latest is not None:
             due = latest if due is None else max(due, latest)
-    writers = pool.writes_placed_on(ids)
+    writers = await store.rebalancer.writers_on(pool, ids)
     return {
         "tier": tier,
         "target": target,
@@ -815,7 +844,7 @@ async def drain_state(store: ObjectStore, target: str) -> dict[str, Any]:
 
 async def wait_drained(store: ObjectStore, target: str, token: float) -> dict[str, Any]:
     """Until `remove_domain(target)` can succeed: the rebalance run asked for by `token` is done,
-    no writer of this process still writes to the domains, no live blob names them, and the files
+    no writer of any worker still writes to the domains, no live blob names them, and the files
     retired from them have outlived the readers' grace and been collected.
 
     A blob that lands on the domains after a run's last scan (a write placed just before the
@@ -877,7 +906,7 @@ async def _remove_domain(store: ObjectStore, target: str) -> dict[str, Any]:
                     f"domain {d.id} holds shards of {len(holding)}{'+' if len(holding) >= 1000 else ''} "
                     f"blob(s); drain it first: tierstore admin domain drain {target} --wait"
                 )
-            writers = pool.writes_placed_on([d.id])
+            writers = await store.rebalancer.writers_on(pool, [d.id], draining=before[d.id])
             if writers:
                 raise DomainNotEmpty(
                     f"domain {d.id} receives shards of {writers} write(s) placed before it began draining; "

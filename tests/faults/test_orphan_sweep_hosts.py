@@ -47,7 +47,9 @@ def _gateways(root: Path) -> list[ServerProcess]:
         ServerProcess(
             root / name,
             free_port(),
-            extra_args=["--config", str(config), *args],
+            # One process per gateway: the test stops and kills "the" process of A and C and
+            # follows one row per host in the process table.
+            extra_args=["--config", str(config), *args, "--workers", "1"],
             env={
                 **where,
                 "TIERSTORE_HOST_ID": f"host-{name}",
