@@ -8,6 +8,7 @@ makes group commit possible); reads use one connection per reader thread.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import sqlite3
 import threading
@@ -51,6 +52,12 @@ class SQLiteDatabase(Database):
         path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._write_lock = threading.Lock()
+        # Writers of other processes (the workers of `serve --workers N`, the lifecycle daemon,
+        # the admin CLI) queue on this file's lock rather than in SQLite's busy handler, which
+        # polls with sleeps of up to 100 ms: two workers committing small PUTs spent their P99
+        # there (206 ms, max 751 ms, where one process had 68 ms). flock wakes the next waiter
+        # the moment the holder lets go, and costs two system calls when nobody waits.
+        self._writers_fd = os.open(f"{path}-writers.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self._writer = self._connect()
         migrate_sqlite(self._writer, str(path))
         # Group commit: transactions are written to the WAL without an fsync each; a committer
@@ -86,8 +93,18 @@ class SQLiteDatabase(Database):
         return conn
 
     @contextmanager
-    def write(self, *, relaxed: bool = False, snapshot: bool = False) -> Iterator[Conn]:
+    def _writing(self) -> Iterator[None]:
+        """This process's write lock, then every process's (see `_writers_fd`)."""
         with self._write_lock:
+            fcntl.flock(self._writers_fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(self._writers_fd, fcntl.LOCK_UN)
+
+    @contextmanager
+    def write(self, *, relaxed: bool = False, snapshot: bool = False) -> Iterator[Conn]:
+        with self._writing():
             conn = self._writer
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -123,7 +140,11 @@ class SQLiteDatabase(Database):
             if not op.done:
                 with self._queue_lock:
                     batch, self._queued = self._queued, []
-                self._run_combined(batch)
+                fcntl.flock(self._writers_fd, fcntl.LOCK_EX)
+                try:
+                    self._run_combined(batch)
+                finally:
+                    fcntl.flock(self._writers_fd, fcntl.LOCK_UN)
         if op.error is not None:
             raise op.error
         if self.durable:
@@ -180,6 +201,9 @@ class SQLiteDatabase(Database):
             if self._wal_fd >= 0:
                 os.close(self._wal_fd)
                 self._wal_fd = -1
+            if self._writers_fd >= 0:
+                os.close(self._writers_fd)
+                self._writers_fd = -1
 
     # --- the dialect ------------------------------------------------------------------------
 
