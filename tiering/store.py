@@ -644,6 +644,11 @@ async def _opened(
         raise ChunkAuthError(f"sealed blob {segment.stored.data_id} ends early")
 
 
+# How long a bucket's default encryption is taken from the cache without a change token to say
+# otherwise (`ObjectStore.default_encryption`).
+BUCKET_DEFAULTS_SECONDS = 1.0
+
+
 class ObjectStore:
     """Buckets, objects and multipart uploads over the configured tiers."""
 
@@ -672,6 +677,9 @@ class ObjectStore:
         # Buckets, their configurations, users, domains, the clock changed: other processes on
         # this data directory catch up before their next request (tiering/changes.py).
         self.changes = ChangeSignal(state_dir)
+        # bucket → (change token, monotonic time read, its default encryption): see
+        # `default_encryption`.
+        self._bucket_defaults: dict[str, tuple[bytes, float, EncryptionRequest | None]] = {}
         self.live_peers: list[Checkpoint] = []  # other processes on this data directory at start
         # This process's row in the catalog's process table (tiering.peers), from `start` on; its
         # id tags every data id made here, so that only what it wrote is swept if it dies.
@@ -1056,7 +1064,7 @@ class ObjectStore:
         """A new object's write; with `encryption`, sealed under a fresh data key. Without, the
         bucket's default encryption applies (read in the same thread trip as the bucket check)."""
         if encryption is None:
-            encryption = await self._read(self.bucket_default_encryption, bucket)
+            encryption = await self.default_encryption(bucket)
         else:
             await self.get_bucket(bucket)  # fail fast, before any byte is stored
         sealing = None
@@ -1069,6 +1077,27 @@ class ObjectStore:
             checksum_algorithm=checksum_algorithm,
             sealing=sealing,
         )
+
+    async def default_encryption(self, bucket: str) -> EncryptionRequest | None:
+        """The bucket's default encryption, NoSuchBucket if none; cached, as every PUT asks.
+
+        Reading it took a thread trip and two catalog reads, about a tenth of a 4 KiB PUT's
+        server CPU. Every change of buckets or their configuration, through any process on this
+        data directory, writes a new change token (tiering/changes.py), which drops the entry;
+        gateways on other hosts (a shared PostgreSQL catalog) see a change within
+        BUCKET_DEFAULTS_SECONDS, as they see bucket policies (server/authorization.py). The
+        commit checks the bucket again in its own transaction, so a deleted bucket never gets
+        the object.
+        """
+        token, now = self.changes.token(), time.monotonic()
+        cached = self._bucket_defaults.get(bucket)
+        if cached is not None and cached[0] == token and now - cached[1] < BUCKET_DEFAULTS_SECONDS:
+            return cached[2]
+        encryption = await self._read(self.bucket_default_encryption, bucket)
+        if len(self._bucket_defaults) > 10_000:
+            self._bucket_defaults.clear()
+        self._bucket_defaults[bucket] = (token, now, encryption)
+        return encryption
 
     def bucket_default_encryption(self, bucket: str) -> EncryptionRequest | None:
         """The bucket's default encryption (blocking: in a worker thread); NoSuchBucket if none."""
@@ -1659,7 +1688,7 @@ class ObjectStore:
         encryption: EncryptionRequest | None = None,
     ) -> UploadRecord:
         if encryption is None:
-            encryption = await self._read(self.bucket_default_encryption, bucket)
+            encryption = await self.default_encryption(bucket)
         if encryption is not None:
             # One data key for the whole object; every part is its own sealed blob.
             meta = replace(meta, encryption=self.keys.new_object(encryption)[0].to_json())
