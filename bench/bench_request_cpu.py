@@ -1,6 +1,6 @@
 """Server CPU per small request, old tree against new tree, in one interleaved run.
 
-    .venv/bin/python bench/bench_request_cpu.py --old /tmp/tierstore-base [--rounds 3] [--duration 8] [--size 4KiB]
+    .venv/bin/python bench/bench_request_cpu.py --old /tmp/tierstore-base [--rounds 3] [--duration 8] [--size 4KiB] [--workers 1]
 
 Starts two `tierstore serve` (default configuration, fresh temp dirs): OLD from the source tree
 given (e.g. `git archive <commit> | tar -x -C DIR`), NEW from this checkout. Then, for 4 KiB GET
@@ -35,8 +35,9 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--ops", default="get,put")
     ap.add_argument("--size", default="4KiB", help="object size, as s3bench takes it (e.g. 64MiB)")
+    ap.add_argument("--workers", type=int, default=1, help="`serve --workers` of both servers")
     args = ap.parse_args()
-    servers = {"old": Tierstore(), "new": Tierstore()}
+    servers = {"old": Tierstore(args.workers), "new": Tierstore(args.workers)}
     servers["old"].cwd = args.old.resolve()
     out = Path(tempfile.mkdtemp(prefix="bench-request-cpu-")) / "runs.jsonl"
     try:
