@@ -369,6 +369,14 @@ class PackSet:
                 rec = self._index.get((data_id, index))
             return rec
 
+    def lookup_fresh(self, data_id: str, index: int) -> PackedRecord | None:
+        """The record as of now, other processes' appends included (a hit may be stale: another
+        worker's heal may have superseded a damaged record since this index last looked)."""
+        with self._lock:
+            self._load()
+            self.refresh()
+            return self._index.get((data_id, index))
+
     def entries(self) -> list[tuple[str, int, PackedRecord]]:
         with self._lock:
             self._load()

@@ -663,12 +663,40 @@ class PackedShardReader:
         self, store: LocalDrive, packs: PackSet, rec: PackedRecord, data_id: str, index: int
     ) -> None:
         self.store = store
-        self._raw = packs.read(rec)
+        self._packs = packs
+        self._data_id = data_id
+        self._index = index
+        self._looked_again = False
+        try:
+            self._load(rec)
+        except CorruptShard:
+            if not self._superseded(rec):
+                raise
+
+    def _load(self, rec: PackedRecord) -> None:
+        self._rec = rec
+        self._raw = self._packs.read(rec)
         if len(self._raw) != rec.length:
-            raise CorruptShard(f"packed shard {data_id}.{index} in {rec.pack} at {rec.offset}: truncated")
+            raise CorruptShard(
+                f"packed shard {self._data_id}.{self._index} in {rec.pack} at {rec.offset}: truncated"
+            )
         self.header = ShardHeader.unpack(self._raw[:HEADER_SIZE])
-        if self.header.data_id != data_id or self.header.index != index:
+        if self.header.data_id != self._data_id or self.header.index != self._index:
             raise CorruptShard(f"{rec.pack} at {rec.offset} holds {self.header.data_id}.{self.header.index}")
+
+    def _superseded(self, rec: PackedRecord) -> bool:
+        """Damage found: has another process replaced the record meanwhile? Under `--workers N`
+        one worker's heal rewrites a damaged shard as a new record (after a tombstone of the old),
+        which this process's index learns of only when it reads the packs again: look once, and
+        read the new record if there is one. True: loaded from it."""
+        if self._looked_again:
+            return False
+        self._looked_again = True
+        fresh = self._packs.lookup_fresh(self._data_id, self._index)
+        if fresh is None or (fresh.pack, fresh.offset) == (rec.pack, rec.offset):
+            return False
+        self._load(fresh)
+        return True
 
     def read_block(self, stripe: int) -> bytes:
         return bytes(self.read_block_view(stripe))
@@ -683,6 +711,8 @@ class PackedShardReader:
             raise CorruptShard(f"shard {self.header.index} truncated at stripe {stripe}")
         block = raw[CHECKSUM_SIZE:]
         if int.from_bytes(raw[:CHECKSUM_SIZE], "little") != block_checksum(block, stripe, self.header.index):
+            if self._superseded(self._rec):
+                return self.read_block_view(stripe)
             raise CorruptShard(f"shard {self.header.index} block {stripe} checksum mismatch")
         return block
 
