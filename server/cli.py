@@ -207,7 +207,7 @@ def _parser() -> argparse.ArgumentParser:
         "--workers",
         type=int,
         metavar="N",
-        help="worker processes on the port (default: [server] workers, 0); 0 is one per usable "
+        help="worker processes on the port (default: [server] workers, 1); 0 is one per usable "
         "core; N > 1 runs them under a supervisor (SIGHUP: rolling restart; SIGTERM: drain and "
         "stop); 1 is a single process",
     )
