@@ -424,6 +424,32 @@ def _two_appenders(root: Path) -> tuple[PackSet, PackSet]:
     return first, second
 
 
+def test_a_record_healed_by_another_process_is_read_not_reported_damaged(tmp_path: Path) -> None:
+    """Two workers: A heals a damaged packed shard (a tombstone and a new record in its pack);
+    B's index, loaded before, still names the damaged record. B must read the new one (fsck
+    --verify through B found the shard still corrupt after `heal --wait` through A)."""
+    a = make_pool(tmp_path)
+    data = blob(5000, 11)
+
+    async def scenario() -> None:
+        loc = await put(a, "obj", data)
+        domain = loc["shards"][0]
+        b = make_pool(tmp_path)
+        damaged = packs(b, domain).lookup("obj", 0)  # B indexes the record before the damage
+        assert damaged is not None
+        path = packs(a, domain).dir / damaged.pack
+        raw = bytearray(path.read_bytes())
+        raw[damaged.offset + damaged.length - 10] ^= 0xFF
+        path.write_bytes(bytes(raw))
+        assert (await a.heal("obj", loc, len(data))).rebuilt == [0]
+        assert packs(b, domain).lookup("obj", 0, refresh=False) == damaged  # B has not looked again
+        assert (await b.verify("obj", loc, len(data))).clean
+        assert packs(b, domain).lookup("obj", 0, refresh=False) != damaged  # it did, on the damage
+        assert await get(b, "obj", loc, len(data)) == data
+
+    asyncio.run(scenario())
+
+
 def test_a_tombstone_in_a_pack_that_sorts_first_still_removes_its_record(tmp_path: Path) -> None:
     """With two workers, one removes a shard another packed (the collector after a drain): its
     tombstone lands in its own pack, whose name may sort before the record's. A fresh scan (the

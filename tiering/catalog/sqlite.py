@@ -94,13 +94,18 @@ class SQLiteDatabase(Database):
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
-        """This process's write lock, then every process's (see `_writers_fd`)."""
-        with self._write_lock:
-            fcntl.flock(self._writers_fd, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(self._writers_fd, fcntl.LOCK_UN)
+        """This process's write lock, then every process's."""
+        with self._write_lock, self._other_processes_wait():
+            yield
+
+    @contextmanager
+    def _other_processes_wait(self) -> Iterator[None]:
+        """The lock file's lock (see `_writers_fd`); take it with `_write_lock` held."""
+        fcntl.flock(self._writers_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._writers_fd, fcntl.LOCK_UN)
 
     @contextmanager
     def write(self, *, relaxed: bool = False, snapshot: bool = False) -> Iterator[Conn]:
@@ -140,11 +145,8 @@ class SQLiteDatabase(Database):
             if not op.done:
                 with self._queue_lock:
                     batch, self._queued = self._queued, []
-                fcntl.flock(self._writers_fd, fcntl.LOCK_EX)
-                try:
+                with self._other_processes_wait():
                     self._run_combined(batch)
-                finally:
-                    fcntl.flock(self._writers_fd, fcntl.LOCK_UN)
         if op.error is not None:
             raise op.error
         if self.durable:
