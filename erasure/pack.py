@@ -84,6 +84,8 @@ _TARGET = struct.Struct("<Q")  # a tombstone's payload: the removed record's pay
 _FIXED = struct.Struct("<4sBBHIQ")  # magic kind id_len index payload_length payload_xxh3
 _CHECK = struct.Struct("<I")  # legacy
 _TAG_BYTES = 16
+# preadv2's "fail with EAGAIN rather than wait for the disk" (Linux); without it nothing reads at hand.
+_RWF_NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
 
 
 def _tag(key: bytes, head: bytes) -> bytes:
@@ -390,6 +392,28 @@ class PackSet:
         if fd is None:
             raise FileNotFoundError(rec.pack)
         return os.pread(fd, rec.length, rec.offset)
+
+    def read_at_hand(self, data_id: str, index: int) -> bytes | None:
+        """A record's payload if reading it cannot wait: this index already knows the record, its
+        pack is open, nobody holds the index's lock, and the bytes are in the page cache
+        (preadv2 with RWF_NOWAIT). None otherwise: then `lookup` and `read` from a worker thread.
+        For the event loop's small GETs: a thread trip cost more than the read (see tiering/store.py).
+        """
+        if not self._lock.acquire(blocking=False):  # an append may hold it across an fdatasync
+            return None
+        try:
+            rec = self._index.get((data_id, index)) if self._loaded else None
+            fd = self._fds.get(rec.pack) if rec is not None else None
+        finally:
+            self._lock.release()
+        if rec is None or fd is None or _RWF_NOWAIT is None:
+            return None
+        buf = bytearray(rec.length)
+        try:
+            got = os.preadv(fd, [buf], rec.offset, _RWF_NOWAIT)
+        except OSError:  # EAGAIN: not cached; EOPNOTSUPP: no such flag here
+            return None
+        return bytes(buf) if got == rec.length else None
 
     def stats(self) -> dict[str, int]:
         with self._lock:

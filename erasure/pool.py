@@ -33,7 +33,7 @@ from erasure.errors import DataLost, DataNotFound, DomainOffline, ErasureError
 from erasure.heal import HealResult, heal
 from erasure.location import Location
 from erasure.pack import PackSet
-from erasure.reader import PoolReader, read_healthy
+from erasure.reader import PoolReader, read_at_hand, read_healthy
 from erasure.rebalance import Throttle, move_shard, plan_moves
 from erasure.shard_store import local_drive
 from erasure.topology import LEVELS, Domain, Topology
@@ -291,6 +291,11 @@ class ErasurePool:
         Blocking: call it from a worker thread. Meant for small blobs: the bytes are held whole.
         """
         return read_healthy(self, data_id, Location.from_dict(location), size)
+
+    def read_at_hand(self, data_id: str, location: dict[str, Any], size: int) -> bytes | None:
+        """`read_healthy` without waiting for anything (no disk, no lock): callable on the event
+        loop. None unless every data shard is a packed record in the page cache; then read in a thread."""
+        return read_at_hand(self, data_id, Location.from_dict(location), size)
 
     async def delete(self, data_id: str, location: dict[str, Any]) -> None:
         """Remove every shard on reachable domains. Shards on offline domains stay behind as orphans."""

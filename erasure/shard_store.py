@@ -134,6 +134,19 @@ class LocalDrive:
                 return PackedShardReader(self, self.packs, rec, data_id, index)
         return ShardFileReader(self, self.path_for(data_id, index), data_id, index)
 
+    def open_at_hand(self, data_id: str, index: int) -> ShardReader | None:
+        """A packed shard whose record is already indexed and in the page cache, opened without
+        waiting for anything; None otherwise (use `open` from a worker thread)."""
+        if not self.domain.online or self.packs is None:
+            return None
+        raw = self.packs.read_at_hand(data_id, index)
+        if raw is None:
+            return None
+        try:
+            return PackedShardReader.from_bytes(self, self.packs, raw, data_id, index)
+        except CorruptShard:
+            return None  # `open` looks again (another worker's heal) and says what is wrong
+
     def has(self, data_id: str, index: int) -> bool:
         self.check_online()
         if self.packs is not None and self.packs.lookup(data_id, index, refresh=False) is not None:
@@ -673,23 +686,40 @@ class PackedShardReader:
             if not self._superseded(rec):
                 raise
 
+    @classmethod
+    def from_bytes(
+        cls, store: LocalDrive, packs: PackSet, raw: bytes, data_id: str, index: int
+    ) -> PackedShardReader:
+        """A reader of a record already read (`PackSet.read_at_hand`). It never looks again on
+        damage (that reads the packs: blocking): CorruptShard, and the caller reads in a thread."""
+        reader = cls.__new__(cls)
+        reader.store, reader._packs, reader._data_id, reader._index = store, packs, data_id, index
+        reader._looked_again = True
+        reader._rec = None
+        reader._check(raw)
+        return reader
+
     def _load(self, rec: PackedRecord) -> None:
-        self._rec = rec
-        self._raw = self._packs.read(rec)
-        if len(self._raw) != rec.length:
+        self._rec: PackedRecord | None = rec
+        self._check(self._packs.read(rec), rec)
+
+    def _check(self, raw: bytes, rec: PackedRecord | None = None) -> None:
+        self._raw = raw
+        if rec is not None and len(self._raw) != rec.length:
             raise CorruptShard(
                 f"packed shard {self._data_id}.{self._index} in {rec.pack} at {rec.offset}: truncated"
             )
         self.header = ShardHeader.unpack(self._raw[:HEADER_SIZE])
         if self.header.data_id != self._data_id or self.header.index != self._index:
-            raise CorruptShard(f"{rec.pack} at {rec.offset} holds {self.header.data_id}.{self.header.index}")
+            where = f"{rec.pack} at {rec.offset}" if rec is not None else "a record read at hand"
+            raise CorruptShard(f"{where} holds {self.header.data_id}.{self.header.index}")
 
-    def _superseded(self, rec: PackedRecord) -> bool:
+    def _superseded(self, rec: PackedRecord | None) -> bool:
         """Damage found: has another process replaced the record meanwhile? Under `--workers N`
         one worker's heal rewrites a damaged shard as a new record (after a tombstone of the old),
         which this process's index learns of only when it reads the packs again: look once, and
         read the new record if there is one. True: loaded from it."""
-        if self._looked_again:
+        if self._looked_again or rec is None:
             return False
         self._looked_again = True
         fresh = self._packs.lookup_fresh(self._data_id, self._index)

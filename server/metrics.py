@@ -256,6 +256,15 @@ class StorageCollector(Collector):
         if self.local:
             yield from self._heal()
             yield from self._rebalance()
+            reads = CounterMetricFamily(
+                "tierstore_small_reads",
+                "Small GETs by where they were answered: on the event loop, their catalog row and "
+                "bytes in memory (at_hand), or in a worker thread (thread)",
+                labels=["path"],
+            )
+            for path in ("at_hand", "thread"):
+                reads.add_metric([path], self.store.small_reads[path])
+            yield reads
             if self.codec:
                 yield from self._codec()
             yield from self._lifecycle()

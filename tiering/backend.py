@@ -137,6 +137,11 @@ class TierBackend(ABC):
         """
         return None
 
+    def read_at_hand(self, stored: StoredData) -> bytes | None:
+        """`read_whole` if the bytes are at hand: answered on the event loop without waiting for
+        a disk, a lock or a network (None: the blob is not, or this backend cannot tell)."""
+        return None
+
     @abstractmethod
     async def delete(self, stored: StoredData) -> None:
         """Remove a blob. Deleting what is already gone is not an error."""

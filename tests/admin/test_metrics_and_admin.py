@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import urllib.request
 from typing import Any
 
@@ -13,8 +14,8 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from tests import support
-from tests.conftest import ACCESS_KEY, REGION, SECRET_KEY, ServerProcess
+from tests import node_cluster, support
+from tests.conftest import ACCESS_KEY, REGION, SECRET_KEY, ServerProcess, catalog_kind
 
 
 def scrape(server: ServerProcess) -> dict[str, float]:
@@ -53,6 +54,37 @@ def test_request_and_tier_metrics_move_with_traffic(server: ServerProcess, s3, b
     # Per-bucket usage comes from the catalog's counters, fresh at every scrape (no longer cached).
     bucket_bytes = f'tierstore_bucket_bytes{{bucket="{bucket}",tier="hot"}}'
     assert after[bucket_bytes] == before.get(bucket_bytes, 0) + 200_000
+
+
+def test_small_gets_are_answered_at_hand_and_read_every_overwrite(
+    server: ServerProcess, s3, bucket: str
+) -> None:
+    """A small GET whose catalog row and bytes are in memory is answered on the event loop, with
+    no worker-thread trip (tiering/store.py `_open_at_hand`): the metric says where each went. It
+    must still read each overwrite the moment it was acknowledged. The SQLite catalog answers at
+    hand once its files are checked cached (each second); PostgreSQL never does (a network), nor
+    do shards on storage nodes (--cluster)."""
+    expected = catalog_kind() == "sqlite" and not node_cluster.cluster_mode()
+    at_hand = 'tierstore_small_reads_total{path="at_hand"}'
+    thread = 'tierstore_small_reads_total{path="thread"}'
+    before = scrape(server)
+
+    def overwrite_and_read(n: int) -> None:
+        body = f"version {n} ".encode() * (n % 7 + 1)
+        s3.put_object(Bucket=bucket, Key="small/k", Body=body)
+        assert s3.get_object(Bucket=bucket, Key="small/k")["Body"].read() == body
+
+    for n in range(40):
+        overwrite_and_read(n)
+    deadline = time.monotonic() + 20  # the first check of the catalog's files may still be due
+    while expected and scrape(server).get(at_hand, 0) <= before.get(at_hand, 0):
+        assert time.monotonic() < deadline, "no small GET was answered at hand"
+        overwrite_and_read(n := n + 1)
+    after = scrape(server)
+    answered = after[at_hand] + after[thread] - before.get(at_hand, 0) - before.get(thread, 0)
+    assert answered >= 1  # this gateway answered some of them (a cluster run alternates gateways)
+    if not expected:
+        assert after[at_hand] == before.get(at_hand, 0)
 
 
 def test_domain_offline_shows_in_metrics_status_and_domains(server: ServerProcess) -> None:

@@ -219,6 +219,9 @@ class ErasureCodedBackend(TierBackend):
     def read_whole(self, stored: StoredData) -> bytes | None:
         return self.pool.read_healthy(stored.data_id, stored.location, stored.size)
 
+    def read_at_hand(self, stored: StoredData) -> bytes | None:
+        return self.pool.read_at_hand(stored.data_id, stored.location, stored.size)
+
     async def delete(self, stored: StoredData) -> None:
         await _call(lambda: self.pool.delete(stored.data_id, stored.location))
 

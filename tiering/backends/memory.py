@@ -141,6 +141,23 @@ class MemoryBackend(TierBackend):
             self.cache_put(stored.data_id, data)
         return data
 
+    def read_at_hand(self, stored: StoredData) -> bytes | None:
+        # `read_whole` on the event loop: the lock guards dict updates only, and a miss reads
+        # through to the durable tier only if its bytes are at hand too.
+        data = self._cache_get(stored.data_id)
+        if data is not None:
+            with self._lock:
+                self.hits += 1
+            return data
+        if stored.size > self.max_cached_blob:
+            return None
+        data = self.durable.read_at_hand(stored)
+        if data is not None:
+            with self._lock:
+                self.misses += 1
+            self.cache_put(stored.data_id, data)
+        return data
+
     async def delete(self, stored: StoredData) -> None:
         with self._lock:
             data = self._cache.pop(stored.data_id, None)

@@ -49,6 +49,10 @@ class Conn(Protocol):
     def executemany(self, sql: str, parameters: Iterable[Params], /) -> Cursor: ...
 
 
+class NotAtHand(Exception):
+    """A read that might wait (see Database.row_at_hand): do it in a worker thread."""
+
+
 class Database(ABC):
     """One catalog database: connections, transactions and the dialect's few differences."""
 
@@ -65,6 +69,12 @@ class Database(ABC):
     @abstractmethod
     def reader(self) -> Conn:
         """A connection for reads outside a transaction (each statement sees committed data)."""
+
+    def row_at_hand(self, sql: str, params: Params) -> Any:
+        """The first row of a query (None: no row) answered without waiting — no disk read, no
+        lock wait, no network — so that the event loop may ask it; NotAtHand when that cannot be
+        promised now (then ask `reader()` from a worker thread). Here: never at hand."""
+        raise NotAtHand()
 
     @abstractmethod
     def write(self, *, relaxed: bool = False, snapshot: bool = False) -> AbstractContextManager[Conn]:

@@ -12,15 +12,19 @@ import fcntl
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tiering.catalog.database import Conn, Database
+from tiering.catalog.database import Conn, Database, NotAtHand, Params
+from tiering.catalog.residency import fully_cached
 from tiering.catalog.schema import migrate_sqlite
 
 _T = TypeVar("_T")
+
+RESIDENCY_CHECK_INTERVAL = 1.0  # seconds between two checks that the catalog's files are cached
 
 
 class _Combined:
@@ -72,6 +76,12 @@ class SQLiteDatabase(Database):
         self._wal_fd = os.open(f"{path}-wal", os.O_RDONLY) if durable else -1
         self._queue_lock = threading.Lock()
         self._queued: list[_Combined] = []  # work waiting for `_write_combined`'s next batch
+        # The event loop's lookups (`row_at_hand`): its connection, its thread, the cache check.
+        self._at_hand: sqlite3.Connection | None = None
+        self._at_hand_thread: int | None = None  # the first thread that asks: the event loop's
+        self._resident = False
+        self._residency_due = 0.0
+        self._closed = False
 
     # --- connections ------------------------------------------------------------------------
 
@@ -83,6 +93,38 @@ class SQLiteDatabase(Database):
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=30000")
         return conn
+
+    def row_at_hand(self, sql: str, params: Params) -> Any:
+        """See Database.row_at_hand: on the one thread that asks it (the event loop's), while the
+        catalog's files are all in the page cache (checked each second by another thread: see
+        tiering/catalog/residency.py), on a connection that never waits for a lock."""
+        now = time.monotonic()
+        if now >= self._residency_due:
+            self._residency_due = now + RESIDENCY_CHECK_INTERVAL
+            threading.Thread(target=self._check_residency, name="catalog-residency", daemon=True).start()
+        if self._at_hand_thread is None:
+            self._at_hand_thread = threading.get_ident()
+        conn = self._at_hand
+        if conn is None or not self._resident or threading.get_ident() != self._at_hand_thread:
+            raise NotAtHand()
+        try:
+            return conn.execute(sql, params).fetchone()
+        except sqlite3.Error as exc:  # busy (busy_timeout 0), or worse: the thread path says what
+            raise NotAtHand() from exc
+
+    def _check_residency(self) -> None:
+        """Are the database, its WAL and its shared index all cached? (in a thread: mincore
+        walks the page tables). Also opens the at-hand connection, which reads the schema."""
+        try:
+            if self._at_hand is None and not self._closed:
+                conn = sqlite3.connect(self._file, isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA query_only=1")
+                conn.execute("PRAGMA busy_timeout=0")
+                conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone()
+                self._at_hand = conn
+            self._resident = all(fully_cached(Path(f"{self._file}{tail}")) for tail in ("", "-wal", "-shm"))
+        except (OSError, sqlite3.Error):
+            self._resident = False
 
     def reader(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -200,6 +242,10 @@ class SQLiteDatabase(Database):
     def close(self) -> None:
         with self._write_lock:
             self._writer.close()
+            self._closed = True
+            at_hand, self._at_hand = self._at_hand, None
+            if at_hand is not None:
+                at_hand.close()
             if self._wal_fd >= 0:
                 os.close(self._wal_fd)
                 self._wal_fd = -1

@@ -27,7 +27,7 @@ from tiering.catalog.base import (
     _dumps,
     key_successor,
 )
-from tiering.catalog.database import Conn, transaction
+from tiering.catalog.database import Conn, NotAtHand, transaction
 from tiering.conditions import DeleteCondition
 from tiering.errors import (
     BucketNotFound,
@@ -367,6 +367,21 @@ class VersionsCatalog(CatalogBase):
         return replaced
 
     # --- reads ------------------------------------------------------------------------------------
+
+    def version_at_hand(self, bucket: str, key: str, version_id: str | None) -> ObjectRecord | None:
+        """`get_version`'s plain case — the key's current row, which is the version asked for —
+        if the database can answer without waiting (Database.row_at_hand): callable on the event
+        loop. None otherwise, and for every other case (missing key, delete marker, an older
+        version): `get_version` in a thread answers those, errors included."""
+        try:
+            row = self._db.row_at_hand(
+                f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
+            )
+        except NotAtHand:
+            return None
+        if row is None or (version_id is not None and row[17] != version_id):
+            return None
+        return self._object_from_row(row)
 
     def get_version(self, bucket: str, key: str, version_id: str | None) -> ObjectRecord:
         """A version of a key (None: the current one). A current delete marker reads as a

@@ -1,0 +1,204 @@
+"""Reads "at hand": a small GET answered on the event loop, without a worker-thread trip.
+
+The promise each piece makes is that it never waits — no disk read, no lock wait — and answers
+None (or NotAtHand) whenever it cannot keep that promise or is unsure, so the worker-thread path
+(which reads, rebuilds, heals and reports) takes over. Real files, real page-cache eviction
+(fsync + POSIX_FADV_DONTNEED), real locks held by another thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from erasure import ErasurePool
+from erasure.pack import PackSet
+from tests.unit.test_erasure_packs import blob, make_pool, packs
+from tests.unit.test_erasure_pool import get, put
+from tiering.backend import StoredData
+from tiering.catalog import Catalog
+from tiering.catalog.database import NotAtHand
+from tiering.catalog.residency import fully_cached
+from tiering.catalog.sqlite import RESIDENCY_CHECK_INTERVAL, SQLiteDatabase
+from tiering.records import ObjectMeta, ObjectRecord, Segment
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "RWF_NOWAIT"), reason="preadv2(RWF_NOWAIT) is Linux's")
+
+
+def evict(path: Path) -> None:
+    """Drop a file's pages from the page cache (clean pages only: flushed first)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def flip_byte(path: Path, at: int) -> None:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.pwrite(fd, bytes([os.pread(fd, 1, at)[0] ^ 0xFF]), at)
+    finally:
+        os.close(fd)
+
+
+def pack_files(pool: ErasurePool) -> list[Path]:
+    return [p for d in pool.topology for p in packs(pool, d.id).dir.glob("*") if p.name.startswith("pack")]
+
+
+def test_fully_cached_tells_a_cached_file_from_an_evicted_one(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(os.urandom(1 << 20))
+    evict(path)
+    assert not fully_cached(path)
+    path.read_bytes()
+    assert fully_cached(path)
+    assert fully_cached(tmp_path / "missing")  # nothing to read, nothing to wait for
+
+
+@pytest.mark.parametrize("size", [1, 5000, 40_000])  # replicas, replicas, erasure-coded packed shards
+def test_a_packed_blob_in_the_page_cache_reads_at_hand_byte_exact(tmp_path: Path, size: int) -> None:
+    pool = make_pool(tmp_path)
+    data = blob(size, size)
+    loc = asyncio.run(put(pool, "obj", data))
+    assert pool.read_at_hand("obj", loc, size) == data
+
+
+def test_at_hand_answers_none_when_the_bytes_are_not_cached_and_the_thread_path_serves(
+    tmp_path: Path,
+) -> None:
+    pool = make_pool(tmp_path)
+    data = blob(5000, 1)
+    loc = asyncio.run(put(pool, "obj", data))
+    for path in pack_files(pool):
+        evict(path)
+    assert pool.read_at_hand("obj", loc, len(data)) is None
+    assert pool.read_healthy("obj", loc, len(data)) == data  # reads it into the cache...
+    assert pool.read_at_hand("obj", loc, len(data)) == data  # ...and now it is at hand
+
+
+def test_at_hand_never_waits_for_a_pack_lock_another_thread_holds(tmp_path: Path) -> None:
+    pool = make_pool(tmp_path)
+    data = blob(5000, 2)
+    loc = asyncio.run(put(pool, "obj", data))
+    held, release = threading.Event(), threading.Event()
+
+    def hold(packset: PackSet) -> None:
+        with packset._lock:  # what an append holds across its fdatasync
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold, args=(packs(pool, loc["shards"][0]),))
+    holder.start()
+    try:
+        assert held.wait(10)
+        started = time.monotonic()
+        assert pool.read_at_hand("obj", loc, len(data)) is None
+        assert time.monotonic() - started < 1.0
+    finally:
+        release.set()
+        holder.join()
+    assert pool.read_at_hand("obj", loc, len(data)) == data
+
+
+@pytest.mark.parametrize("case", ["corrupt", "offline", "new-process", "shard-files"])
+def test_at_hand_answers_none_for_anything_unusual_and_the_blob_still_reads(
+    tmp_path: Path, case: str
+) -> None:
+    pool = make_pool(tmp_path)
+    size = 200_000 if case == "shard-files" else 5000  # 50 KB shards: over the pack threshold
+    data = blob(size, 3)
+
+    async def scenario() -> None:
+        loc = await put(pool, "obj", data)
+        reader_pool = pool
+        if case == "corrupt":
+            packset = packs(pool, loc["shards"][0])
+            rec = packset.lookup("obj", 0)
+            assert rec is not None
+            flip_byte(packset.dir / rec.pack, rec.offset + rec.length - 10)  # inside the block
+        elif case == "offline":
+            pool.topology.set_offline(loc["shards"][0])
+        elif case == "new-process":
+            reader_pool = make_pool(tmp_path)  # its index is not loaded yet: loading reads the packs
+        assert reader_pool.read_at_hand("obj", loc, size) is None
+        assert await get(reader_pool, "obj", loc, size) == data
+
+    asyncio.run(scenario())
+
+
+def _record(key: str, data_id: str) -> ObjectRecord:
+    return ObjectRecord(
+        bucket="b",
+        key=key,
+        size=1,
+        etag=data_id,
+        last_modified=1.0,
+        tier="hot",
+        meta=ObjectMeta(),
+        segments=(Segment(StoredData(data_id, 1, {})),),
+    )
+
+
+def _wait_at_hand(catalog: Catalog, key: str) -> ObjectRecord:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        found = catalog.version_at_hand("b", key, None)
+        if found is not None:
+            return found
+        time.sleep(0.05)
+    raise AssertionError("the catalog never answered at hand")
+
+
+def test_the_catalog_answers_at_hand_only_when_cached_on_its_thread_and_sees_every_commit(
+    tmp_path: Path,
+) -> None:
+    catalog = Catalog(tmp_path / "catalog.db", durable=False)
+    try:
+        db = catalog._db
+        assert isinstance(db, SQLiteDatabase)
+        catalog.create_bucket("b", "owner", "us-east-1")
+        catalog.commit_object(_record("k", "d1"))
+        assert _wait_at_hand(catalog, "k").segments[0].stored.data_id == "d1"
+        # A commit is seen by the very next lookup (each statement reads the newest commit).
+        catalog.commit_object(_record("k", "d2"))
+        found = catalog.version_at_hand("b", "k", None)
+        assert found is not None and found.segments[0].stored.data_id == "d2"
+        # Only the plain case: a missing key or another version is the thread path's to answer.
+        assert catalog.version_at_hand("b", "missing", None) is None
+        assert catalog.version_at_hand("b", "k", "some-other-version") is None
+        # Another thread never uses the event loop's connection.
+        raised: list[BaseException] = []
+
+        def ask() -> None:
+            try:
+                db.row_at_hand("SELECT 1 FROM objects WHERE key = ?", ("k",))
+            except NotAtHand as exc:
+                raised.append(exc)
+
+        thread = threading.Thread(target=ask)
+        thread.start()
+        thread.join()
+        assert len(raised) == 1
+        # The database's pages evicted: not at hand from the next check on, until read again.
+        for tail in ("", "-wal"):
+            evict(Path(f"{db.path}{tail}"))
+        time.sleep(RESIDENCY_CHECK_INTERVAL + 0.1)
+        catalog.version_at_hand("b", "k", None)  # starts the check
+        deadline = time.monotonic() + 10
+        while catalog.version_at_hand("b", "k", None) is not None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert catalog.version_at_hand("b", "k", None) is None
+        assert catalog.get_version("b", "k", None).segments[0].stored.data_id == "d2"
+        for tail in ("", "-wal"):
+            Path(f"{db.path}{tail}").read_bytes()
+        time.sleep(RESIDENCY_CHECK_INTERVAL + 0.1)
+        assert _wait_at_hand(catalog, "k").segments[0].stored.data_id == "d2"
+    finally:
+        catalog.close()
