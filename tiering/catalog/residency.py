@@ -3,7 +3,9 @@
 The catalog answers a small GET's lookup on the event loop only while its SQLite files are all
 cached (see SQLiteDatabase.row_at_hand): a thread trip per GET cost more CPU than the lookup
 itself, but a lookup that waited for a disk would stall every request the loop serves. A page
-evicted between two checks is the residual risk; the checks run once a second.
+evicted between two checks is the residual risk; the checks run once a second. (Pages do leave
+the cache within seconds on some machines: this one runs DAMON's proactive reclaim, which pages
+out what was not touched for a second or two — a WAL's frames written and never read, say.)
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ _MAP_FAILED = ctypes.c_void_p(-1).value
 _LOW_BIT = bytes(i & 1 for i in range(256))  # mincore defines only bit 0 of each page's byte
 
 
-def fully_cached(path: Path) -> bool:
-    """True if every page of `path` is in the page cache (a missing or empty file: nothing to read)."""
+def fully_cached(path: Path, length: int | None = None) -> bool:
+    """True if every page of `path` (of its first `length` bytes) is in the page cache (a missing
+    or empty file: nothing to read)."""
     if _mincore is None:
         return False
     try:
@@ -42,7 +45,9 @@ def fully_cached(path: Path) -> bool:
         return True
     try:
         size = os.fstat(fd).st_size
-        if size == 0:
+        if length is not None:
+            size = min(size, length)
+        if size <= 0:
             return True
         addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
         if addr is None or addr == _MAP_FAILED:

@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import os
 import sqlite3
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from tiering.catalog.schema import migrate_sqlite
 _T = TypeVar("_T")
 
 RESIDENCY_CHECK_INTERVAL = 1.0  # seconds between two checks that the catalog's files are cached
+WAL_HEADER_BYTES, WAL_FRAME_HEADER_BYTES = 32, 24  # SQLite's WAL format
 
 
 class _Combined:
@@ -122,9 +124,26 @@ class SQLiteDatabase(Database):
                 conn.execute("PRAGMA busy_timeout=0")
                 conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone()
                 self._at_hand = conn
-            self._resident = all(fully_cached(Path(f"{self._file}{tail}")) for tail in ("", "-wal", "-shm"))
+            self._resident = (
+                fully_cached(Path(self._file))
+                and fully_cached(Path(f"{self._file}-shm"))
+                and fully_cached(Path(f"{self._file}-wal"), self._wal_in_use())
+            )
         except (OSError, sqlite3.Error):
             self._resident = False
+
+    def _wal_in_use(self) -> int:
+        """The bytes of the WAL a reader may read now: its header and the frames up to the last
+        valid one (the WAL index's mxFrame; frames past it are left from before the last reset
+        and never read). From the shared index's header: u16 page size at 14 (1: 65536), u32
+        mxFrame at 16, native byte order (sqlite3/src/wal.c, WalIndexHdr)."""
+        with open(f"{self._file}-shm", "rb") as shm:
+            header = shm.read(20)
+        if len(header) < 20:
+            return 1 << 62  # no index yet: the whole file
+        page_size, frames = struct.unpack_from("=HI", header, 14)
+        page_size = 65536 if page_size == 1 else page_size
+        return WAL_HEADER_BYTES + frames * (WAL_FRAME_HEADER_BYTES + page_size)
 
     def reader(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
