@@ -23,7 +23,7 @@ from tests.unit.test_erasure_pool import get, put
 from tiering.backend import StoredData
 from tiering.catalog import Catalog
 from tiering.catalog.database import NotAtHand
-from tiering.catalog.residency import fully_cached
+from tiering.catalog.residency import cached_pages, fully_cached, keep_cached
 from tiering.catalog.sqlite import RESIDENCY_CHECK_INTERVAL, SQLiteDatabase
 from tiering.records import ObjectMeta, ObjectRecord, Segment
 
@@ -31,13 +31,19 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "RWF_NOWAIT"), reason="preadv2(R
 
 
 def evict(path: Path) -> None:
-    """Drop a file's pages from the page cache (clean pages only: flushed first)."""
+    """Drop a file's pages from the page cache (clean pages only: flushed first). The kernel may
+    keep a page still on its way to the LRU lists: ask again until none is left."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        for _ in range(50):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            if not cached_pages(path):
+                return
+            time.sleep(0.02)
     finally:
         os.close(fd)
+    raise AssertionError(f"{path} stays in the page cache")
 
 
 def flip_byte(path: Path, at: int) -> None:
@@ -60,6 +66,10 @@ def test_fully_cached_tells_a_cached_file_from_an_evicted_one(tmp_path: Path) ->
     path.read_bytes()
     assert fully_cached(path)
     assert fully_cached(tmp_path / "missing")  # nothing to read, nothing to wait for
+    evict(path)
+    assert keep_cached(path, 64 << 10)  # reads back what was missing, of the part asked for
+    assert fully_cached(path, 64 << 10) and not fully_cached(path)
+    assert keep_cached(path) and fully_cached(path)
 
 
 @pytest.mark.parametrize("size", [1, 5000, 40_000])  # replicas, replicas, erasure-coded packed shards
@@ -76,9 +86,17 @@ def test_at_hand_answers_none_when_the_bytes_are_not_cached_and_the_thread_path_
     pool = make_pool(tmp_path)
     data = blob(5000, 1)
     loc = asyncio.run(put(pool, "obj", data))
+    # RWF_NOWAIT does not wait for the disk, but it may start readahead, which a fast (virtual)
+    # disk sometimes completes before the check that follows: then the bytes come back, exact.
+    # Never all of ten times; without the flag, every time.
+    answers = []
+    for _ in range(10):
+        for path in pack_files(pool):
+            evict(path)
+        answers.append(pool.read_at_hand("obj", loc, len(data)))
+    assert set(answers) <= {None, data} and None in answers
     for path in pack_files(pool):
         evict(path)
-    assert pool.read_at_hand("obj", loc, len(data)) is None
     assert pool.read_healthy("obj", loc, len(data)) == data  # reads it into the cache...
     assert pool.read_at_hand("obj", loc, len(data)) == data  # ...and now it is at hand
 
@@ -99,12 +117,11 @@ def test_at_hand_never_waits_for_a_pack_lock_another_thread_holds(tmp_path: Path
     try:
         assert held.wait(10)
         started = time.monotonic()
-        assert pool.read_at_hand("obj", loc, len(data)) is None
+        assert pool.read_at_hand("obj", loc, len(data)) == data
         assert time.monotonic() - started < 1.0
     finally:
         release.set()
         holder.join()
-    assert pool.read_at_hand("obj", loc, len(data)) == data
 
 
 @pytest.mark.parametrize("case", ["corrupt", "offline", "new-process", "shard-files"])
@@ -186,19 +203,17 @@ def test_the_catalog_answers_at_hand_only_when_cached_on_its_thread_and_sees_eve
         thread.start()
         thread.join()
         assert len(raised) == 1
-        # The database's pages evicted: not at hand from the next check on, until read again.
-        for tail in ("", "-wal"):
-            evict(Path(f"{db.path}{tail}"))
+        # The database's pages evicted (as a machine's own reclaim does): the next check reads
+        # them back from its thread, so the event loop's lookups find them cached again.
+        path = Path(str(db.path))
+        evict(path)
+        assert not fully_cached(path)
         time.sleep(RESIDENCY_CHECK_INTERVAL + 0.1)
         catalog.version_at_hand("b", "k", None)  # starts the check
         deadline = time.monotonic() + 10
-        while catalog.version_at_hand("b", "k", None) is not None and time.monotonic() < deadline:
+        while not fully_cached(path) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert catalog.version_at_hand("b", "k", None) is None
-        assert catalog.get_version("b", "k", None).segments[0].stored.data_id == "d2"
-        for tail in ("", "-wal"):
-            Path(f"{db.path}{tail}").read_bytes()
-        time.sleep(RESIDENCY_CHECK_INTERVAL + 0.1)
+        assert fully_cached(path)
         assert _wait_at_hand(catalog, "k").segments[0].stored.data_id == "d2"
     finally:
         catalog.close()

@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tiering.catalog.database import Conn, Database, NotAtHand, Params
-from tiering.catalog.residency import fully_cached
+from tiering.catalog.residency import fully_cached, keep_cached
 from tiering.catalog.schema import migrate_sqlite
 
 _T = TypeVar("_T")
 
 RESIDENCY_CHECK_INTERVAL = 1.0  # seconds between two checks that the catalog's files are cached
 WAL_HEADER_BYTES, WAL_FRAME_HEADER_BYTES = 32, 24  # SQLite's WAL format
+_KEEP_CACHED_BYTES = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
 
 
 class _Combined:
@@ -124,11 +125,16 @@ class SQLiteDatabase(Database):
                 conn.execute("PRAGMA busy_timeout=0")
                 conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone()
                 self._at_hand = conn
-            self._resident = (
-                fully_cached(Path(self._file))
-                and fully_cached(Path(f"{self._file}-shm"))
-                and fully_cached(Path(f"{self._file}-wal"), self._wal_in_use())
-            )
+            wal = self._wal_in_use()
+            # What is missing is read back in (each file, even after one fails) — unless the
+            # catalog would take over a quarter of the memory: then only looked at.
+            check = keep_cached if os.path.getsize(self._file) + wal <= _KEEP_CACHED_BYTES else fully_cached
+            cached = [
+                check(Path(self._file)),
+                check(Path(f"{self._file}-shm")),
+                check(Path(f"{self._file}-wal"), wal),
+            ]
+            self._resident = all(cached)
         except (OSError, sqlite3.Error):
             self._resident = False
 
