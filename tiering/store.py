@@ -1272,12 +1272,13 @@ class ObjectStore:
     def _open_at_hand(
         self, bucket: str, key: str, read_up_to: int, customer_key: bytes | None, version_id: str | None
     ) -> OpenedObject | None:
-        """`_open` on the event loop, for the plain small GET — an unencrypted object of at most
-        `read_up_to` bytes on a warm tier whose catalog row and bytes can both be had without
-        waiting (Catalog.version_at_hand, TierBackend.read_at_hand); None for anything else, and
-        `_open` runs in a worker thread. Under many concurrent GETs that thread trip, not the
-        lookup or the read, was most of a 4 KiB GET's server CPU (every hand-off fights the event
-        loop for the GIL): 1,192 -> 669 µs per GET, 16 clients, bench/RESULTS.md."""
+        """`_open` on the event loop, for the plain small GET — an unencrypted, single-part object
+        of at most `read_up_to` (and AT_HAND_MAX_BYTES) bytes, not archived, whose catalog row and
+        bytes can both be had without waiting (Catalog.version_at_hand, TierBackend.read_at_hand);
+        None for anything else, and `_open` runs in a worker thread. Under many concurrent GETs
+        that thread trip, not the lookup or the read, was half of a 4 KiB GET's server CPU (the
+        worker takes the GIL back from the busy loop after every SQLite step and pread): 1,256 ->
+        595 µs per GET at 16 clients (bench/RESULTS.md)."""
         if not read_up_to or customer_key is not None:
             return None
         record = self.catalog.version_at_hand(bucket, key, version_id)
