@@ -23,7 +23,7 @@ from tests.unit.test_erasure_pool import get, put
 from tiering.backend import StoredData
 from tiering.catalog import Catalog
 from tiering.catalog.database import NotAtHand
-from tiering.catalog.residency import cached_pages, fully_cached, keep_cached
+from tiering.catalog.residency import WatchedFile, cached_pages, fully_cached
 from tiering.catalog.sqlite import RESIDENCY_CHECK_INTERVAL, SQLiteDatabase
 from tiering.records import ObjectMeta, ObjectRecord, Segment
 
@@ -67,9 +67,13 @@ def test_fully_cached_tells_a_cached_file_from_an_evicted_one(tmp_path: Path) ->
     assert fully_cached(path)
     assert fully_cached(tmp_path / "missing")  # nothing to read, nothing to wait for
     evict(path)
-    assert keep_cached(path, 64 << 10)  # reads back what was missing, of the part asked for
-    assert fully_cached(path, 64 << 10) and not fully_cached(path)
-    assert keep_cached(path) and fully_cached(path)
+    watched = WatchedFile(path)
+    try:
+        assert watched.keep_cached(64 << 10)  # reads back what was missing, of the part asked for
+        assert fully_cached(path, 64 << 10) and not fully_cached(path)
+        assert watched.keep_cached() and fully_cached(path)
+    finally:
+        watched.close()
 
 
 @pytest.mark.parametrize("size", [1, 5000, 40_000])  # replicas, replicas, erasure-coded packed shards

@@ -36,29 +36,84 @@ _MAP_FAILED = ctypes.c_void_p(-1).value
 _LOW_BIT = bytes(i & 1 for i in range(256))  # mincore defines only bit 0 of each page's byte
 
 
-def fully_cached(path: Path, length: int | None = None) -> bool:
-    """True if every page of `path` (of its first `length` bytes) is in the page cache (a missing
-    or empty file: nothing to read)."""
-    pages = _residency(path, length)
-    return pages is not None and b"\0" not in pages
+class WatchedFile:
+    """A file whose page-cache residency is checked, and kept, through one descriptor that stays
+    open until `close`. On purpose: closing *any* descriptor of a file drops every POSIX (fcntl)
+    lock this process holds on it — SQLite's locks on its database and -shm files included, as
+    SQLite's documentation warns. A check that opened and closed catalog.db each second broke a
+    gateway's locks within seconds ("disk I/O error"; tests/faults/test_orphan_sweep_hosts.py)."""
 
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = -1
 
-def keep_cached(path: Path, length: int | None = None) -> bool:
-    """`fully_cached`, after reading back whatever pages of it were not (this thread waits for
-    the disk, so that the event loop's lookups need not). False: it cannot be told, or a page
-    was still missing after the read (evicted again at once, or the file changed meanwhile)."""
-    pages = _residency(path, length)
-    if pages is None:
-        return False
-    if b"\0" not in pages:
-        return True
-    try:
-        with open(path, "rb", buffering=0) as f:
+    def _descriptor(self) -> int | None:
+        if self._fd < 0:
+            try:
+                self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                return None
+        return self._fd
+
+    def fully_cached(self, length: int | None = None) -> bool:
+        """Every page (of the first `length` bytes) in the page cache? A missing file: yes."""
+        fd = self._descriptor()
+        if fd is None:
+            return True
+        pages = _residency(fd, length)
+        return pages is not None and b"\0" not in pages
+
+    def keep_cached(self, length: int | None = None) -> bool:
+        """`fully_cached`, after reading back whatever pages were not (this thread waits for the
+        disk, so that the event loop's lookups need not). False: it cannot be told, or a page was
+        still missing after the read (evicted again at once, or the file changed meanwhile)."""
+        fd = self._descriptor()
+        if fd is None:
+            return True
+        pages = _residency(fd, length)
+        if pages is None:
+            return False
+        if b"\0" not in pages:
+            return True
+        try:
             for start, end in _runs_of_zeros(pages):
-                os.pread(f.fileno(), (end - start) * mmap.PAGESIZE, start * mmap.PAGESIZE)
-    except OSError:
-        return False
-    return fully_cached(path, length)
+                os.pread(fd, (end - start) * mmap.PAGESIZE, start * mmap.PAGESIZE)
+        except OSError:
+            return False
+        return self.fully_cached(length)
+
+    def pread(self, length: int, offset: int) -> bytes:
+        fd = self._descriptor()
+        return os.pread(fd, length, offset) if fd is not None else b""
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+
+def fully_cached(path: Path, length: int | None = None) -> bool:
+    """`WatchedFile.fully_cached` for a file this process holds no lock on (it opens and closes
+    it: never for SQLite's files, see WatchedFile)."""
+    watched = WatchedFile(path)
+    try:
+        return watched.fully_cached(length)
+    finally:
+        watched.close()
+
+
+def cached_pages(path: Path) -> int:
+    """How many of `path`'s pages are in the page cache (0 if it cannot be told); opens and
+    closes it, like `fully_cached`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return 0
+    try:
+        pages = _residency(fd, None)
+    finally:
+        os.close(fd)
+    return pages.count(1) if pages is not None else 0
 
 
 def _runs_of_zeros(pages: bytes) -> list[tuple[int, int]]:
@@ -73,36 +128,23 @@ def _runs_of_zeros(pages: bytes) -> list[tuple[int, int]]:
     return runs
 
 
-def cached_pages(path: Path) -> int:
-    """How many of `path`'s pages are in the page cache (0 if it cannot be told)."""
-    pages = _residency(path, None)
-    return pages.count(1) if pages is not None else 0
-
-
-def _residency(path: Path, length: int | None) -> bytes | None:
-    """One byte per page of the file (of its first `length` bytes): 1 cached, 0 not; None if
-    it cannot be told (no mincore, mmap or mincore failed)."""
+def _residency(fd: int, length: int | None) -> bytes | None:
+    """One byte per page of the open file (of its first `length` bytes): 1 cached, 0 not; None
+    if it cannot be told (no mincore, mmap or mincore failed). mmap and munmap leave locks be."""
     if _mincore is None:
         return None
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
+    size = os.fstat(fd).st_size
+    if length is not None:
+        size = min(size, length)
+    if size <= 0:
         return b""
+    addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    if addr is None or addr == _MAP_FAILED:
+        return None
     try:
-        size = os.fstat(fd).st_size
-        if length is not None:
-            size = min(size, length)
-        if size <= 0:
-            return b""
-        addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-        if addr is None or addr == _MAP_FAILED:
+        pages = ctypes.create_string_buffer((size + mmap.PAGESIZE - 1) // mmap.PAGESIZE)
+        if _mincore(addr, size, pages) != 0:
             return None
-        try:
-            pages = ctypes.create_string_buffer((size + mmap.PAGESIZE - 1) // mmap.PAGESIZE)
-            if _mincore(addr, size, pages) != 0:
-                return None
-            return pages.raw.translate(_LOW_BIT)
-        finally:
-            _libc.munmap(addr, size)
+        return pages.raw.translate(_LOW_BIT)
     finally:
-        os.close(fd)
+        _libc.munmap(addr, size)

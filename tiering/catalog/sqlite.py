@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tiering.catalog.database import Conn, Database, NotAtHand, Params
-from tiering.catalog.residency import fully_cached, keep_cached
+from tiering.catalog.residency import WatchedFile
 from tiering.catalog.schema import migrate_sqlite
 
 _T = TypeVar("_T")
@@ -85,6 +85,8 @@ class SQLiteDatabase(Database):
         self._resident = False
         self._residency_due = 0.0
         self._closed = False
+        # Database, -shm and WAL, each through one descriptor kept open (see WatchedFile).
+        self._watched = tuple(WatchedFile(Path(f"{path}{tail}")) for tail in ("", "-shm", "-wal"))
 
     # --- connections ------------------------------------------------------------------------
 
@@ -125,14 +127,15 @@ class SQLiteDatabase(Database):
                 conn.execute("PRAGMA busy_timeout=0")
                 conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone()
                 self._at_hand = conn
-            wal = self._wal_in_use()
+            db, shm, wal = self._watched
+            wal_bytes = self._wal_in_use()
             # What is missing is read back in (each file, even after one fails) — unless the
             # catalog would take over a quarter of the memory: then only looked at.
-            check = keep_cached if os.path.getsize(self._file) + wal <= _KEEP_CACHED_BYTES else fully_cached
+            keep = os.path.getsize(self._file) + wal_bytes <= _KEEP_CACHED_BYTES
             cached = [
-                check(Path(self._file)),
-                check(Path(f"{self._file}-shm")),
-                check(Path(f"{self._file}-wal"), wal),
+                db.keep_cached() if keep else db.fully_cached(),
+                shm.keep_cached() if keep else shm.fully_cached(),
+                wal.keep_cached(wal_bytes) if keep else wal.fully_cached(wal_bytes),
             ]
             self._resident = all(cached)
         except (OSError, sqlite3.Error):
@@ -143,8 +146,7 @@ class SQLiteDatabase(Database):
         valid one (the WAL index's mxFrame; frames past it are left from before the last reset
         and never read). From the shared index's header: u16 page size at 14 (1: 65536), u32
         mxFrame at 16, native byte order (sqlite3/src/wal.c, WalIndexHdr)."""
-        with open(f"{self._file}-shm", "rb") as shm:
-            header = shm.read(20)
+        header = self._watched[1].pread(20, 0)  # never open() and close() it: see WatchedFile
         if len(header) < 20:
             return 1 << 62  # no index yet: the whole file
         page_size, frames = struct.unpack_from("=HI", header, 14)
@@ -271,6 +273,8 @@ class SQLiteDatabase(Database):
             at_hand, self._at_hand = self._at_hand, None
             if at_hand is not None:
                 at_hand.close()
+            for watched in self._watched:
+                watched.close()
             if self._wal_fd >= 0:
                 os.close(self._wal_fd)
                 self._wal_fd = -1
