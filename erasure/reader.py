@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import TYPE_CHECKING
 
 from erasure.codec import Buffer, Codec, codec_for, rebuild_blocks
@@ -159,6 +159,30 @@ def read_healthy(pool: ErasurePool, data_id: str, loc: Location, size: int) -> b
     Shards on storage nodes answer None too: the reader's hedged, parallel opening serves them
     better than one thread asking each node in turn (a hung node would cost its full timeout).
     """
+    return _read_whole(pool, data_id, loc, size, lambda store, i: store.open(data_id, i))
+
+
+def read_at_hand(pool: ErasurePool, data_id: str, loc: Location, size: int) -> bytes | None:
+    """`read_healthy` on the event loop: the whole blob when every data shard is a packed record
+    that reads without waiting (indexed, its pack open, its bytes in the page cache: see
+    `PackSet.read_at_hand`) and checks out; None otherwise — read it in a thread then."""
+    return _read_whole(
+        pool,
+        data_id,
+        loc,
+        size,
+        lambda store, i: store.open_at_hand(data_id, i) if isinstance(store, LocalDrive) else None,
+    )
+
+
+def _read_whole(
+    pool: ErasurePool,
+    data_id: str,
+    loc: Location,
+    size: int,
+    open_shard: Callable[[Drive, int], ShardReader | None],
+) -> bytes | None:
+    """The blob from its k data shards opened by `open_shard` (None: give up); None on anything unusual."""
     if _unreachable(pool, loc, range(loc.width)) or _on_nodes(pool, loc):
         return None
     files: list[ShardReader] = []
@@ -167,7 +191,9 @@ def read_healthy(pool: ErasurePool, data_id: str, loc: Location, size: int) -> b
             domain_id = loc.shards[i]
             store = pool.store(domain_id) if domain_id else None
             assert store is not None  # placed and on a known, online domain: checked above
-            f = store.open(data_id, i)
+            f = open_shard(store, i)
+            if f is None:
+                return None
             files.append(f)
             h = f.header
             if (h.k, h.m, h.block_size, h.size) != (loc.k, loc.m, loc.block_size, size):
@@ -179,34 +205,8 @@ def read_healthy(pool: ErasurePool, data_id: str, loc: Location, size: int) -> b
         _close_all(files)
 
 
-def read_at_hand(pool: ErasurePool, data_id: str, loc: Location, size: int) -> bytes | None:
-    """`read_healthy` on the event loop: the whole blob when every data shard is a packed record
-    that reads without waiting (indexed, its pack open, its bytes in the page cache: see
-    `PackSet.read_at_hand`) and checks out; None otherwise — read it in a thread then."""
-    if _unreachable(pool, loc, range(loc.width)) or _on_nodes(pool, loc):
-        return None
-    files: list[ShardReader] = []
-    try:
-        for i in range(loc.k):
-            domain_id = loc.shards[i]
-            store = pool.store(domain_id) if domain_id else None
-            f = store.open_at_hand(data_id, i) if isinstance(store, LocalDrive) else None
-            if f is None:
-                return None
-            files.append(f)
-        return _join_blocks(files, loc, size)
-    except (ErasureError, OSError):
-        return None
-    finally:
-        _close_all(files)
-
-
 def _join_blocks(files: list[ShardReader], loc: Location, size: int) -> bytes | None:
-    """The blob's bytes from its opened data shards; None if a header disagrees with the location."""
-    for f in files:
-        h = f.header
-        if (h.k, h.m, h.block_size, h.size) != (loc.k, loc.m, loc.block_size, size):
-            return None
+    """The blob's bytes from its opened data shards (headers already checked against `loc`)."""
     parts: list[bytes] = []
     for piece in StripeLayout(size, loc.k, loc.block_size).locate(0, size):
         for part in piece.blocks:

@@ -18,14 +18,14 @@ import pytest
 
 from erasure import ErasurePool
 from erasure.pack import PackSet
+from tests.unit.test_catalog_generations import _record
 from tests.unit.test_erasure_packs import blob, make_pool, packs
 from tests.unit.test_erasure_pool import get, put
-from tiering.backend import StoredData
 from tiering.catalog import Catalog
 from tiering.catalog.database import NotAtHand
 from tiering.catalog.residency import WatchedFile, cached_pages, fully_cached
 from tiering.catalog.sqlite import RESIDENCY_CHECK_INTERVAL, SQLiteDatabase
-from tiering.records import ObjectMeta, ObjectRecord, Segment
+from tiering.records import ObjectRecord
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "RWF_NOWAIT"), reason="preadv2(RWF_NOWAIT) is Linux's")
 
@@ -152,19 +152,6 @@ def test_at_hand_answers_none_for_anything_unusual_and_the_blob_still_reads(
         assert await get(reader_pool, "obj", loc, size) == data
 
     asyncio.run(scenario())
-
-
-def _record(key: str, data_id: str) -> ObjectRecord:
-    return ObjectRecord(
-        bucket="b",
-        key=key,
-        size=1,
-        etag=data_id,
-        last_modified=1.0,
-        tier="hot",
-        meta=ObjectMeta(),
-        segments=(Segment(StoredData(data_id, 1, {})),),
-    )
 
 
 def _wait_at_hand(catalog: Catalog, key: str) -> ObjectRecord:

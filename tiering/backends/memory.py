@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +127,15 @@ class MemoryBackend(TierBackend):
 
     def read_whole(self, stored: StoredData) -> bytes | None:
         # Runs in worker threads: the counters move under the cache lock.
+        return self._read_through(stored, self.durable.read_whole)
+
+    def read_at_hand(self, stored: StoredData) -> bytes | None:
+        # On the event loop: the lock guards dict updates only, and a miss reads through to the
+        # durable tier only if its bytes are at hand too.
+        return self._read_through(stored, self.durable.read_at_hand)
+
+    def _read_through(self, stored: StoredData, read: Callable[[StoredData], bytes | None]) -> bytes | None:
+        """A cache hit, or the durable tier's bytes by `read` (cached for next time)."""
         data = self._cache_get(stored.data_id)
         if data is not None:
             with self._lock:
@@ -134,21 +143,12 @@ class MemoryBackend(TierBackend):
             return data
         if stored.size > self.max_cached_blob:
             return None
-        data = self.durable.read_whole(stored)
+        data = read(stored)
         if data is not None:
             with self._lock:
                 self.misses += 1
             self.cache_put(stored.data_id, data)
         return data
-
-    def read_at_hand(self, stored: StoredData) -> bytes | None:
-        # `read_whole` on the event loop: the lock guards dict updates only, and a miss reads
-        # through to the durable tier only if its bytes are at hand too.
-        data = self._cache_get(stored.data_id)
-        if data is not None:
-            with self._lock:
-                self.hits += 1
-            return data
         if stored.size > self.max_cached_blob:
             return None
         data = self.durable.read_at_hand(stored)
