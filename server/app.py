@@ -173,8 +173,6 @@ class Gateway:
             else None
         )
         self.lifecycle_runs = LifecycleRuns(self.progress) if self.progress is not None else None
-        if self.progress is not None:
-            store.rebalancer.peer_writers = self._peer_writers
 
     def background_tasks(self) -> list[asyncio.Task[None]]:
         """Under a supervisor: publish this worker's progress, answer lifecycle run requests."""
@@ -192,8 +190,7 @@ class Gateway:
 
     async def _refresh(self) -> None:
         """This worker's metrics mirror and progress entry, as of now: after taking up what
-        another worker changed (a drain: the writers it publishes are then all that may still
-        write to the draining domain)."""
+        another worker changed."""
         await self.catch_up()
         await asyncio.to_thread(self.metrics.sync_own)
         if self.progress is not None:
@@ -209,20 +206,7 @@ class Gateway:
         return {
             "heal": {**heal.to_json(), "degraded": sorted(heal.degraded)},
             "lifecycle": self.lifecycle.daemon.status(),
-            "writers": self.store.rebalancer.writes_placed(),
-            "draining": self.store.rebalancer.draining_ids(),
         }
-
-    async def _peer_writers(self, domain_ids: list[str], draining: bool) -> int:
-        """The other workers' writers still writing shards to these domains (tiering/rebalance.py,
-        `drain --wait`); with `draining`, a worker that does not list them all as draining yet
-        counts as one (it may still place new shards there)."""
-        count = 0
-        for peer in await self._peer_progress():
-            if draining and not set(domain_ids) <= set(peer.get("draining", [])):
-                count += 1
-            count += sum(int(peer.get("writers", {}).get(d, 0)) for d in domain_ids)
-        return count
 
     async def _peer_progress(self) -> list[dict[str, Any]]:
         if self.progress is None:
@@ -296,8 +280,8 @@ class Gateway:
             await asyncio.to_thread(reload)
             await self.authorizer.reload_user_policies()
             await domains.load_domain_state(self.store, reset=False)
-            # A drain through another worker: no shard of ours is placed on it from now on (its
-            # `drain --wait` counts only its own writers still writing there).
+            # A drain through another worker: no shard of ours is placed on it from now on, and our
+            # writes still writing there are published for its `drain --wait` (tiering/rebalance.py).
             await self.store.rebalancer.follow()
             self._changes_seen = token
 

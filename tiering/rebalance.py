@@ -25,12 +25,12 @@ moved back). A copy is registered there *before* it is made (due in an hour), so
 copy and swap leaves nothing behind for good.
 
 Draining. `drain --wait` answers only when `remove` will succeed (`wait_drained`): the run is done,
-no writer still writes shards it placed on the domain before it began draining (this process's,
-and under a supervisor every other worker's, each asked after it took up the drain: see
-`Rebalancer.peer_writers`), no live blob names the domain (one committed after a run's last scan
-gets another run), and the files retired from it have outlived the readers' grace and been
-collected. Writers of other hosts' gateways (a shared PostgreSQL catalog) that placed before the
-drain are seen only once they commit (the catalog re-check).
+no writer of any process still writes shards it placed on the domain before it began draining
+(this process's counted here; every other live process — a worker of this gateway, another
+gateway, a lifecycle process, on any host — publishes its own in the catalog once it has taken up
+the drain, and counts as one writer until then: `Rebalancer.writers_on`), no live blob names the
+domain (one committed after a run's last scan gets another run), and the files retired from it
+have outlived the readers' grace and been collected.
 
 Throttled by bytes/s (a `Throttle` the server builds from [rebalance] bytes_per_second) and by
 `concurrency` blobs at once.
@@ -82,6 +82,9 @@ INTENT_DELAY = 3600.0  # a copy not recorded in a location by then is an orphan
 REQUESTED, DONE, PROGRESS = "rebalance_requested", "rebalance_done", "rebalance_progress"
 TOPOLOGY_VERSION = "topology_version"
 CODE_PREFIX = "tier_code:"
+# + a process id (tiering.peers): the domains that process takes as draining, and how many of its
+# writes still write shards there (`Rebalancer._publish_writers`, read by `writers_on`).
+WRITERS_PREFIX = "draining_writers:"
 STATUSES = ("active", "draining", "removed")
 _DOMAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -215,12 +218,8 @@ class Rebalancer:
         self._wake = asyncio.Event()
         self._gc_lock = asyncio.Lock()
         self.topology_lock = asyncio.Lock()  # one operator change of shape at a time (ids, checks)
-        # Under a supervisor (server/app.py sets it): the writers the *other* workers still have on
-        # the given domains, each asked after it took up the latest topology; a worker that has
-        # not yet seen those domains draining counts as one writer (it may still place there)
-        # when the second argument says they are.
-        self.peer_writers: Callable[[list[str], bool], Awaitable[int]] | None = None
         self._seen_version: str | None = None
+        self._published: tuple[str, str] | None = None  # (setting, value) of our writers on draining domains
         self._leader = False
         self._last_publish = 0.0
 
@@ -233,7 +232,7 @@ class Rebalancer:
         return erasure_pools(self.store)
 
     def writes_placed(self) -> dict[str, int]:
-        """This process's writers still writing shards, per domain (what `peer_writers` reads)."""
+        """This process's writers still writing shards, per domain."""
         placed: dict[str, int] = {}
         for pool in self.pools.values():
             for domain_id, count in pool.placements().items():
@@ -245,13 +244,57 @@ class Rebalancer:
         return sorted(d.id for pool in self.pools.values() for d in pool.topology if d.draining)
 
     async def writers_on(self, pool: ErasurePool, domain_ids: list[str], *, draining: bool = True) -> int:
-        """Writers still writing shards to these domains: this process's and, under a
-        supervisor, every other worker's (a drain must not end while any of them writes there).
-        `draining`: the domains are draining, and a worker that has not taken that up counts."""
+        """Writers still writing shards to these domains: this process's and, when they are
+        `draining`, every other live process's (a drain must not end while any of them writes
+        there): what each published (`_publish_writers`), or one for a process that has not
+        taken up the drain yet (it may still place shards there). Domains that are not draining
+        take new shards from any process at any moment: only this process's are counted then."""
         here = pool.writes_placed_on(domain_ids)
-        if self.peer_writers is None:
+        if not draining:
             return here
-        return here + await self.peer_writers(domain_ids, draining)
+        return here + await asyncio.to_thread(self._writers_elsewhere, domain_ids)
+
+    def _writers_elsewhere(self, domain_ids: list[str]) -> int:
+        catalog = self.store.catalog
+        own = self.store.process.id if self.store.process is not None else None
+        published = catalog.settings_with_prefix(WRITERS_PREFIX)
+        now = time.time()
+        count = 0
+        for row in catalog.process_rows():
+            if row.id == own or not row.alive(now):
+                continue
+            raw = published.get(WRITERS_PREFIX + row.id)
+            entry = json.loads(raw) if raw else {}
+            if not set(domain_ids) <= set(entry.get("draining", ())):
+                count += 1
+                continue
+            count += sum(int(entry.get("writers", {}).get(d, 0)) for d in domain_ids)
+        return count
+
+    def forget_writers_of(self, process_id: str) -> None:
+        """Drop what a process that is gone published (its orphans swept: see tiering.store)."""
+        self.store.catalog.delete_setting(WRITERS_PREFIX + process_id)
+
+    async def _publish_writers(self) -> None:
+        """Tell every other process (any host: through the catalog) which domains this one takes
+        as draining and how many of its writes still write shards there — placed before it took
+        up the drain. Written when that changes, while any domain drains; removed after."""
+        process = self.store.process
+        catalog = self.store.catalog
+        name = WRITERS_PREFIX + process.id if process is not None else None
+        draining = self.draining_ids()
+        if self._published is not None and (name != self._published[0] or not draining):
+            # Drains over, or our id changed (declared dead: nothing placed under the old one commits).
+            await asyncio.to_thread(catalog.delete_setting, self._published[0])
+            self._published = None
+        if name is None or not draining:
+            return
+        placed = self.writes_placed()
+        writers = {d: placed[d] for d in draining if placed.get(d)}
+        value = json.dumps({"draining": draining, "writers": writers}, sort_keys=True)
+        if self._published != (name, value):
+            await asyncio.to_thread(catalog.put_setting, name, value)
+            self._published = (name, value)
 
     # --- start, stop, follow the shared topology ------------------------------------------------
 
@@ -273,6 +316,9 @@ class Rebalancer:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
+        if self._published is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self.store.catalog.delete_setting, self._published[0])
         if self._leader:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self.store.catalog.release_lease, LEASE, self._holder)
@@ -331,6 +377,7 @@ class Rebalancer:
         if version != self._seen_version:
             self._seen_version = version
             await self._apply()
+        await self._publish_writers()
 
     def _hold_lease(self) -> bool:
         now = time.time()

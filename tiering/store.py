@@ -820,6 +820,7 @@ class ObjectStore:
                 temporary += await tier.backend.sweep_writes_of(lambda data_id: owner_of(data_id) == row.id)
             log.info("process %s: %d temporary files of unfinished writes removed", row.id, temporary)
             await asyncio.to_thread(self.catalog.forget_process, row.id)
+            await asyncio.to_thread(self.rebalancer.forget_writers_of, row.id)
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self.catalog.release_lease, lease, self._holder)

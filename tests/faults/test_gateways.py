@@ -37,14 +37,14 @@ class Gateways:
         self.url = postgres.session_server().create_database("gateways")
         self.started: list[ServerProcess] = []
 
-    def __call__(self, count: int) -> list[ServerProcess]:
+    def __call__(self, count: int, env: dict[str, str] | None = None) -> list[ServerProcess]:
         procs = [
             ServerProcess(
                 self.data,
                 free_port(),
                 # One process per gateway: lease holders are matched to the gateway's pid.
                 extra_args=["--catalog", self.url, "--test-clock", "--workers", "1"],
-                env={"TIERSTORE_LIFECYCLE_INTERVAL_SECONDS": "1"},
+                env={"TIERSTORE_LIFECYCLE_INTERVAL_SECONDS": "1", **(env or {})},
             )
             for _ in range(count)
         ]

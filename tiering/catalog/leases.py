@@ -54,6 +54,11 @@ class LeasesCatalog(CatalogBase):
                 (name, value),
             )
 
+    @transaction
+    def delete_setting(self, name: str) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM settings WHERE name = ?", (name,))
+
     def settings_with_prefix(self, prefix: str) -> dict[str, str]:
         """Every setting whose name starts with `prefix` (an index range scan)."""
         upper = key_successor(prefix)
