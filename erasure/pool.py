@@ -23,7 +23,7 @@ import contextlib
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,6 +113,7 @@ class ErasurePool:
         # A write that placed a shard on a domain just before it began draining commits after
         # placement excluded it; a drain waits for these before its last look at the catalog.
         self._placements: Counter[str] = Counter()
+        self._placing = 0  # writers between reading the domains' states and holding what they chose
         self._placements_lock = threading.Lock()  # writers place from worker threads too
 
     # -- plumbing shared by writer, reader and heal -----------------------------------------
@@ -150,6 +151,19 @@ class ErasurePool:
         """Shards that must be durable; the replica layout keeps the same number of spare failures."""
         return self.write_quorum if layout == "ec" else self.write_quorum - self.k + 1
 
+    @contextlib.contextmanager
+    def placing(self) -> Iterator[None]:
+        """Around a writer's choice of domains and its `hold_placement`: until it holds, it may
+        have chosen a domain that began draining since it looked, so `writes_placed_on` counts
+        it on every domain (a drain then waits for the next count; never misses it)."""
+        with self._placements_lock:
+            self._placing += 1
+        try:
+            yield
+        finally:
+            with self._placements_lock:
+                self._placing -= 1
+
     def hold_placement(self, domain_ids: list[str]) -> list[str]:
         """A writer placed shards on these domains (released by `release_placement`)."""
         with self._placements_lock:
@@ -162,14 +176,15 @@ class ErasurePool:
             self._placements = +self._placements
 
     def writes_placed_on(self, domain_ids: list[str]) -> int:
-        """Writers in this process still writing shards to any of these domains."""
+        """Writers in this process still writing shards to any of these domains (or choosing)."""
         with self._placements_lock:
-            return sum(self._placements[d] for d in domain_ids)
+            return sum(self._placements[d] for d in domain_ids) + self._placing
 
-    def placements(self) -> dict[str, int]:
-        """Writers in this process still writing shards, per domain that has any."""
+    def placements(self, domain_ids: list[str]) -> dict[str, int]:
+        """Writers in this process still writing shards (or choosing), per domain of this pool asked about."""
+        ours = [d for d in domain_ids if self.topology.get(d) is not None]
         with self._placements_lock:
-            return dict(self._placements)
+            return {d: self._placements[d] + self._placing for d in ours}
 
     def request_heal(self, data_id: str, location: dict[str, Any], size: int, reason: str) -> None:
         with contextlib.suppress(asyncio.QueueFull):

@@ -160,8 +160,9 @@ class PoolWriter:
         k = pool.k if layout == "ec" else 1
         width = k + pool.m
         self._quorum = pool.write_quorum_for(layout)
-        domains = place(self.data_id, pool.topology, pool.spread_level, width, usable=pool.writable)
-        self._placed_on = pool.hold_placement([d.id for d in domains])
+        with pool.placing():
+            domains = place(self.data_id, pool.topology, pool.spread_level, width, usable=pool.writable)
+            self._placed_on = pool.hold_placement([d.id for d in domains])
         shards: list[str | None] = [d.id for d in domains] + [None] * (width - len(domains))
         self._loc = Location(layout, k, pool.m, pool.block_size, shards, set(range(len(domains), width)))
         self._check_quorum(len(domains))
@@ -340,11 +341,12 @@ class PoolWriter:
             return domain.id not in self._tried and pool.writable(domain)
 
         for exclude in (taken | own, taken):
-            found = place(self.data_id, pool.topology, level, 1, exclude_groups=exclude, usable=usable)
-            if found:
-                # Held like the first placement, so a drain that began meanwhile waits for it too.
-                self._placed_on += pool.hold_placement([found[0].id])
-                return found[0]
+            with pool.placing():
+                found = place(self.data_id, pool.topology, level, 1, exclude_groups=exclude, usable=usable)
+                if found:
+                    # Held like the first placement, so a drain that began meanwhile waits for it too.
+                    self._placed_on += pool.hold_placement([found[0].id])
+                    return found[0]
         return None
 
     def _rescue(self, index: int, error: BaseException, old: ShardWriter | None) -> ShardWriter | None:

@@ -218,6 +218,7 @@ class Rebalancer:
         self._wake = asyncio.Event()
         self._gc_lock = asyncio.Lock()
         self.topology_lock = asyncio.Lock()  # one operator change of shape at a time (ids, checks)
+        self._following = asyncio.Lock()
         self._seen_version: str | None = None
         self._published: tuple[str, str] | None = None  # (setting, value) of our writers on draining domains
         self._leader = False
@@ -231,11 +232,11 @@ class Rebalancer:
     def pools(self) -> dict[str, ErasurePool]:
         return erasure_pools(self.store)
 
-    def writes_placed(self) -> dict[str, int]:
-        """This process's writers still writing shards, per domain."""
+    def writes_placed(self, domain_ids: list[str]) -> dict[str, int]:
+        """This process's writers still writing shards (or choosing where), per domain asked about."""
         placed: dict[str, int] = {}
         for pool in self.pools.values():
-            for domain_id, count in pool.placements().items():
+            for domain_id, count in pool.placements(domain_ids).items():
                 placed[domain_id] = placed.get(domain_id, 0) + count
         return placed
 
@@ -289,8 +290,7 @@ class Rebalancer:
             self._published = None
         if name is None or not draining:
             return
-        placed = self.writes_placed()
-        writers = {d: placed[d] for d in draining if placed.get(d)}
+        writers = {d: n for d, n in self.writes_placed(draining).items() if n}
         value = json.dumps({"draining": draining, "writers": writers}, sort_keys=True)
         if self._published != (name, value):
             await asyncio.to_thread(catalog.put_setting, name, value)
@@ -373,11 +373,12 @@ class Rebalancer:
     async def follow(self) -> None:
         """Take up a topology change another process made (a drain, an added drive, a new code):
         each pass of the loop, and before a request once the change token says something changed."""
-        version = await asyncio.to_thread(self.store.catalog.get_setting, TOPOLOGY_VERSION)
-        if version != self._seen_version:
-            self._seen_version = version
-            await self._apply()
-        await self._publish_writers()
+        async with self._following:  # a second caller waits until the change is applied
+            version = await asyncio.to_thread(self.store.catalog.get_setting, TOPOLOGY_VERSION)
+            if version != self._seen_version:
+                await self._apply()
+                self._seen_version = version  # only once applied: a failed pass is tried again
+            await self._publish_writers()
 
     def _hold_lease(self) -> bool:
         now = time.time()
@@ -776,6 +777,7 @@ async def add_domain(
 ) -> dict[str, Any]:
     """Add a drive to a tier now (recorded in the catalog); the caller asks for a rebalance."""
     async with store.rebalancer.topology_lock:
+        await store.rebalancer.follow()  # what another process changed last (ids, states) first
         return await _add_domain(store, tier, path, node, rack, zone, weight, domain_id)
 
 
@@ -830,6 +832,7 @@ async def _add_domain(
 async def drain_domain(store: ObjectStore, target: str) -> dict[str, Any]:
     """Stop placing new shards on a drive or node; the rebalancer then moves everything off it."""
     async with store.rebalancer.topology_lock:
+        await store.rebalancer.follow()  # what another process changed last (ids, states) first
         return await _drain_domain(store, target)
 
 
@@ -936,6 +939,7 @@ async def wait_drained(store: ObjectStore, target: str, token: float) -> dict[st
 async def remove_domain(store: ObjectStore, target: str) -> dict[str, Any]:
     """Forget a drive or node that holds no shard (drain it first). Refused otherwise."""
     async with store.rebalancer.topology_lock:
+        await store.rebalancer.follow()  # what another process changed last (ids, states) first
         return await _remove_domain(store, target)
 
 

@@ -438,3 +438,20 @@ def test_recent_shards_find_blobs_for_the_orphan_sweep(tmp_path: Path) -> None:
         assert await asyncio.to_thread(pool.recent_shards, 0, before) == {}
 
     run(scenario())
+
+
+def test_a_writer_choosing_its_domains_counts_on_every_domain_until_it_holds(tmp_path: Path) -> None:
+    """Between reading the domains' states and holding its choice, a writer may have picked a
+    domain that began draining meanwhile: a drain counting then must see it (on every domain of
+    the pool), and afterwards only on the domains it holds."""
+    pool = make_pool(tmp_path)
+    ids = [d.id for d in pool.topology]
+    assert pool.writes_placed_on(ids[:1]) == 0
+    with pool.placing():
+        assert pool.writes_placed_on(ids[:1]) == 1
+        assert pool.placements([ids[0], "another-tier-drive"]) == {ids[0]: 1}
+        held = pool.hold_placement(ids[1:3])
+    assert pool.writes_placed_on(ids[:1]) == 0
+    assert pool.placements(ids) == {d: (1 if d in held else 0) for d in ids}
+    pool.release_placement(held)
+    assert pool.writes_placed_on(ids) == 0
