@@ -7,9 +7,11 @@ import http.client
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests import postgres
 from tests.clients.wire import sign_v4
 from tests.conftest import ServerProcess, free_port
 
@@ -96,3 +98,39 @@ class StreamingPut(threading.Thread):
             self.error = exc
         finally:
             conn.close()
+
+
+class Gateways:
+    """Gateways on one fresh database (`url`) and one data directory: `gateways(N)` starts N more."""
+
+    def __init__(self, data: Path) -> None:
+        self.data = data
+        self.url = postgres.session_server().create_database("gateways")
+        self.started: list[ServerProcess] = []
+
+    def __call__(self, count: int, env: dict[str, str] | None = None) -> list[ServerProcess]:
+        procs = [
+            ServerProcess(
+                self.data,
+                free_port(),
+                # One process per gateway: lease holders are matched to the gateway's pid.
+                extra_args=["--catalog", self.url, "--test-clock", "--workers", "1"],
+                env={"TIERSTORE_LIFECYCLE_INTERVAL_SECONDS": "1", **(env or {})},
+            )
+            for _ in range(count)
+        ]
+        for proc in procs:
+            self.started.append(proc.start())
+        return procs
+
+    def sql(self, statement: str) -> list[Any]:
+        return postgres.session_server().sql(self.url, statement)
+
+
+@pytest.fixture
+def gateways(tmp_path: Path) -> Iterator[Gateways]:
+    """Start N gateways on one fresh database and one data directory; stopped at the end."""
+    spawn = Gateways(tmp_path / "data")
+    yield spawn
+    for proc in spawn.started:
+        proc.stop()

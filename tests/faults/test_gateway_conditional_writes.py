@@ -4,28 +4,17 @@ not in a gateway's memory)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from tests.conftest import make_client
-from tests.faults.test_gateways import Gateways
+from tests.faults.conftest import Gateways
 from tests.s3.test_conditional_writes import race, race_rounds
 
 pytestmark = pytest.mark.postgresql
 
 
-@pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[Gateways]:
-    gateways = Gateways(tmp_path / "data")
-    yield gateways
-    for proc in gateways.started:
-        proc.stop()
-
-
-def test_racing_conditional_writers_through_two_gateways(spawn: Gateways) -> None:
-    a, b = spawn(2)
+def test_racing_conditional_writers_through_two_gateways(gateways: Gateways) -> None:
+    a, b = gateways(2)
     s3 = make_client(a.endpoint)
     s3.create_bucket(Bucket="race")
     # Writers alternate between the gateways: four through each.
@@ -38,8 +27,8 @@ def test_racing_conditional_writers_through_two_gateways(spawn: Gateways) -> Non
         )
 
 
-def test_conditional_delete_and_write_through_two_gateways(spawn: Gateways) -> None:
-    a, b = spawn(2)
+def test_conditional_delete_and_write_through_two_gateways(gateways: Gateways) -> None:
+    a, b = gateways(2)
     s3 = make_client(a.endpoint)
     s3.create_bucket(Bucket="race")
     for n in range(5):

@@ -17,7 +17,6 @@ import json
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +24,7 @@ import pytest
 
 from tests.clients.wire import sign_v4
 from tests.conftest import ServerProcess, make_client
-from tests.faults.conftest import StreamingPut, pattern_md5
-from tests.faults.test_gateways import Gateways
+from tests.faults.conftest import Gateways, StreamingPut, pattern_md5
 from tests.shards import shards_under
 from tests.support import AdminError, admin, wait_for
 
@@ -37,14 +35,6 @@ SIZE = 12 * MiB  # streamed: shards are placed, their files created, once a stri
 HELD_AT = 6 * MiB
 GRACE = 2.0  # TIERSTORE_RETIRE_GRACE_SECONDS: the drain also waits out the moved files' grace
 STILL_WAITING = 8.0  # seconds the drain must keep waiting while B's write is held
-
-
-@pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[Gateways]:
-    gateways = Gateways(tmp_path / "data")
-    yield gateways
-    for proc in gateways.started:
-        proc.stop()
 
 
 def nodes_written_by(data: Path, pid: int) -> list[str]:
@@ -61,9 +51,9 @@ def drain_state(gateway: ServerProcess, target: str) -> dict[str, Any]:
         return dict(json.loads(response.read()))
 
 
-def test_a_drain_waits_for_a_write_another_gateway_placed_on_the_node(spawn: Gateways) -> None:
+def test_a_drain_waits_for_a_write_another_gateway_placed_on_the_node(gateways: Gateways) -> None:
     env = {"TIERSTORE_RETIRE_GRACE_SECONDS": str(GRACE), "TIERSTORE_REBALANCE_SETTLE_SECONDS": "1"}
-    a, b = spawn(2, env=env)
+    a, b = gateways(2, env=env)
     s3 = make_client(a.endpoint)
     s3.create_bucket(Bucket="drain")
     s3.put_object(Bucket="drain", Key="before", Body=b"x" * 300_000)
