@@ -97,7 +97,7 @@ def test_a_drain_waits_for_a_write_another_gateway_placed_on_the_node(gateways: 
     assert state["drain"]["removable"], state
 
     removed = admin(a.endpoint, "domain", "remove", target)
-    assert removed, removed
+    assert removed["status"] == "removed" and removed["domains"] == [f"{target}-d1", f"{target}-d2"], removed
     expected = pattern_md5(7, SIZE)
     for endpoint in (a.endpoint, b.endpoint):
         client = make_client(endpoint)
