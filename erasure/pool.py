@@ -23,12 +23,13 @@ import contextlib
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from erasure.drive import Drive, DriveFactory
 from erasure.drive_health import DriveHealth, DriveHealthSettings
+from erasure.durability import FlushBarrier
 from erasure.errors import DataLost, DataNotFound, DomainOffline, ErasureError
 from erasure.heal import HealResult, heal
 from erasure.location import Location
@@ -296,6 +297,35 @@ class ErasurePool:
         then share one thread trip.
         """
         return PoolWriter(self, data_id, len(data)).write_blob(data)
+
+    def write_blobs(
+        self, blobs: Sequence[tuple[str, bytes | memoryview]]
+    ) -> list[dict[str, Any] | Exception]:
+        """`write_blob` for several blobs at once, sharing one flush per drive: every blob's shards
+        are written and published first, then each drive is asked for one flush covering them all.
+        Per blob, its location or the error that failed it (nothing of it is left behind then).
+        Blocking: call it from a worker thread (the small PUTs' committer: tiering/small_writes.py).
+        """
+        results: list[dict[str, Any] | Exception] = []
+        staged: list[tuple[int, PoolWriter]] = []
+        barriers: dict[int, FlushBarrier] = {}
+        for n, (data_id, data) in enumerate(blobs):
+            try:
+                writer = PoolWriter(self, data_id, len(data))
+                barriers.update((id(b), b) for b in writer.stage_blob(data))
+            except Exception as exc:
+                results.append(exc)
+                continue
+            results.append({})
+            staged.append((n, writer))
+        # Asked for after the last blob was published: one flush per drive covers every blob.
+        tickets = {key: barrier.request() for key, barrier in barriers.items()}
+        for n, writer in staged:
+            try:
+                results[n] = writer.end_blob(tickets)
+            except Exception as exc:
+                results[n] = exc
+        return results
 
     async def open_reader(self, data_id: str, location: dict[str, Any], size: int) -> PoolReader:
         return await PoolReader.open(self, data_id, Location.from_dict(location), size)

@@ -19,6 +19,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import xxhash
@@ -491,29 +492,58 @@ def commit_shards(writers: Sequence[tuple[ShardWriter, ShardHeader | None]]) -> 
     Per shard: None when it is durable, or the error that failed it (its file is removed then).
     Blocking: call it from a worker thread.
     """
-    results: list[BaseException | None] = [None] * len(writers)
-    on_barrier: dict[int, tuple[FlushBarrier, list[int]]] = {}
+    return settle_shards(publish_shards(writers))
+
+
+@dataclass
+class PublishedShards:
+    """Shards made visible whose drives' flushes are still to be waited for (`settle_shards`)."""
+
+    writers: list[ShardWriter]
+    results: list[BaseException | None]  # per shard: None, or the error that failed its publish
+    barriers: dict[int, tuple[FlushBarrier, list[int]]]  # id(barrier) -> (barrier, shards behind it)
+
+
+def publish_shards(writers: Sequence[tuple[ShardWriter, ShardHeader | None]]) -> PublishedShards:
+    """The first half of `commit_shards`: publish each shard (a failed one is discarded)."""
+    published = PublishedShards([w for w, _ in writers], [None] * len(writers), {})
     for n, (writer, header) in enumerate(writers):
         try:
             barrier = writer.publish(header)
         except Exception as exc:  # one drive's failure is that shard's, not the blob's
             writer.discard()
             writer.unpublish()
-            results[n] = exc
+            published.results[n] = exc
             continue
         if barrier is not None:
-            on_barrier.setdefault(id(barrier), (barrier, []))[1].append(n)
+            published.barriers.setdefault(id(barrier), (barrier, []))[1].append(n)
+    return published
+
+
+def settle_shards(
+    published: PublishedShards, tickets: dict[int, int] | None = None
+) -> list[BaseException | None]:
+    """The second half of `commit_shards`: wait until every published shard is durable.
+
+    `tickets` (by id of barrier) were requested after the last publish of several blobs, which
+    then share one flush per drive (`ErasurePool.write_blobs`); missing ones are requested here.
+    """
+    results = published.results
     # A ticket covers only what was written before it was asked for: ask each drive once, after
     # the last publish, then wait. Drives flush in parallel; shards on one drive share a flush.
-    waits = [(barrier, barrier.request(), members) for barrier, members in on_barrier.values()]
+    tickets = tickets or {}
+    waits = [
+        (barrier, tickets[key] if key in tickets else barrier.request(), members)
+        for key, (barrier, members) in published.barriers.items()
+    ]
     for barrier, ticket, members in waits:
         try:
             barrier.wait(ticket)
         except OSError as exc:
             for n in members:
-                writers[n][0].unpublish()
+                published.writers[n].unpublish()
                 results[n] = exc
-    for n, (writer, _) in enumerate(writers):
+    for n, writer in enumerate(published.writers):
         if results[n] is None:
             writer.committed()
     return results

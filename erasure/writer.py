@@ -32,11 +32,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from erasure.codec import Buffer, Codec, codec_for, encode_blocks
 from erasure.drive import Drive, ShardWriter
 from erasure.drive_health import describe_error, is_out_of_space
+from erasure.durability import FlushBarrier
 from erasure.errors import ErasureError, OutOfSpace, ShardUnreadable, WriteQuorumError
 from erasure.location import Location
 from erasure.placement import place
 from erasure.shard_format import ShardHeader
-from erasure.shard_store import check_data_id, commit_shards
+from erasure.shard_store import PublishedShards, check_data_id, commit_shards, publish_shards, settle_shards
 from erasure.stripe import StripeLayout, split_stripe
 
 if TYPE_CHECKING:
@@ -72,6 +73,9 @@ class PoolWriter:
         self._header_size = 0
         self._state = "open"
         self._placed_on: list[str] = []  # domains this writer holds a placement on (see ErasurePool)
+        # A whole blob between `stage_blob` and `end_blob`: (its bytes, its published shards, their
+        # indexes, the shards lost while writing).
+        self._staged: tuple[Buffer, PublishedShards, list[int], Failures] | None = None
 
     async def write(self, chunk: bytes | memoryview) -> None:
         self._check_open()
@@ -121,21 +125,48 @@ class PoolWriter:
         Places, creates, writes and commits every shard in the calling thread (small objects: one
         thread trip does it all). Returns the location; on failure nothing is left behind.
         """
+        self.stage_blob(data)
+        return self.end_blob()
+
+    def stage_blob(self, data: Buffer) -> list[FlushBarrier]:
+        """The first half of `write_blob`: place, create, write and publish every shard, without
+        waiting for the drives' flushes. Returns the barriers to request tickets from; `end_blob`
+        must follow (several blobs staged first share one flush: `ErasurePool.write_blobs`)."""
         self._check_open()
         if self.size:
             raise ErasureError(f"writer for {self.data_id} already has streamed bytes")
         self.size = len(data)
         try:
-            self._write_whole(data)
+            self._stage_whole(data)
         except BaseException:
-            self._state = "aborted"
-            self._release_placement()
-            _discard(list(self._writers.values()), self._committed)
+            self._abort_whole()
+            raise
+        assert self._staged is not None
+        return [barrier for barrier, _ in self._staged[1].barriers.values()]
+
+    def end_blob(self, tickets: dict[int, int] | None = None) -> dict[str, Any]:
+        """The second half of `write_blob`: wait until the shards are durable (`tickets`, by id of
+        barrier, if requested already), write again elsewhere any whose flush failed; the location."""
+        try:
+            self._settle_whole(tickets)
+        except BaseException:
+            self._abort_whole()
             raise
         self._state = "finished"
         self._release_placement()
         assert self._loc is not None
         return self._loc.to_dict()
+
+    def _abort_whole(self) -> None:
+        self._state = "aborted"
+        self._release_placement()
+        staged, self._staged = self._staged, None
+        if staged is not None:  # published, not yet settled: take them back too
+            settle_shards(staged[1])
+            self._committed.extend(
+                w for w, error in zip(staged[1].writers, staged[1].results, strict=True) if error is None
+            )
+        _discard(list(self._writers.values()), self._committed)
 
     async def abort(self) -> None:
         """Discard everything written. A no-op after a successful finish: use the pool's delete then."""
@@ -214,6 +245,10 @@ class PoolWriter:
 
     def _write_whole(self, data: Buffer) -> None:
         """The whole blob is at hand: place, create, write and commit every shard (blocking)."""
+        self._stage_whole(data)
+        self._settle_whole()
+
+    def _stage_whole(self, data: Buffer) -> None:
         pool = self._pool
         layout = "replica" if self.size < pool.small_object_threshold else "ec"
         targets = self._targets(self._place(layout), self.size)
@@ -221,7 +256,20 @@ class PoolWriter:
         assert loc is not None
         codec = codec_for(loc.k, loc.m)
         geo = StripeLayout(self.size, loc.k, loc.block_size)
-        lost, unflushed = _write_blob(targets, codec, data, geo, self._writers, self._committed, self._rescue)
+        lost = _write_frames(targets, codec, data, geo, self._writers, self._rescue)
+        order = list(self._writers.items())
+        self._writers.clear()
+        self._staged = (data, publish_shards([(w, None) for _, w in order]), [i for i, _ in order], lost)
+
+    def _settle_whole(self, tickets: dict[int, int] | None = None) -> None:
+        assert self._staged is not None and self._loc is not None
+        data, published, indexes, lost = self._staged
+        self._staged = None
+        loc = self._loc
+        codec = codec_for(loc.k, loc.m)
+        geo = StripeLayout(self.size, loc.k, loc.block_size)
+        unflushed: Failures = {}
+        _sort_out(indexes, published, settle_shards(published, tickets), self._committed, unflushed)
         # A shard that failed at its flush is written again, whole, on another drive: the bytes are at hand.
         while unflushed:
             retry = []
@@ -478,11 +526,42 @@ def _commit(
     order = list(writers.items())
     writers.clear()
     results = commit_shards([(w, headers[i] if headers is not None else None) for i, w in order])
-    for (i, writer), error in zip(order, results, strict=True):
+    published = PublishedShards([w for _, w in order], results, {})
+    _sort_out([i for i, _ in order], published, results, committed, failures)
+
+
+def _sort_out(
+    indexes: list[int],
+    published: PublishedShards,
+    results: list[BaseException | None],
+    committed: list[ShardWriter],
+    failures: Failures,
+) -> None:
+    """Durable shards to `committed`, the others' errors to `failures` (by shard index)."""
+    for i, writer, error in zip(indexes, published.writers, results, strict=True):
         if error is None:
             committed.append(writer)
         else:
             failures[i] = error
+
+
+def _write_frames(
+    targets: list[tuple[int, Drive, ShardHeader]],
+    codec: Codec,
+    data: Buffer,
+    geo: StripeLayout,
+    writers: dict[int, ShardWriter],
+    rescue: Rescue,
+) -> Failures:
+    """Create every shard with its final header and append all stripes; returns the shards lost."""
+    lost = _create(targets, writers, rescue)
+    view, pos = memoryview(data), 0
+    for stripe in range(geo.stripe_count):
+        length = geo.stripe_len(stripe)
+        blocks = split_stripe(view[pos : pos + length], codec.k, geo.block_len(stripe))
+        lost.update(_append(codec, blocks, stripe, writers, rescue))
+        pos += length
+    return lost
 
 
 def _write_blob(
@@ -497,13 +576,7 @@ def _write_blob(
     """Create every shard with its final header, append all stripes, commit.
 
     Returns (shards lost, already reported; shards whose flush failed, not yet reported)."""
-    lost = _create(targets, writers, rescue)
-    view, pos = memoryview(data), 0
-    for stripe in range(geo.stripe_count):
-        length = geo.stripe_len(stripe)
-        blocks = split_stripe(view[pos : pos + length], codec.k, geo.block_len(stripe))
-        lost.update(_append(codec, blocks, stripe, writers, rescue))
-        pos += length
+    lost = _write_frames(targets, codec, data, geo, writers, rescue)
     unflushed: Failures = {}
     _commit(writers, None, committed, unflushed)
     return lost, unflushed

@@ -265,6 +265,19 @@ class StorageCollector(Collector):
             for path in ("at_hand", "thread"):
                 reads.add_metric([path], self.store.small_reads[path])
             yield reads
+            committer = self.store.small_writes
+            if committer is not None:
+                # Their ratio is how many PUTs one drive flush and one catalog fsync served.
+                yield CounterMetricFamily(
+                    "tierstore_small_write_batches",
+                    "Batches of small PUTs stored and committed together (tiering/small_writes.py)",
+                    value=committer.batches,
+                )
+                yield CounterMetricFamily(
+                    "tierstore_small_writes_batched",
+                    "Small PUTs stored and committed in those batches",
+                    value=committer.writes,
+                )
             if self.codec:
                 yield from self._codec()
             yield from self._lifecycle()

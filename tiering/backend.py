@@ -124,6 +124,15 @@ class TierBackend(ABC):
         """
         return None
 
+    # True where `write_wholes` is worth it: several small blobs then share the backend's flushes
+    # (the small PUTs' committer, tiering/small_writes.py, batches only for such backends).
+    batches_small_writes = False
+
+    def write_wholes(self, blobs: list[tuple[str, bytes]]) -> list[StoredData | Exception]:
+        """`write_whole` for several blobs at once, each durable on return: per blob its data or
+        the error that failed it (a writer's `finish` errors). Only where `batches_small_writes`."""
+        raise NotImplementedError
+
     @abstractmethod
     async def open_reader(self, stored: StoredData) -> DataReader:
         """Open a blob for reading; raise `DataNotFound` if it is gone."""

@@ -106,6 +106,7 @@ from tiering.records import (
     Segment,
     UploadRecord,
 )
+from tiering.small_writes import SmallWrite, SmallWriteCommitter
 from tiering.tiers import COLD, HOT, Tier, tier_for_storage_class
 
 log = logging.getLogger("tierstore.tiering")
@@ -394,8 +395,8 @@ class PendingWrite:
         if_match: str | None = None,
         if_none_match: str | None = None,
     ) -> ObjectRecord:
-        def commit(stored: StoredData) -> ObjectRecord:
-            record = ObjectRecord(
+        def record_for(stored: StoredData) -> ObjectRecord:
+            return ObjectRecord(
                 bucket=bucket,
                 key=key,
                 size=self._size,
@@ -407,12 +408,43 @@ class PendingWrite:
                 checksum_algorithm=self.digests.checksum_algorithm,
                 checksum=self.digests.checksum_b64,
             )
+
+        committer = self._store.small_writes
+        if committer is not None and self._backend.batches_small_writes and self._stored is None:
+            await self.end_body()
+            if self._whole is not None:
+                write = SmallWrite(
+                    self._backend, self._data_id, self._whole, record_for, if_match, if_none_match
+                )
+                with _conflict_if_conditional(bucket, key, if_match, if_none_match):
+                    return await self._commit_batched(committer, write)
+
+        def commit(stored: StoredData) -> ObjectRecord:
             with _conflict_if_conditional(bucket, key, if_match, if_none_match):
                 return self._store.catalog.commit_object(
-                    record, if_match=if_match, if_none_match=if_none_match
+                    record_for(stored), if_match=if_match, if_none_match=if_none_match
                 )
 
         return await self._commit(commit)
+
+    async def _commit_batched(self, committer: SmallWriteCommitter, write: SmallWrite) -> ObjectRecord:
+        """The whole small body stored and its row committed by the small-write committer, in one
+        batch with the other PUTs waiting (tiering/small_writes.py), instead of a thread trip each."""
+        try:
+            try:
+                record = await committer.commit(write)
+            finally:
+                self._stored = write.stored
+                self._done = write.result is not None  # committed: the catalog owns the data, never abort it
+        except (WriteQuorumLost, CapacityExceeded) as exc:
+            await self.abort()
+            raise _write_refused(self.tier, exc) from exc
+        except BaseException:
+            await self.abort()
+            raise
+        assert self._stored is not None
+        self._store.maintenance.note_write(self.tier, self._stored)
+        return record
 
     async def commit_part(self, upload: UploadRecord, part_number: int) -> PartRecord:
         """Record the part; if another upload of its number ended later on the wire, that one
@@ -680,6 +712,11 @@ class ObjectStore:
         self._started_at = time.time()
         self._tasks: list[asyncio.Task[None]] = []
         self.maintenance = Maintenance(self)
+        # Small PUTs stored and committed in batches by one thread, where the catalog batches
+        # (SQLite): tiering/small_writes.py.
+        self.small_writes = (
+            SmallWriteCommitter(catalog, self.check_may_commit) if catalog.batches_writes else None
+        )
         self.rebalancer = Rebalancer(self)  # runtime topology (domains table), rebalance and recode
         self.registry = ProcessRegistry(state_dir, self._started_at) if state_dir else None
         # Buckets, their configurations, users, domains, the clock changed: other processes on
@@ -745,6 +782,8 @@ class ObjectStore:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
+        if self.small_writes is not None:
+            await self.small_writes.close()
         for tier in self.tiers.values():
             await tier.backend.close()
         with contextlib.suppress(Exception):

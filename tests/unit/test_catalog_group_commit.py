@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import threading
 import time
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from tiering.backend import StoredData
 from tiering.catalog import Catalog
-from tiering.errors import PreconditionFailed
+from tiering.errors import BucketNotFound, PreconditionFailed
 from tiering.records import ObjectMeta, ObjectRecord, Segment
 
 
@@ -136,3 +137,25 @@ def test_combined_pieces_share_a_transaction_and_roll_back_alone(tmp_path: Path)
     assert catalog._committed - before == 2, "the leader's transaction, then one for all the queued pieces"
     names = {row[0] for row in catalog._reader().execute("SELECT name FROM buckets")}
     assert names == {f"b{n}" for n in range(0, others, 2)}
+
+
+def test_commit_objects_share_one_transaction_and_one_fsync_and_fail_alone(tmp_path: Path) -> None:
+    """The small PUTs' committer (tiering/small_writes.py) hands the catalog a whole batch: one
+    WAL fsync for all, a record whose condition fails (or whose bucket is gone) fails alone."""
+    catalog = Catalog(tmp_path / "c.db", durable=True)
+    catalog.create_bucket("b", "owner", "us-east-1")
+    catalog.commit_object(_record("exists"))
+    assert catalog.batches_writes
+    before = catalog.fsyncs
+    nobucket = dataclasses.replace(_record("x"), bucket="gone")
+    items = [(_record(f"k{i}"), None, None) for i in range(20)]
+    items += [(_record("exists"), None, "*"), (nobucket, None, None), (_record("new"), None, "*")]
+    results = catalog.commit_objects(items)
+    assert catalog.fsyncs - before == 1
+    assert all(isinstance(r, ObjectRecord) for r in results[:20])
+    assert isinstance(results[20], PreconditionFailed)
+    assert isinstance(results[21], BucketNotFound)
+    assert isinstance(results[22], ObjectRecord)
+    catalog.close()
+    reopened = Catalog(tmp_path / "c.db", durable=True)
+    assert reopened.count_objects("b") == (22, 22)  # k0..k19, exists, new

@@ -240,3 +240,54 @@ def test_an_acknowledged_blob_was_covered_by_a_finished_flush(tmp_path: Path, mo
         shards = {p for p in shard_files(tmp_path) if p.name.startswith(f"obj{n}.")}
         assert len(shards) == len(loc["shards"])
         assert any(shards <= present for present in finished), "acknowledged before its shards were flushed"
+
+
+def test_blobs_written_together_share_one_flush_and_read_back_exact(tmp_path: Path, monkeypatch) -> None:
+    """`write_blobs` (the small PUTs' committer): every shard of every blob was present when the
+    one flush began (all drives of this pool are on one filesystem), and each reads back byte-exact."""
+    if not durability.HAVE_SYNCFS:
+        pytest.skip("syncfs is Linux-only")
+    pool = make_pool(tmp_path)
+    real_flush = durability._flush
+    covered: list[set[Path]] = []
+
+    def recording_flush(fd: int) -> None:
+        covered.append({p for p in shard_files(tmp_path) if ".tmp" not in p.parts})
+        real_flush(fd)
+
+    monkeypatch.setattr(durability, "_flush", recording_flush)
+    sizes = [0, 1, SMALL // 2, SMALL - 1, SMALL, 2 * K * BLOCK + 5] * 3  # replicas and stripes
+    blobs = [(f"obj{n}", blob(size, n)) for n, size in enumerate(sizes)]
+    locations = pool.write_blobs(blobs)
+    assert len(covered) == 1, "each blob waited for a flush of its own"
+    for (data_id, data), loc in zip(blobs, locations, strict=True):
+        assert isinstance(loc, dict) and loc["missing"] == []
+        assert asyncio.run(read(pool, data_id, loc, len(data))) == data
+        shards = {p for p in shard_files(tmp_path) if p.name.startswith(f"{data_id}.")}
+        assert len(shards) == len(loc["shards"]) and shards <= covered[0]
+
+
+def test_a_blob_that_fails_in_a_batch_fails_alone(tmp_path: Path) -> None:
+    pool = make_pool(tmp_path)
+    blobs = [("good1", blob(100, 1)), ("bad/id", blob(100, 2)), ("good2", blob(SMALL * 3, 3))]
+    first, bad, second = pool.write_blobs(blobs)
+    assert isinstance(bad, Exception)
+    assert isinstance(first, dict) and asyncio.run(read(pool, "good1", first, 100)) == blobs[0][1]
+    assert isinstance(second, dict) and asyncio.run(read(pool, "good2", second, SMALL * 3)) == blobs[2][1]
+    assert not any(p.name.startswith("bad") for p in shard_files(tmp_path))
+
+
+def test_a_failed_flush_fails_every_blob_of_the_batch_and_leaves_nothing(tmp_path: Path, monkeypatch) -> None:
+    if not durability.HAVE_SYNCFS:
+        pytest.skip("syncfs is Linux-only")
+
+    def broken_flush(fd: int) -> None:
+        raise OSError(errno.EIO, "injected")
+
+    monkeypatch.setattr(durability, "_flush", broken_flush)
+    pool = make_pool(tmp_path)
+    results = pool.write_blobs(
+        [(f"obj{n}", blob(size, n)) for n, size in enumerate([10, SMALL, 3 * K * BLOCK])]
+    )
+    assert all(isinstance(r, WriteQuorumError) for r in results)
+    assert shard_files(tmp_path) == []

@@ -103,6 +103,7 @@ def test_a_backend_without_whole_writes_still_takes_small_bodies(tmp_path: Path,
     from tiering.backends.erasure_coded import ErasureCodedBackend
 
     monkeypatch.setattr(ErasureCodedBackend, "write_whole", no_whole)
+    monkeypatch.setattr(ErasureCodedBackend, "batches_small_writes", False)  # not the committer's batches
     data = b"x" * 5000
 
     async def scenario(store: ObjectStore) -> None:
@@ -111,6 +112,32 @@ def test_a_backend_without_whole_writes_still_takes_small_bodies(tmp_path: Path,
 
     with_store(tmp_path, scenario)
     assert len(calls) == 1  # asked once, then streamed
+
+
+def test_concurrent_small_puts_are_committed_in_batches(tmp_path: Path) -> None:
+    """Small PUTs at once (SQLite catalog, erasure-coded hot tier) go to the small-write
+    committer, which stores and commits them in batches: fewer batches than PUTs, each PUT's own
+    bytes and ETag, and a failed condition fails only its own PUT."""
+    bodies = {f"k{n}": random.Random(n).randbytes(n * 97 % 4000 + 1) for n in range(48)}
+
+    async def scenario(store: ObjectStore) -> None:
+        committer = store.small_writes
+        assert committer is not None
+        await put(store, "taken", b"first", 100)
+        results = await asyncio.gather(
+            *(put(store, key, body, 1000) for key, body in bodies.items()),
+            put(store, "taken", b"second", 100, if_none_match="*"),
+            return_exceptions=True,
+        )
+        assert isinstance(results[-1], PreconditionFailed)
+        for (key, body), record in zip(bodies.items(), results, strict=False):
+            assert not isinstance(record, BaseException) and record.etag == hashlib.md5(body).hexdigest()
+            assert await get(store, key) == body
+        assert await get(store, "taken") == b"first"
+        assert committer.writes == len(bodies) + 2
+        assert committer.batches < committer.writes, "every PUT committed on its own"
+
+    with_store(tmp_path, scenario)
 
 
 def test_local_files_backend_writes_whole_blobs(tmp_path: Path) -> None:

@@ -212,6 +212,21 @@ class ErasureCodedBackend(TierBackend):
             raise translate(error) from error
         return StoredData(data_id, len(data), location)
 
+    batches_small_writes = True
+
+    def write_wholes(self, blobs: list[tuple[str, bytes]]) -> list[StoredData | Exception]:
+        results: list[StoredData | Exception] = []
+        for (data_id, data), written in zip(blobs, self.pool.write_blobs(blobs), strict=True):
+            if isinstance(written, erasure.ErasureError):
+                error = translate(written)
+                error.__cause__ = written
+                results.append(error)
+            else:
+                results.append(
+                    written if isinstance(written, Exception) else StoredData(data_id, len(data), written)
+                )
+        return results
+
     async def open_reader(self, stored: StoredData) -> DataReader:
         reader = await _call(lambda: self.pool.open_reader(stored.data_id, stored.location, stored.size))
         return _Reader(reader)

@@ -118,6 +118,11 @@ class CatalogBase:
         def _upload_from_row(row: tuple[Any, ...]) -> UploadRecord: ...  # uploads.py
         def _drop_uploads(self, db: Conn, where: str, args: tuple[Any, ...]) -> None: ...  # uploads.py
 
+    @property
+    def batches_writes(self) -> bool:
+        """Does `commit_objects` share one transaction and flush among its records? (SQLite)"""
+        return self._db.batches_writes
+
     def _reader(self) -> Any:
         """This thread's connection for reads (a sqlite3.Connection on SQLite)."""
         return self._db.reader()

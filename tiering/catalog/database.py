@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -89,6 +89,22 @@ class Database(ABC):
     @abstractmethod
     def write_combined(self, fn: Callable[[Conn], _T], *, snapshot: bool = False) -> _T:
         """`fn(db)` in a write transaction, which the database may share with other callers'."""
+
+    # True where `write_batch` shares one transaction and one flush among its pieces (SQLite's
+    # group commit); elsewhere concurrent callers do better each in its own transaction.
+    batches_writes = False
+
+    def write_batch(self, fns: Sequence[Callable[[Conn], Any]]) -> list[tuple[Any, BaseException | None]]:
+        """Each `fn(db)` in a write transaction, as `write_combined` would, but all from one caller
+        (the small PUTs' committer): per piece (its result, None) or (None, the error it raised).
+        A piece that raises is rolled back alone. Here: one after another."""
+        done: list[tuple[Any, BaseException | None]] = []
+        for fn in fns:
+            try:
+                done.append((self.write_combined(fn), None))
+            except Exception as exc:
+                done.append((None, exc))
+        return done
 
     def retrying(self, fn: Callable[[], _T]) -> _T:
         """Run a whole catalog method, again if the database asks for it (PostgreSQL)."""

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tiering.catalog.base import (
@@ -66,13 +67,27 @@ class ObjectsCatalog(VersionsCatalog):
             snapshot=True,
         )
 
+    def commit_objects(
+        self, items: Sequence[tuple[ObjectRecord, str | None, str | None]]
+    ) -> list[ObjectRecord | BaseException]:
+        """`commit_object(record, if_match=, if_none_match=)` for several records at once, sharing
+        one transaction and one flush where the database can (`Database.batches_writes`); each
+        commits or fails on its own. Per record: what `commit_object` returns, or its error."""
+        done = self._db.write_batch(
+            [
+                functools.partial(self._commit_object_in, record=record, if_match=m, if_none_match=n)
+                for record, m, n in items
+            ]
+        )
+        return [result if error is None else error for result, error in done]
+
     def _commit_object_in(
         self,
         db: Conn,
         record: ObjectRecord,
         if_match: str | None,
         if_none_match: str | None,
-        expected_generation: int | None,
+        expected_generation: int | None = None,
     ) -> ObjectRecord:
         if (
             db.execute(

@@ -14,7 +14,7 @@ import sqlite3
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -221,6 +221,26 @@ class SQLiteDatabase(Database):
         if self.durable:
             self._make_durable(op.sequence)
         return op.result
+
+    batches_writes = True
+
+    def write_batch(self, fns: Sequence[Callable[[Conn], Any]]) -> list[tuple[Any, BaseException | None]]:
+        """See Database.write_batch: every piece queued at once, so one combined transaction (and
+        one WAL fsync) takes them all, with whatever other threads queued meanwhile."""
+        ops = [_Combined(fn) for fn in fns]
+        if not ops:
+            return []
+        with self._queue_lock:
+            self._queued.extend(ops)
+        with self._write_lock:
+            if not ops[0].done:  # queued together: whoever combined one of them took them all
+                with self._queue_lock:
+                    batch, self._queued = self._queued, []
+                with self._other_processes_wait():
+                    self._run_combined(batch)
+        if self.durable:
+            self._make_durable(max(op.sequence for op in ops))
+        return [(op.result, op.error) for op in ops]
 
     def _run_combined(self, batch: list[_Combined]) -> None:
         """Run queued work in one transaction (the write lock is held)."""
