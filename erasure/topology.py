@@ -76,6 +76,9 @@ class Topology:
 
     def __init__(self, domains: Iterable[Domain] = ()) -> None:
         self._domains: dict[str, Domain] = {}
+        # level -> its groups: asked for by every placement (each small PUT), and they change
+        # only when a drive is added or removed (a drive's ancestors never change).
+        self._groups: dict[str, dict[str, list[Domain]]] = {}
         for domain in domains:
             self.add(domain)
 
@@ -83,9 +86,12 @@ class Topology:
         if domain.id in self._domains:
             raise ValueError(f"duplicate domain id {domain.id!r}")
         self._domains[domain.id] = domain
+        self._groups = {}
 
     def remove(self, domain_id: str) -> Domain:
-        return self._domains.pop(domain_id)
+        removed = self._domains.pop(domain_id)
+        self._groups = {}
+        return removed
 
     def get(self, domain_id: str) -> Domain | None:
         return self._domains.get(domain_id)
@@ -100,10 +106,14 @@ class Topology:
         return len(self._domains)
 
     def groups(self, level: str) -> dict[str, list[Domain]]:
-        """Drives grouped by their `level` ancestor (drive level: one group per drive)."""
-        out: dict[str, list[Domain]] = {}
-        for domain in self._domains.values():
-            out.setdefault(domain.label(level), []).append(domain)
+        """Drives grouped by their `level` ancestor (drive level: one group per drive). Shared:
+        read it, never change it."""
+        out = self._groups.get(level)
+        if out is None:
+            out = {}
+            for domain in self._domains.values():
+                out.setdefault(domain.label(level), []).append(domain)
+            self._groups[level] = out
         return out
 
     def set_state(self, target: str, state: DomainState | str, level: str | None = None) -> list[Domain]:

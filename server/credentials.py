@@ -9,6 +9,7 @@ removed through one worker is seen by the others within `ttl` seconds.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import time
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ class Identity:
 ANONYMOUS = Identity("", "", False, anonymous=True)
 
 
+@functools.lru_cache(maxsize=1024)  # asked on every write (its ACL's owner): a hash each time showed
 def owner_id(access_key: str) -> str:
     return hashlib.sha256(access_key.encode()).hexdigest()
 
