@@ -14,7 +14,9 @@ that lands there loses a shard and a share of PUTs misses the write quorum. So e
 
 Every `reprobe_seconds` the pool re-checks (a statvfs per drive, a probe write per failing drive).
 Each change of state is logged once, with the errno that caused it — not once per failed write.
-The state lives in this process only: every process sharing the drives finds it out for itself.
+Every process sharing the drives (workers, gateways, a lifecycle process) holds the same state:
+a change one of them observes goes to `on_change` (tiering/domains.py records it in the catalog)
+and the others take it up with `adopt`.
 """
 
 from __future__ import annotations
@@ -92,6 +94,8 @@ class DriveHealth:
         self.settings = settings or DriveHealthSettings()
         self._lock = threading.Lock()
         self._drives: dict[str, _Drive] = {}
+        # Told of each change of state observed here (any thread), to share it; not of adopted ones.
+        self.on_change: Callable[[str, DriveCondition, str], None] | None = None
 
     # -- questions ---------------------------------------------------------------------------
 
@@ -191,6 +195,22 @@ class DriveHealth:
 
     # -- state changes -----------------------------------------------------------------------
 
+    def adopt(self, domain_id: str, condition: DriveCondition, detail: str) -> bool:
+        """Take up a state another process observed; True if it changed here. Re-probes go on
+        as for a state observed here (the first probe of a full drive measures its free space)."""
+        with self._lock:
+            drive = self._drives.setdefault(domain_id, _Drive())
+            if drive.condition is condition:
+                return False
+            drive.condition = condition
+            drive.detail = detail if condition is not DriveCondition.NORMAL else ""
+            drive.free_when_marked = None
+            drive.errors_in_a_row = 0
+        log.info(
+            "drive %s (%s), as another process found: %s (%s)", domain_id, self.pool_name, condition, detail
+        )
+        return True
+
     def _mark(self, domain_id: str, condition: DriveCondition, detail: str, free: int | None = None) -> None:
         with self._lock:
             drive = self._drives.setdefault(domain_id, _Drive())
@@ -205,6 +225,8 @@ class DriveHealth:
                 drive.free_when_marked = free
         if not changed:
             return
+        if self.on_change is not None:
+            self.on_change(domain_id, condition, detail)
         if condition is DriveCondition.NORMAL:
             log.warning("drive %s (%s) is back to normal: %s", domain_id, self.pool_name, detail)
         else:

@@ -7,14 +7,24 @@ node, rack or zone of one tier (`hot-n1`, `hot-rack1`, `hot-zone1`).
 The state set here is also kept in the catalog (settings `domain_state:<drive>` and a version):
 every process on the same data directory (workers, a lifecycle process) follows it within a
 second. A start with no other process alive clears it: a fresh start finds every domain online.
+
+So is each drive's write health (normal | full | failing: erasure/drive_health.py), which the
+processes writing to the drives observe rather than an operator sets: `SharedDriveHealth` records
+what this process observed (settings `drive_health:<drive>` and a version) and takes up what the
+others did, so that placement skips a failing drive in every process once one has found it out,
+and `admin domains`, `/metrics` and the status page answer the same on every worker.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import secrets
+import threading
 from typing import TYPE_CHECKING, Any
+
+from erasure.drive_health import DriveCondition
 
 if TYPE_CHECKING:
     from erasure import ErasurePool
@@ -25,6 +35,8 @@ log = logging.getLogger("tierstore.domains")
 
 STATE_PREFIX = "domain_state:"
 VERSION_SETTING = "domain_state_version"
+HEALTH_PREFIX = "drive_health:"
+HEALTH_VERSION_SETTING = "drive_health_version"
 FOLLOW_INTERVAL = 0.5
 
 
@@ -118,3 +130,64 @@ async def follow_domain_state(store: ObjectStore) -> None:
                 seen = version
         except Exception:  # keep following: a busy catalog must not end it
             log.exception("reading the shared domain state failed")
+
+
+class SharedDriveHealth:
+    """Drive write health as every process on the catalog observed it (see the module's doc)."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._observed: dict[str, str] = {}  # drive id -> its state as observed here, not yet recorded
+        self._seen: str | None = None  # the version last taken up
+
+    def attach(self) -> None:
+        for pool in erasure_pools(self.store).values():
+            pool.health.on_change = self._note
+
+    def _note(self, drive: str, condition: DriveCondition, detail: str) -> None:
+        # From any thread (writers report from worker threads): recorded at the next `sync`.
+        with self._lock:
+            self._observed[drive] = json.dumps({"condition": condition.value, "detail": detail})
+
+    def reset(self) -> None:
+        """No other process alive: forget what earlier ones recorded (each drive is probed anew)."""
+        catalog = self.store.catalog
+        for name in catalog.settings_with_prefix(HEALTH_PREFIX):
+            catalog.delete_setting(name)
+
+    def sync(self) -> None:
+        """Record what this process observed, then take up what the others did (blocking)."""
+        catalog = self.store.catalog
+        with self._lock:
+            observed, self._observed = self._observed, {}
+        for drive, state in observed.items():
+            catalog.put_setting(HEALTH_PREFIX + drive, state)
+        if observed:
+            catalog.put_setting(HEALTH_VERSION_SETTING, secrets.token_hex(8))  # last: readers see all
+        version = catalog.get_setting(HEALTH_VERSION_SETTING)
+        if version == self._seen:
+            return
+        states = catalog.settings_with_prefix(HEALTH_PREFIX)
+        pools = erasure_pools(self.store).values()
+        with self._lock:
+            newer_here = set(self._observed)  # observed since: recorded at the next sync
+        for name, raw in states.items():
+            drive = name[len(HEALTH_PREFIX) :]
+            if drive in newer_here:
+                continue
+            state = json.loads(raw)
+            for pool in pools:
+                if pool.topology.get(drive) is not None:
+                    pool.health.adopt(drive, DriveCondition(state["condition"]), str(state["detail"]))
+        self._seen = version
+
+
+async def follow_drive_health(shared: SharedDriveHealth) -> None:
+    """Share drive health every FOLLOW_INTERVAL (a setting read when nothing changed)."""
+    while True:
+        await asyncio.sleep(FOLLOW_INTERVAL)
+        try:
+            await asyncio.to_thread(shared.sync)
+        except Exception:  # keep following: a busy catalog must not end it
+            log.exception("sharing drive health failed")

@@ -761,9 +761,16 @@ class ObjectStore:
         await asyncio.to_thread(process.register)
         self.process = process
         self._tasks.append(asyncio.create_task(self._beat_forever()))
-        # Domain states (offline/online) are shared through the catalog with the other processes.
+        # Domain states (offline/online) and drives' write health are shared through the catalog
+        # with the other processes.
         await domains.load_domain_state(self, reset=not self.live_peers)
         self._tasks.append(asyncio.create_task(domains.follow_domain_state(self)))
+        shared_health = domains.SharedDriveHealth(self)
+        # Forgotten only when no process (on any host) is alive to have observed it.
+        alone = not self.live_peers and not any(row.alive(time.time()) for row in rows)
+        await asyncio.to_thread(shared_health.reset if alone else shared_health.sync)
+        shared_health.attach()
+        self._tasks.append(asyncio.create_task(domains.follow_drive_health(shared_health)))
         if any(d.address is not None for p in domains.erasure_pools(self).values() for d in p.topology):
             self._tasks.append(asyncio.create_task(nodes.follow_nodes(self)))  # drives on storage nodes
         self._tasks.append(asyncio.create_task(self._collect_forever()))

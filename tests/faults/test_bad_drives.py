@@ -195,10 +195,10 @@ def _wait_for(check: Callable[[], bool], what: str, timeout: float = 60.0) -> No
 
 
 def test_bad_drives_do_not_fail_puts(bad_drives: Path, spawn: Callable[..., ServerProcess]) -> None:
-    # One process: a drive's write health (full / failing) is learned by each worker from its own
-    # writes and not yet shared between workers, and this test reads it from whichever answers.
+    # Two workers: a drive's write health, found out by one worker's writes, holds in both (shared
+    # through the catalog), and whichever worker answers below must say the same.
     server = spawn(
-        bad_drives, extra_args=["--config", str(_config(bad_drives)), "--no-lifecycle", "--workers", "1"]
+        bad_drives, extra_args=["--config", str(_config(bad_drives)), "--no-lifecycle", "--workers", "2"]
     )
     s3 = make_client(server.endpoint, read_timeout=120, connect_timeout=10)
     s3.create_bucket(Bucket=BUCKET)
@@ -225,22 +225,22 @@ def test_bad_drives_do_not_fail_puts(bad_drives: Path, spawn: Callable[..., Serv
     status = _admin(server, "status")
     assert (status["degraded_objects"], status["lost_objects"]) == (0, 0), status
 
-    health = _health(server)
-    assert health[FULL] == "full"
-    assert health[NEARLY_FULL] == "full"
-    assert health[READ_ONLY] == "failing"
-    assert {d for d, h in health.items() if h != "normal"} == {FULL, NEARLY_FULL, READ_ONLY}
-    states = _metric_states(server)
-    assert (states[FULL], states[NEARLY_FULL], states[READ_ONLY]) == ("full", "full", "failing")
-    with urllib.request.urlopen(f"{server.endpoint}/_tierstore/status.json", timeout=30) as response:
-        page = {d["id"]: d for d in json.loads(response.read())["domains"] if d["tier"] == "hot"}
-    assert page[READ_ONLY]["health"] == "failing" and "EROFS" in page[READ_ONLY]["health_detail"]
-    assert page[FULL]["health"] == "full" and page[FULL]["state"] == "online"
+    expected = {FULL: "full", NEARLY_FULL: "full", READ_ONLY: "failing"}
+    for _ in range(6):  # new connections: either worker answers, and each must say the same
+        health = _health(server)
+        assert {d: h for d, h in health.items() if h != "normal"} == expected, health
+        states = _metric_states(server)
+        assert (states[FULL], states[NEARLY_FULL], states[READ_ONLY]) == ("full", "full", "failing")
+        with urllib.request.urlopen(f"{server.endpoint}/_tierstore/status.json", timeout=30) as response:
+            page = {d["id"]: d for d in json.loads(response.read())["domains"] if d["tier"] == "hot"}
+        assert page[READ_ONLY]["health"] == "failing" and "EROFS" in page[READ_ONLY]["health_detail"]
+        assert page[FULL]["health"] == "full" and page[FULL]["state"] == "online"
 
     log = server.log()
-    for drive, state in ((FULL, "full"), (NEARLY_FULL, "full"), (READ_ONLY, "failing")):
+    for drive, state in expected.items():
+        # Found out once per worker at most (the other takes it up, logged as such), never per write.
         marked = [line for line in log.splitlines() if f"drive {drive} (hot) is {state}" in line]
-        assert len(marked) == 1, f"{drive} should be logged once as {state}, got {marked}"
+        assert 1 <= len(marked) <= 2, f"{drive} should be logged once per worker as {state}, got {marked}"
     assert "EROFS" in log  # the errno that marked it
 
     # Clear the faults: free the space (and grow the filesystems, so that the rebalance below has
