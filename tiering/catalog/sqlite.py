@@ -243,18 +243,17 @@ class SQLiteDatabase(Database):
         return [(op.result, op.error) for op in ops]
 
     def _run_combined(self, batch: list[_Combined]) -> None:
-        """Run queued work in one transaction (the write lock is held)."""
+        """Run queued work in one transaction (the write lock is held).
+
+        First all pieces straight through; only if one raises is the transaction rolled back and
+        run again with each piece in a savepoint of its own (so that one that fails fails alone).
+        Almost every batch commits the first way, two statements per piece fewer: each statement
+        lets go of the GIL and waits to get it back from the busy event loop."""
         conn = self._writer
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for op in batch:
-                conn.execute("SAVEPOINT piece")
-                try:
-                    op.result = op.fn(conn)
-                except BaseException as exc:
-                    conn.execute("ROLLBACK TO piece")
-                    op.error = exc
-                conn.execute("RELEASE piece")
+            if len(batch) == 1 or not self._run_straight(conn, batch):
+                self._run_pieces(conn, batch)
             conn.execute("COMMIT")
         except BaseException as exc:  # BEGIN or COMMIT failed (I/O error, disk full): nothing landed
             if conn.in_transaction:
@@ -266,6 +265,32 @@ class SQLiteDatabase(Database):
         for op in batch:
             op.sequence = sequence
             op.done = True
+
+    @staticmethod
+    def _run_straight(conn: sqlite3.Connection, batch: list[_Combined]) -> bool:
+        """Every piece in the open transaction, no savepoints; False (all rolled back, the
+        transaction open again) if one raised."""
+        for op in batch:
+            try:
+                op.result = op.fn(conn)
+            except Exception:
+                conn.execute("ROLLBACK")
+                conn.execute("BEGIN IMMEDIATE")
+                for piece in batch:
+                    piece.result = None
+                return False
+        return True
+
+    @staticmethod
+    def _run_pieces(conn: sqlite3.Connection, batch: list[_Combined]) -> None:
+        for op in batch:
+            conn.execute("SAVEPOINT piece")
+            try:
+                op.result = op.fn(conn)
+            except BaseException as exc:
+                conn.execute("ROLLBACK TO piece")
+                op.error = exc
+            conn.execute("RELEASE piece")
 
     def _make_durable(self, sequence: int) -> None:
         """Return once commit number `sequence` is on disk; one caller fsyncs for all waiting."""
