@@ -103,8 +103,9 @@ def test_write_blob_tolerates_a_failed_domain_and_refuses_below_quorum(tmp_path:
     assert set(shard_files(tmp_path)) == before  # nothing of the refused blob stays behind
 
 
-def test_failed_filesystem_flush_fails_the_write_and_leaves_nothing(tmp_path: Path, monkeypatch) -> None:
-    """A shard is durable only once its flush succeeded: when syncfs fails, the shard is removed."""
+@pytest.fixture
+def failing_flushes(monkeypatch) -> None:
+    """Every filesystem flush fails (EIO), as a dying disk's would."""
     if not durability.HAVE_SYNCFS:
         pytest.skip("syncfs is Linux-only")
 
@@ -112,6 +113,11 @@ def test_failed_filesystem_flush_fails_the_write_and_leaves_nothing(tmp_path: Pa
         raise OSError(errno.EIO, "injected")
 
     monkeypatch.setattr(durability, "_flush", broken_flush)
+
+
+@pytest.mark.usefixtures("failing_flushes")
+def test_failed_filesystem_flush_fails_the_write_and_leaves_nothing(tmp_path: Path) -> None:
+    """A shard is durable only once its flush succeeded: when syncfs fails, the shard is removed."""
     pool = make_pool(tmp_path)
     with pytest.raises(WriteQuorumError):
         pool.write_blob("small", blob(100))
@@ -277,14 +283,8 @@ def test_a_blob_that_fails_in_a_batch_fails_alone(tmp_path: Path) -> None:
     assert not any(p.name.startswith("bad") for p in shard_files(tmp_path))
 
 
-def test_a_failed_flush_fails_every_blob_of_the_batch_and_leaves_nothing(tmp_path: Path, monkeypatch) -> None:
-    if not durability.HAVE_SYNCFS:
-        pytest.skip("syncfs is Linux-only")
-
-    def broken_flush(fd: int) -> None:
-        raise OSError(errno.EIO, "injected")
-
-    monkeypatch.setattr(durability, "_flush", broken_flush)
+@pytest.mark.usefixtures("failing_flushes")
+def test_a_failed_flush_fails_every_blob_of_the_batch_and_leaves_nothing(tmp_path: Path) -> None:
     pool = make_pool(tmp_path)
     results = pool.write_blobs(
         [(f"obj{n}", blob(size, n)) for n, size in enumerate([10, SMALL, 3 * K * BLOCK])]
