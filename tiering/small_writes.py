@@ -30,8 +30,13 @@ from tiering.backend import StoredData, TierBackend
 from tiering.catalog import Catalog
 from tiering.records import ObjectRecord
 
-# The most PUTs one batch takes: their bodies are each at most the small-object threshold, so a
-# batch holds a few MiB at most; the rest wait for the next one (a few milliseconds).
+# The largest body the committer takes. Small bodies are what it is for (their cost is the
+# hand-offs it saves); a larger one keeps its own worker-thread trip, where its erasure coding
+# and hashing (which let go of the GIL) run in parallel with other PUTs' instead of one by one
+# in this thread. 128 KiB: the pack files' default threshold (erasure/pack.py).
+MAX_BODY_BYTES = 128 << 10
+
+# The most PUTs one batch takes (16 MiB of bodies at most); the rest wait for the next one.
 MAX_BATCH = 128
 
 

@@ -106,6 +106,7 @@ from tiering.records import (
     Segment,
     UploadRecord,
 )
+from tiering.small_writes import MAX_BODY_BYTES as SMALL_WRITE_MAX_BYTES
 from tiering.small_writes import SmallWrite, SmallWriteCommitter
 from tiering.tiers import COLD, HOT, Tier, tier_for_storage_class
 
@@ -412,7 +413,7 @@ class PendingWrite:
         committer = self._store.small_writes
         if committer is not None and self._backend.batches_small_writes and self._stored is None:
             await self.end_body()
-            if self._whole is not None:
+            if self._whole is not None and len(self._whole) <= SMALL_WRITE_MAX_BYTES:
                 write = SmallWrite(
                     self._backend, self._data_id, self._whole, record_for, if_match, if_none_match
                 )

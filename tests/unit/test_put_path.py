@@ -18,6 +18,7 @@ from server.config import load_config
 from tiering.backend import StoredData
 from tiering.errors import PreconditionFailed
 from tiering.records import ObjectMeta
+from tiering.small_writes import MAX_BODY_BYTES
 from tiering.store import HASH_BATCH, ObjectStore
 
 
@@ -136,6 +137,10 @@ def test_concurrent_small_puts_are_committed_in_batches(tmp_path: Path) -> None:
         assert await get(store, "taken") == b"first"
         assert committer.writes == len(bodies) + 2
         assert committer.batches < committer.writes, "every PUT committed on its own"
+        # Over MAX_BODY_BYTES: its own thread trip (erasure coded in parallel with other PUTs').
+        big = random.Random(7).randbytes(MAX_BODY_BYTES + 1)
+        await put(store, "big", big, 65536)
+        assert await get(store, "big") == big and committer.writes == len(bodies) + 2
 
     with_store(tmp_path, scenario)
 
