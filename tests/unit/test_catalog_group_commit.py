@@ -148,7 +148,9 @@ def test_commit_objects_share_one_transaction_and_one_fsync_and_fail_alone(tmp_p
     assert catalog.batches_writes
     before = catalog.fsyncs
     nobucket = dataclasses.replace(_record("x"), bucket="gone")
-    items = [(_record(f"k{i}"), None, None) for i in range(20)]
+    items: list[tuple[ObjectRecord, str | None, str | None]] = [
+        (_record(f"k{i}"), None, None) for i in range(20)
+    ]
     items += [(_record("exists"), None, "*"), (nobucket, None, None), (_record("new"), None, "*")]
     results = catalog.commit_objects(items)
     assert catalog.fsyncs - before == 1
