@@ -269,7 +269,8 @@ class PoolWriter:
         codec = codec_for(loc.k, loc.m)
         geo = StripeLayout(self.size, loc.k, loc.block_size)
         unflushed: Failures = {}
-        _sort_out(indexes, published, settle_shards(published, tickets), self._committed, unflushed)
+        shards = list(zip(indexes, published.writers, strict=True))
+        _sort_out(shards, settle_shards(published, tickets), self._committed, unflushed)
         # A shard that failed at its flush is written again, whole, on another drive: the bytes are at hand.
         while unflushed:
             retry = []
@@ -526,19 +527,17 @@ def _commit(
     order = list(writers.items())
     writers.clear()
     results = commit_shards([(w, headers[i] if headers is not None else None) for i, w in order])
-    published = PublishedShards([w for _, w in order], results, {})
-    _sort_out([i for i, _ in order], published, results, committed, failures)
+    _sort_out(order, results, committed, failures)
 
 
 def _sort_out(
-    indexes: list[int],
-    published: PublishedShards,
+    shards: list[tuple[int, ShardWriter]],
     results: list[BaseException | None],
     committed: list[ShardWriter],
     failures: Failures,
 ) -> None:
     """Durable shards to `committed`, the others' errors to `failures` (by shard index)."""
-    for i, writer, error in zip(indexes, published.writers, results, strict=True):
+    for (i, writer), error in zip(shards, results, strict=True):
         if error is None:
             committed.append(writer)
         else:

@@ -202,25 +202,15 @@ class SQLiteDatabase(Database):
         With many small PUTs committing at once, taking turns on the write lock was the cost:
         each holder needs the GIL back after every SQLite call, so sixteen commits queued behind
         one another for many switch intervals each. Here a committer queues its work; whoever
-        holds the write lock runs everything queued in one transaction, each piece inside its
-        own savepoint (a piece that raises is rolled back alone and its caller gets the error).
+        holds the write lock runs everything queued in one transaction (a piece that raises is
+        rolled back alone and its caller gets the error: `_run_combined`).
         The others find their work done when they get the lock. Durability is unchanged: each
         caller still waits for the WAL fsync that covers the shared commit.
         """
-        op = _Combined(fn)
-        with self._queue_lock:
-            self._queued.append(op)
-        with self._write_lock:
-            if not op.done:
-                with self._queue_lock:
-                    batch, self._queued = self._queued, []
-                with self._other_processes_wait():
-                    self._run_combined(batch)
-        if op.error is not None:
-            raise op.error
-        if self.durable:
-            self._make_durable(op.sequence)
-        return op.result
+        ((result, error),) = self.write_batch([fn])
+        if error is not None:
+            raise error
+        return result
 
     batches_writes = True
 
