@@ -13,6 +13,12 @@ Shards on storage nodes (remote drives) are opened and read in parallel, one thr
 (a round trip each, not a disk seek), and opening is hedged: k+1 shards are asked for and the
 first k to answer are used, so one hung or slow node costs nothing while the others answer. A
 shard whose opening is still in flight is not asked for again on the degraded path.
+
+A shard whose block read fails with an I/O error or timeout is set aside, not closed: when a
+stripe cannot be completed from the other shards, each set-aside shard is tried again (up to
+`RETRIES_PER_SHARD` times in one read) before DataLost. A read that already sent its headers has
+no way left to answer but a cut connection, so a node that was merely slow for one request (a
+timeout under load) must not turn into a lost stripe while it answers again.
 """
 
 from __future__ import annotations
@@ -39,6 +45,9 @@ HEDGE_GRACE = 0.05  # seconds a hedged open waits for a slower data shard once k
 HEDGED = os.environ.get("TIERSTORE_HEDGED_READS", "1").strip().lower() not in ("0", "false", "no", "off")
 # Why a shard is not readable; "offline" and "unplaced" do not prove the blob was deleted.
 OFFLINE, MISSING, CORRUPT, UNPLACED = "offline", "missing", "corrupt", "unplaced"
+# How often one read tries a shard again after an I/O error or timeout, when the stripe has no
+# other way to reach k blocks. Bounded: a node that is really gone costs at most this many timeouts.
+RETRIES_PER_SHARD = 2
 
 
 async def open_shards(
@@ -248,6 +257,8 @@ class PoolReader:
     ) -> None:
         self._pool, self.data_id, self._loc, self.size = pool, data_id, loc, size
         self._files = files
+        # Shards set aside after an I/O error or timeout, with the retries each has had (see above).
+        self._set_aside: dict[int, tuple[ShardReader, int]] = {}
         self._geo = StripeLayout(size, loc.k, loc.block_size)
         self._codec: Codec = codec_for(loc.k, loc.m)
         self._heal_requested = False
@@ -316,6 +327,8 @@ class PoolReader:
             with contextlib.suppress(BaseException):
                 await self._spares
         files, self._files = list(self._files.values()), {}
+        files += [f for i, (f, _) in self._set_aside.items() if all(f is not g for g in files)]
+        self._set_aside = {}
         if files:
             await asyncio.to_thread(_close_all, files)
 
@@ -335,12 +348,24 @@ class PoolReader:
         while len(good) < self._loc.k:
             batch = [i for i in spare if i in self._files][: self._loc.k - len(good)]
             if not batch:
+                batch = self._take_back_set_aside(good, self._loc.k - len(good))
+            if not batch:
                 raise DataLost(
                     self.data_id, f"only {len(good)} good blocks, need {self._loc.k}", piece.stripe
                 )
             spare = [i for i in spare if i not in batch]
             await self._read_into(good, batch, piece.stripe)
         return await asyncio.to_thread(rebuild_blocks, self._codec, good, needed)
+
+    def _take_back_set_aside(self, good: dict[int, Buffer], wanted: int) -> list[int]:
+        """Up to `wanted` set-aside shards with retries left, back among the open files for one more try."""
+        back: list[int] = []
+        for i, (f, tries) in list(self._set_aside.items()):
+            if len(back) < wanted and i not in good and i not in self._files and tries < RETRIES_PER_SHARD:
+                self._files[i] = f
+                self._set_aside[i] = (f, tries + 1)
+                back.append(i)
+        return back
 
     async def _open_spares(self) -> None:
         """Open the shards not opened yet (parity, on the degraded path), once.
@@ -352,7 +377,11 @@ class PoolReader:
         await asyncio.shield(self._spares)
 
     async def _do_open_spares(self) -> None:
-        missing = [i for i in range(self._loc.width) if i not in self._files and i not in self._opening]
+        missing = [
+            i
+            for i in range(self._loc.width)
+            if i not in self._files and i not in self._opening and i not in self._set_aside
+        ]
         if missing:
             more, _ = await open_shards(self._pool, self.data_id, self._loc, self.size, missing)
             self._files.update(more)
@@ -385,9 +414,11 @@ class PoolReader:
             elif isinstance(result, CorruptShard):
                 continue  # only this block is bad; the shard's other blocks may be fine
             elif isinstance(result, ErasureError | OSError):
-                # The domain went away under us: stop using this shard for the rest of the read.
+                # The domain went away under us, or was slow for once: stop using this shard, but
+                # keep it for a retry in case the stripe cannot be completed without it.
                 if self._files.pop(i, None) is not None:
-                    await asyncio.to_thread(f.close)
+                    _, tries = self._set_aside.get(i, (f, 0))
+                    self._set_aside[i] = (f, tries)
             else:
                 raise result
 

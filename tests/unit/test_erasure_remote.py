@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import threading
@@ -180,3 +181,84 @@ def test_nodes_pack_small_shards(tmp_path: Path) -> None:
         for _, server in servers:
             server.shutdown()
             server.server_close()
+
+
+class _SlowOnce:
+    """A TCP relay in front of one node that, once armed, holds the next request it sees past the
+    client's timeout and then drops that connection: a node slow for one request under load."""
+
+    def __init__(self, upstream: str, hold: float) -> None:
+        host, port = upstream.removeprefix("http://").split(":")
+        self._upstream, self._hold = (host, int(port)), hold
+        self.armed, self.stalled, self._closed = threading.Event(), 0, threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.2)
+        self.address = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._sockets: list[socket.socket] = []
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            upstream = socket.create_connection(self._upstream)
+            self._sockets += (client, upstream)
+            for source, sink, requests in ((client, upstream, True), (upstream, client, False)):
+                thread = threading.Thread(target=self._pump, args=(source, sink, requests), daemon=True)
+                thread.start()
+                self._threads.append(thread)
+
+    def _pump(self, source: socket.socket, sink: socket.socket, requests: bool) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if requests and self.armed.is_set():
+                    self.armed.clear()
+                    self.stalled += 1
+                    self._closed.wait(self._hold)
+                    break
+                sink.sendall(data)
+        for sock in (source, sink):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._threads[0].join(5)
+        self._listener.close()
+        for sock in self._sockets:  # kept-alive connections: their pumps wait in recv
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        for thread in self._threads:
+            thread.join(5)
+
+
+def test_a_node_slow_once_mid_read_is_asked_again(nodes: list[tuple[str, NodeHTTPServer]]) -> None:
+    """With two of six nodes gone a 4+2 blob has exactly k shards left. One of them answering one
+    frame request only after the timeout must not cut the read (headers are out by then): the
+    shard is asked again before the stripe counts as lost. Without the retry: DataLost mid-stream."""
+    data = os.urandom(6 * 4 * 4096 + 123)  # 7 stripes of four 4 KiB blocks
+    location = _pool(nodes).write_blob("slow-once", data)
+    node_of = [int(domain.split("-")[1][1:]) for domain in location["shards"]]
+    for n in node_of[4:]:  # the parity shards' nodes go away: no spare left for a data block
+        nodes[n][1].shutdown()
+        nodes[n][1].server_close()
+    relay = _SlowOnce(nodes[node_of[1]][0], hold=2.5)  # past the pool's 2 s timeout
+    try:
+        pool = _pool(nodes, addresses={node_of[1]: relay.address})
+
+        async def read() -> bytes:
+            reader = await pool.open_reader("slow-once", location, len(data))
+            try:
+                relay.armed.set()  # stripe 0 came with the open; a later stripe's request is held
+                return b"".join([bytes(block) async for block in reader.stream(0, len(data))])
+            finally:
+                await reader.close()
+
+        assert asyncio.run(read()) == data
+        assert relay.stalled == 1
+    finally:
+        relay.close()
