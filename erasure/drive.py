@@ -74,8 +74,12 @@ class ShardReader(Protocol):
 
 class Drive(Protocol):
     domain: Domain
-    shard_count: int
-    shard_bytes: int
+
+    @property
+    def shard_count(self) -> int: ...  # committed shards on the drive (a status figure)
+
+    @property
+    def shard_bytes(self) -> int: ...
 
     def check_online(self) -> None: ...
 

@@ -25,6 +25,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from erasure.drive import Drive, DriveFactory
@@ -36,7 +37,7 @@ from erasure.location import Location
 from erasure.pack import PackSet
 from erasure.reader import PoolReader, read_at_hand, read_healthy
 from erasure.rebalance import Throttle, move_shard, plan_moves
-from erasure.shard_store import local_drive
+from erasure.shard_store import LocalDrive, local_drive
 from erasure.topology import LEVELS, Domain, Topology
 from erasure.writer import PoolWriter
 
@@ -116,6 +117,7 @@ class ErasurePool:
         self._placements: Counter[str] = Counter()
         self._placing = 0  # writers between reading the domains' states and holding what they chose
         self._placements_lock = threading.Lock()  # writers place from worker threads too
+        self._counters_dir: Path | None = None  # share_counters
 
     # -- plumbing shared by writer, reader and heal -----------------------------------------
 
@@ -134,7 +136,19 @@ class ErasurePool:
         store = self._stores.get(domain.id)
         if store is None:
             store = self._stores[domain.id] = self._drive_factory(domain)
+            self._share_counters_of(domain, store)
         return store
+
+    def share_counters(self, directory: Path) -> None:
+        """Count the shards and bytes of this pool's local drives in files under `directory`, shared
+        with the other processes of this host (erasure/drive_counters.py): call before `start`."""
+        self._counters_dir = directory
+        for domain in self.topology:
+            self._share_counters_of(domain, self.store_of(domain))
+
+    def _share_counters_of(self, domain: Domain, store: Drive) -> None:
+        if self._counters_dir is not None and isinstance(store, LocalDrive):
+            store.share_counters(self._counters_dir / f"{self.name}.{domain.id}".replace("/", "_"))
 
     def writable(self, domain: Domain) -> bool:
         """May new shards go to `domain`? (Online, and not marked full or failing; draining is placement's.)"""

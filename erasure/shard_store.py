@@ -26,6 +26,7 @@ import xxhash
 
 from erasure.checksum import CHECKSUM_SIZE, block_checksum
 from erasure.drive import Drive, DriveFactory, ShardEntry, ShardReader, ShardWriter
+from erasure.drive_counters import SharedCounters
 from erasure.durability import FlushBarrier, barrier_for, start_writeback
 from erasure.errors import CorruptShard, DomainOffline, ErasureError, ShardUnreadable
 from erasure.pack import PackedRecord, PackSet
@@ -92,11 +93,25 @@ class LocalDrive:
         self.packs: PackSet | None = PackSet(domain.path, pack_threshold) if pack_threshold > 0 else None
         self._lock = threading.Lock()
         self._active_tmp: set[str] = set()
-        self.shard_count = 0
-        self.shard_bytes = 0
+        self._count = 0
+        self._bytes = 0
+        self._shared: SharedCounters | None = None  # share_counters: one count for all processes
         self._barrier: FlushBarrier | None = None
         self._barrier_known = False
         self._tmp_dir_made = False
+
+    @property
+    def shard_count(self) -> int:
+        return self._shared.read()[0] if self._shared is not None else self._count
+
+    @property
+    def shard_bytes(self) -> int:
+        return self._shared.read()[1] if self._shared is not None else self._bytes
+
+    def share_counters(self, path: Path) -> None:
+        """Keep the shard count and bytes in `path` (erasure/drive_counters.py), which every
+        process on this host writing to this drive updates; the next scan sets them."""
+        self._shared = SharedCounters(path)
 
     @property
     def barrier(self) -> FlushBarrier | None:
@@ -241,8 +256,11 @@ class LocalDrive:
             packed = self.packs.entries()
             count += len(packed)
             total += sum(rec.length for _, _, rec in packed)
+        if self._shared is not None:
+            self._shared.set(count, total)
+            return
         with self._lock:
-            self.shard_count, self.shard_bytes = count, total
+            self._count, self._bytes = count, total
 
     def list_shards(self) -> list[ShardEntry]:
         """Every committed shard file (not temporary files being written)."""
@@ -296,9 +314,12 @@ class LocalDrive:
                 os.unlink(path)
 
     def _account(self, files: int, size: int) -> None:
+        if self._shared is not None:
+            self._shared.add(files, size)
+            return
         with self._lock:
-            self.shard_count += files
-            self.shard_bytes += size
+            self._count += files
+            self._bytes += size
 
     def _tmp_path(self, header: ShardHeader) -> Path:
         name = f"{header.data_id}.{header.index}.{secrets.token_hex(6)}.{tmp_owner_tag()}.tmp"

@@ -747,6 +747,10 @@ class ObjectStore:
     async def start(self) -> None:
         await self.rebalancer.load()  # domains added/drained/removed and codes changed at runtime
         rows = await asyncio.to_thread(self.catalog.process_rows)
+        if self.state_dir is not None:
+            # Shard counts of local drives, one per drive for every process on this host (workers).
+            for pool in domains.erasure_pools(self).values():
+                pool.share_counters(self.state_dir / "drive-counters")
         for tier in self.tiers.values():
             tier.backend.judge_writers_elsewhere(judged_elsewhere(rows, host_id()))
             await tier.backend.start()

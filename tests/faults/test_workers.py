@@ -38,6 +38,7 @@ from server.app import build_store
 from server.config import load_config
 from tests.conftest import ACCESS_KEY, SECRET_KEY, ServerProcess, make_client
 from tests.faults.conftest import MiB, StreamingPut
+from tests.shards import count_shards
 from tests.support import admin, wait_for
 from tiering import domains
 from tiering.clock import Clock
@@ -455,3 +456,28 @@ def test_a_change_through_one_worker_holds_at_once_on_every_worker(spawn: Spawn)
     assert {draining_seen() for _ in range(6)} == {False}
     admin_call("POST", "domains/hot-n3/drain")
     assert {draining_seen() for _ in range(6)} == {True}
+
+
+def test_every_worker_counts_every_workers_shards(spawn: Spawn) -> None:
+    """`admin domains` answers the same shard counts and bytes on every worker, and they are what
+    is on the drives: each worker used to count only its own writes on top of its start-up scan."""
+    server = spawn(extra_args=["--workers", "2"])
+    make_client(server.endpoint).create_bucket(Bucket="counted")
+    for n in range(24):  # a new client each time: the PUTs spread over both workers
+        body = os.urandom(300 + 40_000 * (n % 6))  # packed and unpacked shards
+        make_client(server.endpoint).put_object(Bucket="counted", Key=f"k{n}", Body=body)
+
+    def counts() -> list[tuple[str, str, int, int]]:  # each `tierstore admin` is a new connection
+        return sorted(
+            (d["tier"], d["id"], d["shards"], d["used_bytes"]) for d in admin(server.endpoint, "domains")
+        )
+
+    answers = [counts() for _ in range(6)]
+    assert all(answer == answers[0] for answer in answers), answers
+    assert sum(row[2] for row in answers[0]) == count_shards(server.data_dir)
+    make_client(server.endpoint).delete_object(Bucket="counted", Key="k5")  # removals count too
+    wait_for(
+        lambda: all(sum(row[2] for row in counts()) == count_shards(server.data_dir) for _ in range(3)),
+        60,
+        "every worker's counts to follow the collector's removals",
+    )
