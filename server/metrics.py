@@ -4,7 +4,8 @@ Request metrics are counted as requests go by (`RequestObserver`, a small ASGI m
 also sees the body bytes in and out and writes the JSON access log). Everything about storage
 (tiers, domains, heal, codec, lifecycle, power) is read from the live objects at scrape time by
 one collector, so there is no second copy of that state to drift. Usage per tier and bucket comes
-from the catalog's counters; heat per tier scans every object, so it is cached for `SLOW_STATS_TTL`.
+from the catalog's counters; heat per tier scans every object, so it is cached for `SLOW_STATS_TTL`
+and shared through the catalog: one scan serves every worker, and they all answer with it.
 
 Label sets are bounded: S3 operation names, HTTP status, tier, domain, node and bucket (at most
 `MAX_BUCKET_SERIES` buckets, the rest summed under `bucket="_other"`) — never an object key.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -65,6 +67,7 @@ LATENCY_BUCKETS = (
 )  # fmt: skip
 
 SLOW_STATS_TTL = 15.0  # seconds: heat per tier is a full catalog scan
+HEAT_SETTING = "metrics:heat_per_tier"  # the last scan's result, shared by the processes on the catalog
 MAX_BUCKET_SERIES = 200  # the largest buckets get their own series; the rest are summed
 DRIVE_STATES = ("normal", "full", "failing")  # a drive's write health (erasure.drive_health)
 
@@ -127,7 +130,7 @@ class HeatSummary:
 class SlowStats:
     """What the full-scan query found, and when."""
 
-    at: float
+    at: float  # wall-clock time of the scan (shared between processes)
     heats: dict[str, HeatSummary]  # by tier
 
 
@@ -148,17 +151,36 @@ class StorageView:
         return self.lifecycle.settings.temperature.half_life_s if self.lifecycle else 86400.0
 
     def slow(self) -> SlowStats:
-        """Heat per tier: recomputed at most once per `ttl` (blocking)."""
+        """Heat per tier: recomputed at most once per `ttl` by one of the processes on the catalog,
+        which shares it there (HEAT_SETTING), so that every worker answers the same (blocking)."""
         with self._lock:
-            now = time.monotonic()
-            if self._slow is None or now - self._slow.at >= self.ttl:
-                catalog, clock_now = self.store.catalog, self.store.clock()
-                heats = {}
-                for name in self.store.tiers:
-                    values = [decayed(h, at, clock_now, self.half_life) for h, at in catalog.tier_heats(name)]
-                    heats[name] = HeatSummary(heat_histogram(values), sum(values), len(values))
-                self._slow = SlowStats(now, heats)
+            now = time.time()
+            if self._slow is not None and now - self._slow.at < self.ttl:
+                return self._slow
+            shared = self._shared_slow()
+            if shared is not None and 0 <= now - shared.at < self.ttl:
+                self._slow = shared
+                return shared
+            catalog, clock_now = self.store.catalog, self.store.clock()
+            heats = {}
+            for name in self.store.tiers:
+                values = [decayed(h, at, clock_now, self.half_life) for h, at in catalog.tier_heats(name)]
+                heats[name] = HeatSummary(heat_histogram(values), sum(values), len(values))
+            self._slow = SlowStats(now, heats)
+            with contextlib.suppress(Exception):  # a catalog hiccup costs the others a scan, nothing more
+                catalog.put_setting(HEAT_SETTING, json.dumps(dataclasses.asdict(self._slow)))
             return self._slow
+
+    def _shared_slow(self) -> SlowStats | None:
+        try:
+            raw = self.store.catalog.get_setting(HEAT_SETTING)
+            if raw is None:
+                return None
+            found = json.loads(raw)
+            heats = {name: HeatSummary(**heat) for name, heat in found["heats"].items()}
+            return SlowStats(float(found["at"]), heats)
+        except Exception:  # noqa: BLE001 - unreadable or of another version: computed anew
+            return None
 
     def tiers(self) -> list[dict[str, Any]]:
         """Per tier: usage, capacity, fill, heat, power and domain counts (blocking)."""

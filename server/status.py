@@ -235,7 +235,7 @@ class OpsEndpoints:
                 "uptime_seconds": now - gateway.metrics.started,
                 "now": now,
                 "heat_half_life_seconds": view.half_life,
-                "slow_stats_age_seconds": time.monotonic() - view.slow().at,
+                "slow_stats_age_seconds": time.time() - view.slow().at,
             },
             "tiers": tiers,
             "domains": domains,

@@ -481,3 +481,26 @@ def test_every_worker_counts_every_workers_shards(spawn: Spawn) -> None:
         60,
         "every worker's counts to follow the collector's removals",
     )
+
+
+def test_every_worker_answers_the_same_heat(spawn: Spawn) -> None:
+    """Heat per tier is a full catalog scan, cached for 15 s: one process's scan is shared through
+    the catalog, so scrapes agree whichever worker answers. (Each worker's own scan, taken at its
+    own moment of the decaying heat, answered differently: scrapes flipped between two values.)"""
+    server = spawn(extra_args=["--workers", "2"])
+    s3 = make_client(server.endpoint)
+    s3.create_bucket(Bucket="warm")
+    for n in range(6):
+        s3.put_object(Bucket="warm", Key=f"k{n}", Body=b"h" * (1000 * (n + 1)))
+        for _ in range(n):
+            s3.get_object(Bucket="warm", Key=f"k{n}")["Body"].read()
+    scrapes = [
+        sorted(
+            (k, v) for k, v in _scrape(server.endpoint).items() if k.startswith("tierstore_tier_heat_mean")
+        )
+        for _ in range(12)
+    ]
+    assert any(v > 0 for _, v in scrapes[0]), scrapes[0]
+    # Equal throughout, or one change where the cache ran out and one process scanned anew.
+    changes = sum(1 for before, after in zip(scrapes, scrapes[1:], strict=False) if before != after)
+    assert changes <= 1, scrapes
