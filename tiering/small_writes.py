@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from tiering.backend import StoredData, TierBackend
 from tiering.catalog import Catalog
+from tiering.errors import TierUnavailable
 from tiering.records import ObjectRecord
 
 # The largest body the committer takes. Small bodies are what it is for (their cost is the
@@ -77,8 +78,8 @@ class SmallWriteCommitter:
         loop = asyncio.get_running_loop()
         write._loop, write._future = loop, loop.create_future()
         with self._lock:
-            if self._closed:
-                raise RuntimeError("the small-write committer is closed")
+            if self._closed:  # the server is stopping: this PUT is retried elsewhere or later (503)
+                raise TierUnavailable("the server is shutting down")
             self._queue.append(write)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="small-writes", daemon=True)

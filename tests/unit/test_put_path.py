@@ -16,7 +16,7 @@ import pytest
 from server.app import build_store
 from server.config import load_config
 from tiering.backend import StoredData
-from tiering.errors import PreconditionFailed
+from tiering.errors import PreconditionFailed, TierUnavailable
 from tiering.records import ObjectMeta
 from tiering.small_writes import MAX_BODY_BYTES
 from tiering.store import HASH_BATCH, ObjectStore
@@ -141,6 +141,24 @@ def test_concurrent_small_puts_are_committed_in_batches(tmp_path: Path) -> None:
         big = random.Random(7).randbytes(MAX_BODY_BYTES + 1)
         await put(store, "big", big, 65536)
         assert await get(store, "big") == big and committer.writes == len(bodies) + 2
+
+    with_store(tmp_path, scenario)
+
+
+def test_a_small_put_while_the_store_closes_is_refused_cleanly(tmp_path: Path) -> None:
+    """Once the committer closed (the server stopping), a small PUT fails as TierUnavailable (a
+    503 the client retries), not a RuntimeError (a 500), and leaves no shards behind."""
+
+    async def scenario(store: ObjectStore) -> None:
+        committer = store.small_writes
+        assert committer is not None
+        await put(store, "before", b"kept" * 10, 100)
+        files = shard_files(tmp_path)
+        await committer.close()
+        with pytest.raises(TierUnavailable):
+            await put(store, "after", b"late" * 10, 100)
+        assert shard_files(tmp_path) == files
+        assert await get(store, "before") == b"kept" * 10
 
     with_store(tmp_path, scenario)
 
