@@ -15,8 +15,9 @@ import pytest
 
 from server.app import build_store
 from server.config import load_config
+from tests.shards import shards_under
 from tiering.backend import StoredData
-from tiering.errors import PreconditionFailed, TierUnavailable
+from tiering.errors import ObjectNotFound, PreconditionFailed, TierUnavailable
 from tiering.records import ObjectMeta
 from tiering.small_writes import MAX_BODY_BYTES
 from tiering.store import HASH_BATCH, ObjectStore
@@ -159,6 +160,34 @@ def test_a_small_put_while_the_store_closes_is_refused_cleanly(tmp_path: Path) -
             await put(store, "after", b"late" * 10, 100)
         assert shard_files(tmp_path) == files
         assert await get(store, "before") == b"kept" * 10
+
+    with_store(tmp_path, scenario)
+
+
+def test_small_puts_cancelled_mid_batch_leave_all_or_nothing(tmp_path: Path) -> None:
+    """Clients that hang up while their small PUT sits in the committer's batch: each such PUT is
+    either committed whole (and reads back byte-exact) or leaves no shard behind; the committed
+    ones' shards are all there. (A cancelled request waits for its batch before it aborts.)"""
+    bodies = {f"c{n}": random.Random(n).randbytes(n * 131 % 3000 + 1) for n in range(40)}
+
+    async def scenario(store: ObjectStore) -> None:
+        tasks = {key: asyncio.create_task(put(store, key, body, 1000)) for key, body in bodies.items()}
+        for turn, task in enumerate(tasks.values()):
+            for _ in range(turn % 7):  # cancelled at different points: queued, in the batch, done
+                await asyncio.sleep(0)
+            task.cancel()
+        await asyncio.wait(tasks.values())
+        committed = {}
+        for key, body in bodies.items():
+            try:
+                record = await store.head_object("b", key)
+            except ObjectNotFound:
+                continue
+            assert await get(store, key) == body
+            committed[key] = {s.stored.data_id for s in record.segments}
+        assert 0 < len(committed) < len(bodies), "the cancellations should hit some PUTs, not all"
+        on_disk = {s.data_id for s in shards_under(tmp_path / "data")}
+        assert on_disk == set().union(*committed.values())
 
     with_store(tmp_path, scenario)
 
