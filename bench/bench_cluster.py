@@ -251,6 +251,8 @@ def main() -> int:
                         str(root / "gw.toml"),
                         "--listen",
                         f"127.0.0.1:{port}",
+                        "--workers",
+                        "1",  # as measured before one worker per core became the default
                     ],
                     root / f"{name}.log",
                     "listening on",

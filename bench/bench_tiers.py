@@ -100,6 +100,8 @@ def start_server(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
             str(tmp / "data"),
             "--listen",
             f"127.0.0.1:{port}",
+            "--workers",
+            "1",  # as measured before one worker per core became the default
             "--test-clock",
         ],
         cwd=ROOT,

@@ -207,9 +207,9 @@ def _parser() -> argparse.ArgumentParser:
         "--workers",
         type=int,
         metavar="N",
-        help="worker processes on the port (default: [server] workers, 1); 0 is one per usable "
-        "core; N > 1 runs them under a supervisor (SIGHUP: rolling restart; SIGTERM: drain and "
-        "stop); 1 is a single process",
+        help="worker processes on the port (default: [server] workers, 0: one per usable core); "
+        "N > 1 runs them under a supervisor (SIGHUP: rolling restart; SIGTERM: drain and stop); "
+        "1 is a single process",
     )
     serve.add_argument(
         "--reuse-port",
@@ -454,10 +454,11 @@ def _main(argv: list[str] | None = None) -> int:
             worker_setup()
             _run(serve(config, sockets=inherited_sockets(args.listen_fds), ready_fd=args.ready_fd))
             return 0
-        workers = args.workers if args.workers is not None else config.workers or default_workers()
-        if workers < 1:
-            print("tierstore: --workers must be at least 1", file=sys.stderr)
+        workers = args.workers if args.workers is not None else config.workers
+        if workers < 0:
+            print("tierstore: --workers must be 0 (one per usable core) or more", file=sys.stderr)
             return 2
+        workers = workers or default_workers()
         if workers > 1:
             return _supervise(config, argv, workers, args.reuse_port)
         _ignore_sighup()

@@ -29,8 +29,9 @@ Example (every key optional):
     body_idle_timeout_seconds = 60         # a request body may stall this long between reads
     keep_alive_timeout_seconds = 30        # an idle keep-alive connection is closed after this
     max_connections = 1024                 # at most this many client connections open at once
-    workers = 1                            # processes serving the port: 1 = a single process (no
-                                           # supervisor), 0 = one per usable core; --workers N wins
+    workers = 0                            # processes serving the port: 0 = one per usable core
+                                           # (a supervisor when that is more than one), 1 = a single
+                                           # process; --workers N wins
 
     [credentials]
     access_key = "tierstore"
@@ -215,10 +216,10 @@ class ServerConfig:
     body_idle_timeout_seconds: float = 60.0
     keep_alive_timeout_seconds: float = 30.0
     max_connections: int = 1024
-    # 1 by default: with several workers a node drain or rebalance can leave shards behind (drive
-    # write health and per-domain counts are still learned per worker), so one per core (0) is
-    # opt-in until the full suite passes with it (tests/conftest.py TIERSTORE_TEST_WORKERS).
-    workers: int = 1  # 0: one per usable core (server.workers.default_workers)
+    # Every core serving by default: workers share all state through the catalog and the host's
+    # state directory (README "Shared state"); the suite passes with 2 workers per server
+    # (tests/conftest.py TIERSTORE_TEST_WORKERS).
+    workers: int = 0  # 0: one per usable core (server.workers.default_workers); 1: one process
     metrics_per_bucket: bool = False
     block_public_access: bool = False
     account_id: str = "000000000000"
@@ -280,7 +281,7 @@ class ServerSection(_Table):
     body_idle_timeout_seconds: PositiveFloat = 60.0
     keep_alive_timeout_seconds: PositiveFloat = 30.0
     max_connections: PositiveInt = 1024
-    workers: NonNegativeInt = 1
+    workers: NonNegativeInt = 0
 
     @field_validator("listen")
     @classmethod

@@ -29,13 +29,14 @@ REGION = "us-east-1"
 # A supervisor imports the server, then its workers do, each opening the catalog: on a loaded
 # 2-core machine that took over 30 s once; a quick start returns as soon as it listens anyway.
 START_TIMEOUT = 60.0
-# Servers the tests start run `tierstore serve`'s default, one process. TIERSTORE_TEST_WORKERS=2
-# runs every one of them as 2 workers under a supervisor: the run that must pass before one
-# worker per core can become the default (a run of 2026-12-02: 7 of 1,249 failed — node drain
-# and rebalance leaving shards behind, pack-file counts, a replaced part's data left, a lost
-# object's 503; fixed since: pack tombstones naming their record, lost blobs in the catalog); a
-# test that needs one process (it reads one process's memory, or kills "the" server mid-write)
-# passes `--workers 1` and says why. tests/faults/test_workers.py runs the supervised path always.
+# Servers the tests start run as one process (`tierstore serve` itself runs one worker per core
+# by default). TIERSTORE_TEST_WORKERS=2 runs every one of them as 2 workers under a supervisor: the
+# run that had to pass before one worker per core became the default (2026-12-03, on 04bf522 and
+# 8fabe16: tests/faults, tests/lifecycle, tests/s3 568 passed, 1 skipped;
+# tests/admin, clients, clients_ml, ops 116 passed); a test that needs one process (it reads one
+# process's memory, or kills "the" server mid-write) passes `--workers 1` and says why.
+# tests/faults/test_workers.py runs the supervised path always, and tests/ops/test_console_log.py
+# the default.
 TEST_WORKERS = os.environ.get("TIERSTORE_TEST_WORKERS", "1")
 
 

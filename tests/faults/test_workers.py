@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.config import Config
@@ -291,8 +292,13 @@ def test_a_killed_worker_is_replaced(spawn: Spawn) -> None:
 # --- the default: every core ---------------------------------------------------------------------
 
 
-def test_workers_0_is_one_worker_per_usable_core(spawn: Spawn) -> None:
-    server = spawn(env={"TIERSTORE_SERVER_WORKERS": "0"})  # 0: one per core (the default is 1 for now)
+@pytest.mark.parametrize("how", ["--workers 0", "TIERSTORE_SERVER_WORKERS=0"])
+def test_workers_0_is_one_worker_per_usable_core(spawn: Spawn, how: str) -> None:
+    # 0 is also the default (tests/ops/test_console_log.py starts a server with no settings at all).
+    if how == "--workers 0":
+        server = spawn(extra_args=["--workers", "0"])
+    else:
+        server = spawn(env={"TIERSTORE_SERVER_WORKERS": "0"})
     cores = len(os.sched_getaffinity(0))
     assert len(server.worker_pids()) == (cores if cores > 1 else 0)
     expected = f"workers: {cores} worker processes" if cores > 1 else "workers: 1 process"

@@ -76,6 +76,8 @@ def test_the_trial_console_has_one_format_and_no_access_log(tmp_path: Path) -> N
     console = run_default_server(tmp_path)
     lines = [line for line in console.splitlines() if line.strip()]
     assert any("INFO tierstore: listening on http://127.0.0.1:" in line for line in lines), console
+    cores = len(os.sched_getaffinity(0))  # the default: one worker per usable core
+    assert (f"workers: {cores} worker processes" if cores > 1 else "workers: 1 process") in console
     odd = [line for line in lines if not LINE.match(line)]
     assert not odd, f"lines in another format: {odd}"
     assert '"request_id"' not in console, "the access log is off by default"
