@@ -151,7 +151,11 @@ def new_data_id() -> str:
 
 
 def new_upload_id() -> str:
-    return secrets.token_urlsafe(24)
+    """URL-safe, and never starting with "-": aws-cli (argparse) reads `--upload-id -AXR...` as a
+    missing value, so one upload in 64 could not be continued from the command line."""
+    while (upload_id := secrets.token_urlsafe(24)).startswith("-"):
+        pass
+    return upload_id
 
 
 def _write_refused(tier: str, exc: BackendError) -> TieringError:
@@ -749,8 +753,8 @@ class ObjectStore:
         rows = await asyncio.to_thread(self.catalog.process_rows)
         if self.state_dir is not None:
             # Shard counts of local drives, one per drive for every process on this host (workers).
-            for pool in domains.erasure_pools(self).values():
-                pool.share_counters(self.state_dir / "drive-counters")
+            for pool in domains.erasure_pools(self).values():  # files opened: off the event loop
+                await asyncio.to_thread(pool.share_counters, self.state_dir / "drive-counters")
         for tier in self.tiers.values():
             tier.backend.judge_writers_elsewhere(judged_elsewhere(rows, host_id()))
             await tier.backend.start()
