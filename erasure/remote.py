@@ -93,10 +93,16 @@ class NodeClient:
                 return
         conn.close()
 
+    def drop_idle(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
     def request(self, method: str, target: str, body: bytes | None = None) -> tuple[int, bytes]:
         """(status, body). DomainOffline when the node cannot be reached or does not answer in time."""
+        conn = self.connection()
         for attempt in (1, 2):  # a kept-alive connection the node closed meanwhile: one fresh retry
-            conn = self.connection()
             try:
                 conn.request(
                     method, target, body=body, headers=node_auth.sign(self.secret, method, target, body)
@@ -108,6 +114,10 @@ class NodeClient:
                 if attempt == 1 and isinstance(
                     exc, http.client.RemoteDisconnected | ConnectionResetError | BrokenPipeError
                 ):
+                    # A node that restarted closed every connection kept to it: the other idle
+                    # ones are as stale as this one, so they go too and the retry opens anew.
+                    self.drop_idle()
+                    conn = self.new_connection()
                     continue
                 raise DomainOffline(f"node {self.address}: {exc or type(exc).__name__}") from exc
             if response.will_close:
@@ -216,6 +226,15 @@ class RemoteDrive:
         info = json.loads(self.client.call("GET", self.target("stat")))
         self.shard_count, self.shard_bytes = int(info["shards"]), int(info["bytes"])
         self._usage = (int(info["free"]), int(info["total"]))
+
+    def answers(self) -> bool:
+        """Does the node serve this drive right now? (One `stat` request, whatever the domain's
+        state: how a gateway tells a node whose catalog heartbeat is late from one that is gone.)"""
+        try:
+            status, _ = self.client.request("GET", self.target("stat"))
+        except DomainOffline:
+            return False
+        return status == 200
 
     def list_shards(self) -> list[ShardEntry]:
         self.check_online()

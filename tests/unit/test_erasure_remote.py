@@ -17,7 +17,7 @@ import pytest
 
 from erasure import ErasurePool
 from erasure.node_server import NodeDrives, NodeHTTPServer
-from erasure.remote import remote_drive_factory
+from erasure.remote import NodeClient, RemoteDrive, remote_drive_factory
 from erasure.topology import Domain, Topology
 
 SECRET = b"test-cluster-secret"
@@ -225,6 +225,14 @@ class _SlowOnce:
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()
 
+    def cut(self) -> None:
+        """Close every connection relayed so far, as a node that restarts does; new ones are taken."""
+        sockets, self._sockets = self._sockets, []
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        time.sleep(0.1)  # the client's end sees the close before it is used again
+
     def close(self) -> None:
         self._closed.set()
         self._threads[0].join(5)
@@ -260,5 +268,29 @@ def test_a_node_slow_once_mid_read_is_asked_again(nodes: list[tuple[str, NodeHTT
 
         assert asyncio.run(read()) == data
         assert relay.stalled == 1
+    finally:
+        relay.close()
+
+
+def test_a_restarted_node_is_asked_on_a_fresh_connection(nodes: list[tuple[str, NodeHTTPServer]]) -> None:
+    """A node restart closes every connection a gateway keeps alive to it. The first request
+    after must not fail for that: before, a stale connection's retry took the next idle one —
+    stale too — and the drive counted as offline (a rolling upgrade then saw 503s)."""
+    relay = _SlowOnce(nodes[0][0], hold=0)
+    try:
+        client = NodeClient(relay.address, SECRET, timeout=2.0)
+        drive = RemoteDrive(Domain(id="hot-n0-d1", path=Path("d1") / "hot", address=relay.address), client)
+        drive.scan()  # one request through the client: its connection is kept alive
+        kept = [client.connection() for _ in range(4)]  # four requests at once, say…
+        for conn in kept:
+            conn.connect()
+        for conn in kept:  # … then all idle
+            client.release(conn)
+        deadline = time.monotonic() + 5
+        while len(relay._sockets) < 2 * len(kept) and time.monotonic() < deadline:
+            time.sleep(0.01)  # the relay has taken up every connection (two sockets each)
+        relay.cut()  # the node goes away and comes back: each kept connection is closed by its end
+        for _ in range(3):
+            drive.scan()
     finally:
         relay.close()
