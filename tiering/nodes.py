@@ -9,7 +9,9 @@ A gateway that finds nodes registered at start places its erasure-coded tiers on
 drives (one domain per node drive and tier, id `<tier>-<node>-<drive>`), and follows the
 heartbeats: a node silent for DOWN_AFTER seconds has its drives marked offline in this process
 (not in the shared operator state), and online again when it beats again — heal then reconciles
-what it missed.
+what it missed. A late heartbeat alone is not enough, though: the gateway first asks the node
+itself, and one that answers stays up (a catalog slow to take heartbeats — every node's at once —
+must not cost reads and writes that the nodes can serve).
 
 Nodes registered after a gateway started join it while it runs: `follow_nodes` adds the drives
 of every live node it has not placed on yet to each tier on nodes (new writes may land there at
@@ -27,6 +29,7 @@ import json
 import logging
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -177,13 +180,45 @@ def place_on_nodes(
     return out
 
 
+def late_nodes(nodes: list[dict[str, Any]], known: dict[str, bool], now: float | None = None) -> list[str]:
+    """The nodes this process holds up (or has not seen yet) whose heartbeat is too old."""
+    return [n["name"] for n in nodes if known.get(n["name"], True) and not alive(n, now)]
+
+
+def answering(store: ObjectStore, names: list[str]) -> set[str]:
+    """Those of `names` that answer a request for one of their drives, asked all at once.
+
+    Blocking: a node that is gone refuses at once, a hung one costs the node timeout.
+    """
+    from erasure.remote import RemoteDrive
+    from tiering.domains import erasure_pools
+
+    drives: dict[str, RemoteDrive] = {}
+    for pool in erasure_pools(store).values():
+        for domain in pool.topology:
+            if domain.node in names and domain.node not in drives and domain.address is not None:
+                drive = pool.store(domain.id)
+                if isinstance(drive, RemoteDrive):
+                    drives[domain.node] = drive
+    if not drives:
+        return set()
+    with ThreadPoolExecutor(len(drives), thread_name_prefix="node-probe") as probes:
+        answers = dict(zip(drives, probes.map(RemoteDrive.answers, drives.values()), strict=True))
+    return {name for name, answered in answers.items() if answered}
+
+
 def apply_liveness(
     store: ObjectStore,
     nodes: list[dict[str, Any]],
     known: dict[str, bool],
     now: float | None = None,
+    reachable: set[str] | frozenset[str] = frozenset(),
 ) -> None:
     """When a node goes down (or comes back) mark its drives offline (online) in this process.
+
+    A node is up while its heartbeat is fresh, or while it is in `reachable`: it answered this
+    process just now though its heartbeat is late (the catalog, not the node, was slow — taking
+    such a node's drives offline would fail reads and writes that it could serve).
 
     Only changes of a node's liveness since `known` (updated here) act, so that an operator's
     `admin domain offline` of a drive on a live node stands. Drives start online: a node first
@@ -191,9 +226,9 @@ def apply_liveness(
     """
     from tiering.domains import erasure_pools
 
-    changes = {n["name"]: alive(n, now) for n in nodes if known.get(n["name"], True) != alive(n, now)}
-    for n in nodes:
-        known[n["name"]] = alive(n, now)
+    now_up = {n["name"]: alive(n, now) or n["name"] in reachable for n in nodes}
+    changes = {name: up for name, up in now_up.items() if known.get(name, True) != up}
+    known.update(now_up)
     if not changes:
         return
     for pool in erasure_pools(store).values():
@@ -311,11 +346,18 @@ def _node_targets(store: ObjectStore, name: str) -> list[str]:
 async def follow_nodes(store: ObjectStore) -> None:
     """Follow the nodes' heartbeats (every FOLLOW_INTERVAL) for as long as the store runs."""
     known: dict[str, bool] = {}
+    late_but_answering: set[str] = set()
     while True:
         try:
+            now = time.time()  # before the read: a slow read must not age the heartbeats it returns
             records = await asyncio.to_thread(registered, store.catalog)
             await asyncio.to_thread(join_new_nodes, store, records)
-            apply_liveness(store, records, known)
+            late = late_nodes(records, known, now)
+            reachable = await asyncio.to_thread(answering, store, late) if late else set()
+            for name in sorted(reachable - late_but_answering):
+                log.warning("node %s: its heartbeat is late but it answers; kept up", name)
+            late_but_answering = reachable
+            apply_liveness(store, records, known, now, reachable)
         except Exception:  # keep following: a busy catalog must not end it
             log.exception("reading the node records failed")
         await asyncio.sleep(FOLLOW_INTERVAL)

@@ -357,6 +357,62 @@ def test_silent_node_is_marked_down_within_seconds(cluster: Cluster) -> None:
     _run_admin(cluster, "domain", "online", "hot-n2-d1")
 
 
+def test_node_whose_heartbeat_is_late_but_answers_stays_up(cluster: Cluster) -> None:
+    """The catalog late with a node's heartbeats while the node serves (a busy database delays
+    every node's beat at once): the gateways ask the node before they take its drives offline,
+    and keep them online — no PUT or GET loses that node's shards to a slow catalog write.
+    Here the node's record is rewritten a minute old many times a second, faster than it beats.
+    (Before: its drives went offline within seconds, and with three nodes late at once a rolling
+    upgrade's PUTs and GETs failed.) A node that is late and does not answer still goes down."""
+    from tiering.catalog import Catalog
+
+    node = cluster.nodes[4]
+    catalog = Catalog(node.catalog)
+    stop = threading.Event()
+
+    def age_the_heartbeat() -> None:
+        while not stop.is_set():
+            raw = catalog.get_setting(f"node:{node.name}")
+            if raw is not None:
+                catalog.put_setting(
+                    f"node:{node.name}", json.dumps({**json.loads(raw), "heartbeat": time.time() - 60})
+                )
+            stop.wait(0.02)
+
+    ager = threading.Thread(target=age_the_heartbeat, daemon=True)
+    ager.start()
+    try:
+        seen_down = 0
+        started = time.monotonic()
+        while time.monotonic() - started < 10:
+            seen_down += {n["name"]: n["state"] for n in _admin(cluster, "nodes")}[node.name] == "down"
+            drives = {d["id"]: d["state"] for d in _admin(cluster, "domains") if d["node"] == node.name}
+            assert drives and set(drives.values()) == {"online"}, drives
+            time.sleep(0.5)
+        assert seen_down, "the heartbeat never looked late: the test did not test"
+        for n in range(6):  # 5 of the 6 nodes hold each object: most of these land on it
+            cluster.put(f"late-beat-{n}", os.urandom(50_000 + n))
+        cluster.check_all()
+        assert "heartbeat is late but it answers" in cluster.gateways[0].log()
+        # Late and gone: down, as before.
+        node.signal(signal.SIGKILL)
+        killed = time.monotonic()
+        while {d["state"] for d in _admin(cluster, "domains") if d["node"] == node.name} != {"offline"}:
+            assert time.monotonic() - killed < 15
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        ager.join(10)
+        catalog.close()
+        if node.proc is not None and node.proc.poll() is not None:
+            node.start()
+    back = time.monotonic()
+    while {d["state"] for d in _admin(cluster, "domains") if d["node"] == node.name} != {"online"}:
+        assert time.monotonic() - back < 15
+        time.sleep(0.5)
+    cluster.check_all()
+
+
 def test_m_plus_one_nodes_down_clean_503s_then_full_recovery(cluster: Cluster) -> None:
     """Three of six nodes down with a 3+2 code: writes get 503 (nothing half-written is kept),
     reads answer byte-exact or 503 — never wrong bytes, never a 500; all back when the nodes are."""
