@@ -500,13 +500,16 @@ def test_every_worker_answers_the_same_heat(spawn: Spawn) -> None:
         s3.put_object(Bucket="warm", Key=f"k{n}", Body=b"h" * (1000 * (n + 1)))
         for _ in range(n):
             s3.get_object(Bucket="warm", Key=f"k{n}")["Body"].read()
+    started = time.monotonic()
     scrapes = [
         sorted(
             (k, v) for k, v in _scrape(server.endpoint).items() if k.startswith("tierstore_tier_heat_mean")
         )
         for _ in range(12)
     ]
+    took = time.monotonic() - started
     assert any(v > 0 for _, v in scrapes[0]), scrapes[0]
-    # Equal throughout, or one change where the cache ran out and one process scanned anew.
+    # Equal throughout, or one change where the cache ran out and one process scanned anew (one
+    # more per 15 s the scrapes took, on a box slow enough for that).
     changes = sum(1 for before, after in zip(scrapes, scrapes[1:], strict=False) if before != after)
-    assert changes <= 1, scrapes
+    assert changes <= 1 + int(took // 15), (took, scrapes)
