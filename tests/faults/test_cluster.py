@@ -281,10 +281,7 @@ def test_m_nodes_down_reads_and_writes_go_on(cluster: Cluster) -> None:
     finally:
         for node in down:
             node.start()
-    back = time.monotonic()
-    while {d["state"] for d in _admin(cluster, "domains") if d["node"] in ("n5", "n6")} != {"online"}:
-        assert time.monotonic() - back < 15
-        time.sleep(0.5)
+    _wait_drives(cluster, ("n5", "n6"), "online")
     # The shards the degraded writes could not place are rebuilt on the returned nodes; then the
     # catalog and the nodes' shard files agree.
     _run_admin(cluster, "heal", "--wait")
@@ -313,6 +310,14 @@ def _run_admin(cluster: Cluster, *args: str, check: bool = True) -> subprocess.C
 
 def _admin(cluster: Cluster, *args: str) -> list[dict[str, object]]:
     return list(json.loads(_run_admin(cluster, *args, "--json").stdout))
+
+
+def _wait_drives(cluster: Cluster, nodes: tuple[str, ...], state: str, within: float = 15) -> None:
+    """Until every drive of `nodes` is `state` (online | offline) in the first gateway."""
+    since = time.monotonic()
+    while {d["state"] for d in _admin(cluster, "domains") if d["node"] in nodes} != {state}:
+        assert time.monotonic() - since < within, f"drives of {nodes} not {state} within {within} s"
+        time.sleep(0.5)
 
 
 def test_silent_node_is_marked_down_within_seconds(cluster: Cluster) -> None:
@@ -345,10 +350,7 @@ def test_silent_node_is_marked_down_within_seconds(cluster: Cluster) -> None:
         cluster.put("while-n1-down", os.urandom(70_000))
     finally:
         node.start()
-    back = time.monotonic()
-    while {d["state"] for d in _admin(cluster, "domains") if d["node"] == node.name} != {"online"}:
-        assert time.monotonic() - back < 15
-        time.sleep(0.5)
+    _wait_drives(cluster, (node.name,), "online")
     cluster.check_all()
     # An operator's offline of a drive on a live node stands: heartbeats change only what they changed.
     _run_admin(cluster, "domain", "offline", "hot-n2-d1")
@@ -396,20 +398,14 @@ def test_node_whose_heartbeat_is_late_but_answers_stays_up(cluster: Cluster) -> 
         assert "heartbeat is late but it answers" in cluster.gateways[0].log()
         # Late and gone: down, as before.
         node.signal(signal.SIGKILL)
-        killed = time.monotonic()
-        while {d["state"] for d in _admin(cluster, "domains") if d["node"] == node.name} != {"offline"}:
-            assert time.monotonic() - killed < 15
-            time.sleep(0.5)
+        _wait_drives(cluster, (node.name,), "offline")
     finally:
         stop.set()
         ager.join(10)
         catalog.close()
         if node.proc is not None and node.proc.poll() is not None:
             node.start()
-    back = time.monotonic()
-    while {d["state"] for d in _admin(cluster, "domains") if d["node"] == node.name} != {"online"}:
-        assert time.monotonic() - back < 15
-        time.sleep(0.5)
+    _wait_drives(cluster, (node.name,), "online")
     cluster.check_all()
 
 
@@ -437,10 +433,7 @@ def test_m_plus_one_nodes_down_clean_503s_then_full_recovery(cluster: Cluster) -
     finally:
         for node in down:
             node.start()
-    back = time.monotonic()
-    while {d["state"] for d in _admin(cluster, "domains") if d["node"] in ("n2", "n3", "n4")} != {"online"}:
-        assert time.monotonic() - back < 15
-        time.sleep(0.5)
+    _wait_drives(cluster, ("n2", "n3", "n4"), "online")
     cluster.check_all()
     cluster.check_all(gateway=1)
 
