@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import random
 import sqlite3
 import struct
 import threading
@@ -41,6 +42,25 @@ class _Combined:
         self.error: BaseException | None = None
         self.sequence = 0
         self.done = False
+
+
+def _enter_wal(conn: sqlite3.Connection, within: float = 30.0) -> None:
+    """Put the database in WAL mode (a no-op once it is). Several processes opening a new catalog
+    at once (the workers of `serve`) race to switch it: the loser gets "database is locked" at
+    once — SQLite does not call the busy handler there, as the switch waits for a lock while
+    holding one — so it tries again, briefly, until the winner is done."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(random.uniform(0.005, 0.05))
 
 
 class SQLiteDatabase(Database):
@@ -92,7 +112,7 @@ class SQLiteDatabase(Database):
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self._file, isolation_level=None, check_same_thread=False, timeout=30)
-        conn.execute("PRAGMA journal_mode=WAL")
+        _enter_wal(conn)
         # NORMAL: SQLite syncs the WAL only around checkpoints; `_make_durable` fsyncs it after
         # each commit (grouped), so an acknowledged write still survives power loss.
         conn.execute("PRAGMA synchronous=NORMAL")
