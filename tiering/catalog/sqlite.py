@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import random
 import sqlite3
 import struct
 import threading
@@ -44,25 +43,6 @@ class _Combined:
         self.done = False
 
 
-def _enter_wal(conn: sqlite3.Connection, within: float = 30.0) -> None:
-    """Put the database in WAL mode (a no-op once it is). Several processes opening a new catalog
-    at once (the workers of `serve`) race to switch it: the loser gets "database is locked" at
-    once — SQLite does not call the busy handler there, as the switch waits for a lock while
-    holding one — so it tries again, briefly, until the winner is done."""
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                conn.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                raise
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(random.uniform(0.005, 0.05))
-
-
 class SQLiteDatabase(Database):
     """The embedded catalog: one file, one writer connection, per-thread readers."""
 
@@ -85,8 +65,12 @@ class SQLiteDatabase(Database):
         # there (206 ms, max 751 ms, where one process had 68 ms). flock wakes the next waiter
         # the moment the holder lets go, and costs two system calls when nobody waits.
         self._writers_fd = os.open(f"{path}-writers.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        self._writer = self._connect()
-        migrate_sqlite(self._writer, str(path))
+        # Opened and migrated under every process's writers' lock: the workers of `serve` open
+        # a new catalog at the same moment, and SQLite answers the loser of the switch to WAL
+        # mode "database is locked" at once (no busy handler there; a worker died of it).
+        with self._writing():
+            self._writer = self._connect()
+            migrate_sqlite(self._writer, str(path))
         # Group commit: transactions are written to the WAL without an fsync each; a committer
         # then waits until the WAL is fsync'd past its commit, and one fsync serves every
         # commit that arrived meanwhile. Durable on return, like synchronous=FULL, but concurrent
@@ -112,7 +96,8 @@ class SQLiteDatabase(Database):
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self._file, isolation_level=None, check_same_thread=False, timeout=30)
-        _enter_wal(conn)
+        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            conn.execute("PRAGMA journal_mode=WAL")  # once per catalog: the first writer's open
         # NORMAL: SQLite syncs the WAL only around checkpoints; `_make_durable` fsyncs it after
         # each commit (grouped), so an acknowledged write still survives power loss.
         conn.execute("PRAGMA synchronous=NORMAL")
