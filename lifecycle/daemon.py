@@ -70,6 +70,7 @@ log = logging.getLogger("tierstore.lifecycle")
 LEASE = "lifecycle-daemon"
 IT_CONFIG_PREFIX = "intelligent-tiering:"
 TEMPERATURE_TAG = "tierstore:temperature"  # bucket tag "off" opts a bucket's unclassified objects out
+MAX_PAUSE_SECONDS = 5.0  # a background pass's pause between pages, at most
 ONE_STEP_DOWN = {GPU_DIRECT: HOT, HOT: WARM}  # watermark eviction stays among instantly readable tiers
 
 
@@ -86,6 +87,11 @@ class LifecycleSettings:
     restore_tier: str = WARM
     min_transition_size: int = 0
     scan_batch: int = 500
+    # The share of its time a background pass's object scan may spend working; it sleeps the rest,
+    # between pages. Unpaced, a pass over a million objects took most of a core, back to back
+    # (one every interval): the PUT rate fell by half as the catalog grew (bench/RESULTS.md,
+    # "A million small objects"). A pass asked for (`admin lifecycle run`, a restore) runs unpaced.
+    scan_share: float = 0.1
 
 
 @dataclass
@@ -139,6 +145,10 @@ class LifecycleDaemon:
         self._running: asyncio.Task[PassReport] | None = None
         self._queued = False  # `_running` is waiting for the pass before it to finish
         self._wakeup = asyncio.Event()
+        # May the pass now scanning pause between pages, and the one queued behind it? Not once a
+        # caller that does not want pauses waits for either (it waits for both).
+        self._pace_current = False
+        self._pace_next = False
 
     # --- running ------------------------------------------------------------------------------
 
@@ -157,23 +167,26 @@ class LifecycleDaemon:
             await asyncio.to_thread(self.store.catalog.release_lease, LEASE, self.holder)
 
     def wake(self) -> None:
-        """Run a pass soon (a restore was requested, say) instead of waiting for the interval."""
+        """Run a pass soon (a restore was requested, say) instead of waiting for the interval: an
+        unpaced one, and the one under way stops pausing."""
+        self._pace_current = False
         self._wakeup.set()
 
     async def _loop(self) -> None:
         while True:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), self.settings.interval_seconds)
+            woken = self._wakeup.is_set()
             self._wakeup.clear()
             try:
-                await self.run_pass()
+                await self.run_pass(paced=not woken)
             except Exception:
                 log.exception("lifecycle pass failed")
 
     async def _take_lease(self) -> bool:
         """Take or renew the lease; take it over from a holder that provably died. Remembers who
         holds it when it cannot."""
-        ttl = max(3 * self.settings.interval_seconds, 60.0)
+        ttl = self._lease_ttl()
         catalog = self.store.catalog
 
         def take() -> bool:
@@ -195,27 +208,47 @@ class LifecycleDaemon:
 
         return await asyncio.to_thread(take)
 
-    def run_pass(self) -> asyncio.Task[PassReport]:
+    def _lease_ttl(self) -> float:
+        return max(3 * self.settings.interval_seconds, 60.0)
+
+    async def _pause(self, page_started: float) -> None:
+        """After a page of a background pass: sleep so that the scan works `scan_share` of the time."""
+        share = self.settings.scan_share
+        if not self._pace_current or share >= 1:
+            return
+        worked = time.monotonic() - page_started
+        await asyncio.sleep(min(worked * (1 - share) / share, MAX_PAUSE_SECONDS))
+
+    def run_pass(self, *, paced: bool = False) -> asyncio.Task[PassReport]:
         """A pass that starts no earlier than this call: started now, or queued behind a running one.
 
         Joining a pass already under way is not enough: it may have scanned past an object the
         caller just changed (a restore requested, a rule put), and `lifecycle run --wait` promises
         a pass that sees the caller's changes. Callers that arrive while one is queued share it.
+
+        `paced` (the background passes): the scan pauses between pages (`scan_share`) unless a
+        caller that is not paced waits for this pass or the one after it.
         """
         if self._running is None or self._running.done():
+            self._pace_current = paced
             self._running = asyncio.create_task(self._pass())
             self._queued = False
         elif not self._queued:
             previous = self._running
+            self._pace_current = self._pace_current and paced
+            self._pace_next = paced
 
             async def after_previous() -> PassReport:
                 with contextlib.suppress(Exception):
                     await previous
                 self._queued = False  # from here on it scans: a later caller needs a later pass
+                self._pace_current = self._pace_next
                 return await self._pass()
 
             self._running = asyncio.create_task(after_previous())
             self._queued = True
+        elif not paced:  # joins the queued pass, and waits for the current one first
+            self._pace_current = self._pace_next = False
         return self._running
 
     # --- one pass -----------------------------------------------------------------------------
@@ -321,7 +354,9 @@ class LifecycleDaemon:
         # Watermark eviction candidates per tier: (record, noncurrent?).
         candidates: dict[str, list[tuple[ObjectRecord, bool]]] = defaultdict(list)
         cursor = ("", "")
+        renewed = time.monotonic()
         while True:
+            page_started = time.monotonic()
             batch = await self.store.objects_after(*cursor, self.settings.scan_batch)
             if not batch:
                 break
@@ -356,6 +391,12 @@ class LifecycleDaemon:
                     outgoing[record.tier] += record.size
                 elif self._managed(record, policy) and record.tier in ONE_STEP_DOWN:
                     candidates[record.tier].append((record, False))
+            await self._pause(page_started)
+            if time.monotonic() - renewed > self._lease_ttl() / 3:  # a long pass keeps its lease
+                if not await self._take_lease():
+                    log.warning("lost the lifecycle lease during a pass; its holder's passes go on")
+                    break
+                renewed = time.monotonic()
         await self._version_restores(now, report)
         pressed = self._tiers_over_high(usage, incoming, outgoing)
         if pressed:

@@ -94,6 +94,8 @@ Example (every key optional):
     mover_bytes_per_second = 0     # 0: unlimited
     restore_tier = "warm"          # where RestoreObject puts the temporary copy
     min_transition_size = 0        # smaller objects are not moved by lifecycle rules
+    scan_share = 0.1               # a background pass's scan works this share of the time, sleeps
+                                   # the rest (1: never pauses); `admin lifecycle run` never pauses
 
     [rebalance]                    # moving shards after `admin domain add/drain`, `admin tier recode`
     bytes_per_second = 0           # 0: unlimited
@@ -421,6 +423,7 @@ class LifecycleSection(_Table):
     mover_bytes_per_second: NonNegativeFloat = _LIFECYCLE.mover_bytes_per_second
     restore_tier: TierName = cast(TierName, _LIFECYCLE.restore_tier)
     min_transition_size: NonNegativeInt = _LIFECYCLE.min_transition_size
+    scan_share: float = Field(default=_LIFECYCLE.scan_share, gt=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -457,6 +460,7 @@ class LifecycleSection(_Table):
             mover_bytes_per_second=self.mover_bytes_per_second,
             restore_tier=self.restore_tier,
             min_transition_size=self.min_transition_size,
+            scan_share=self.scan_share,
         )
 
 

@@ -1,0 +1,62 @@
+"""A background lifecycle pass paces its scan (`[lifecycle] scan_share`): it works that share of the
+time and sleeps the rest between pages, so that over millions of objects it does not take a core
+from the requests. A pass somebody waits for (`admin lifecycle run --wait`) never pauses, and one
+under way when it is asked for stops pausing."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from tests.lifecycle.conftest import Tiered
+
+OBJECTS = 1200  # three pages of the daemon's scan (500 objects each)
+
+
+def _duration(report: dict[str, Any]) -> float:
+    return float(report["finished"] - report["started"])
+
+
+def _next_background_pass(ts: Tiered, after: float, timeout: float = 120.0) -> dict[str, Any]:
+    """The first pass that started after `after` (wall clock), once it has finished."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        report = ts.admin("lifecycle", "status")["last_pass"]
+        if report and report["started"] > after:
+            return dict(report)
+        time.sleep(0.2)
+    raise AssertionError(f"no background pass finished within {timeout:.0f} s")
+
+
+def test_background_passes_pause_between_pages_and_an_asked_for_pass_does_not(
+    spawn: Callable[..., Tiered],
+) -> None:
+    # One process: the passes and their reports are that process's daemon's.
+    ts = spawn(
+        env={"TIERSTORE_LIFECYCLE_INTERVAL_SECONDS": "1", "TIERSTORE_LIFECYCLE_SCAN_SHARE": "0.01"},
+        extra_args=["--workers", "1"],
+    )
+    ts.s3.create_bucket(Bucket="paced")
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda n: ts.s3.put_object(Bucket="paced", Key=f"k{n:05d}", Body=b"x"), range(OBJECTS)))
+
+    asked = ts.run_pass()  # unpaced, whatever runs in the background
+    assert asked["scanned"] == OBJECTS
+    background = _next_background_pass(ts, after=asked["finished"])
+    assert background["scanned"] == OBJECTS
+    # Paced to 1 %, its scan takes about a hundred times the unpaced one; well over four in any case.
+    assert _duration(background) > 4 * _duration(asked), (background, asked)
+
+    # Asked for while a background pass is pausing: that one stops pausing, and the asked-for one
+    # follows at full speed — far sooner than a paced pass would end.
+    deadline = time.monotonic() + 60
+    while not ts.admin("lifecycle", "status")["running"]:
+        assert time.monotonic() < deadline, "no background pass started"
+        time.sleep(0.05)
+    started = time.monotonic()
+    again = ts.run_pass()
+    waited = time.monotonic() - started
+    assert again["scanned"] == OBJECTS
+    assert waited < _duration(background) / 2, (waited, background)
