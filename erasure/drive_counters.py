@@ -4,14 +4,21 @@ Each process used to count only its own writes on top of its start-up scan, so w
 workers (`tierstore serve --workers N`) `admin domains` and the metrics answered differently
 depending on which worker was asked. Now the two numbers live in a 16-byte file in the host's
 state directory, one per drive: a scan sets them, every shard committed or removed adds to them,
-each under an exclusive `lockf` (a few microseconds; one lock per shard, not per byte). The file
-is a status counter, not a record: it is not flushed to disk, and each process's start-up scan
-sets it anew from what is on the drive.
+each under an exclusive `lockf` (one lock per shard, not per byte). The file is a status counter,
+not a record: it is not flushed to disk, and each process's start-up scan sets it anew from what
+is on the drive.
+
+The file is mapped (MAP_SHARED), not read and written: every process sees the same page, and an
+update is a store into memory. A `pwrite` per shard used to be one more journalled write to the
+filesystem per shard (its mtime), and while another process's flush commits the journal each
+such write waits for it: under two workers' small PUTs, half of the committer's writes were
+these (bench/RESULTS.md, "Shared drive counters mapped").
 """
 
 from __future__ import annotations
 
 import fcntl
+import mmap
 import os
 import struct
 import threading
@@ -26,18 +33,28 @@ class SharedCounters:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size < _COUNTS.size:
+                # Growing a new (or short) file adds zeros: (0, 0), the scan's starting point; a
+                # process racing to do the same changes nothing.
+                os.ftruncate(fd, _COUNTS.size)
+            self._map = mmap.mmap(fd, _COUNTS.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd  # kept open for lockf
         self._lock = threading.Lock()  # lockf excludes other processes, not this one's threads
 
     def read(self) -> tuple[int, int]:
-        raw = os.pread(self._fd, _COUNTS.size, 0)
-        return _COUNTS.unpack(raw) if len(raw) == _COUNTS.size else (0, 0)
+        shards, size = _COUNTS.unpack_from(self._map, 0)
+        return shards, size
 
     def set(self, shards: int, size: int) -> None:
         with self._lock:
             fcntl.lockf(self._fd, fcntl.LOCK_EX)
             try:
-                os.pwrite(self._fd, _COUNTS.pack(shards, size), 0)
+                _COUNTS.pack_into(self._map, 0, shards, size)
             finally:
                 fcntl.lockf(self._fd, fcntl.LOCK_UN)
 
@@ -45,7 +62,7 @@ class SharedCounters:
         with self._lock:
             fcntl.lockf(self._fd, fcntl.LOCK_EX)
             try:
-                count, total = self.read()
-                os.pwrite(self._fd, _COUNTS.pack(count + shards, total + size), 0)
+                count, total = _COUNTS.unpack_from(self._map, 0)
+                _COUNTS.pack_into(self._map, 0, count + shards, total + size)
             finally:
                 fcntl.lockf(self._fd, fcntl.LOCK_UN)

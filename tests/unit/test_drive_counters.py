@@ -1,0 +1,46 @@
+"""A drive's shared shard counters (erasure/drive_counters.py): every process of a host adds to one
+pair, and every process reads what all of them added — the workers of `tierstore serve` answer
+`admin domains` alike. Four processes adding at once lose no update."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+from erasure.drive_counters import SharedCounters
+
+ADDS = 2000
+
+
+def _add_many(path: str) -> None:
+    counters = SharedCounters(Path(path))
+    for _ in range(ADDS):
+        counters.add(1, 3)
+
+
+def test_processes_adding_at_once_lose_no_update(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "hot.d1"
+    mine = SharedCounters(path)
+    assert mine.read() == (0, 0)  # a new file starts at zero
+    mine.set(10, 100)
+    context = multiprocessing.get_context("fork")
+    procs = [context.Process(target=_add_many, args=(str(path),)) for _ in range(4)]
+    for proc in procs:
+        proc.start()
+    for _ in range(ADDS):
+        mine.add(-1, -1)
+    for proc in procs:
+        proc.join(30)
+        assert proc.exitcode == 0
+    expected = (10 + 4 * ADDS - ADDS, 100 + 4 * 3 * ADDS - ADDS)
+    assert mine.read() == expected  # this process sees the others' adds
+    assert SharedCounters(path).read() == expected  # and so does one that opens it now
+    assert path.stat().st_size == 16
+
+
+def test_a_short_file_is_grown_not_refused(tmp_path: Path) -> None:
+    path = tmp_path / "hot.d2"
+    path.write_bytes(b"")  # a crash between create and the first update
+    counters = SharedCounters(path)
+    counters.add(2, 8)
+    assert counters.read() == (2, 8)
