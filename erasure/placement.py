@@ -60,16 +60,21 @@ def place(
     for group_id in rank(data_id, weights):
         if group_id in exclude_groups:
             continue
-        members = {
-            d.id: d
+        members = [
+            d
             for d in groups[group_id]
             if (d.online or not online_only) and not d.draining and (usable is None or usable(d))
-        }
-        if not members:
-            continue
-        best = rank(f"{data_id}\0{group_id}", [(d.id, d.weight) for d in members.values()])
-        if best:
-            chosen.append(members[best[0]])
+        ]
+        if len(members) == 1:
+            # What ranking one candidate gives (it wins if it weighs anything), without hashing:
+            # at the drive level, the default, every group is one drive.
+            if members[0].weight > 0:
+                chosen.append(members[0])
+        elif members:
+            by_id = {d.id: d for d in members}
+            best = rank(f"{data_id}\0{group_id}", [(d.id, d.weight) for d in members])
+            if best:
+                chosen.append(by_id[best[0]])
         if len(chosen) == count:
             break
     return chosen
