@@ -61,6 +61,7 @@ import secrets
 import struct
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,6 +87,7 @@ _CHECK = struct.Struct("<I")  # legacy
 _TAG_BYTES = 16
 # preadv2's "fail with EAGAIN rather than wait for the disk" (Linux); without it nothing reads at hand.
 _RWF_NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
+_MAX_WRITE_RECORDS = 512
 
 
 def _tag(key: bytes, head: bytes) -> bytes:
@@ -437,6 +439,79 @@ class PackSet:
             if old is not None:
                 self._append(_DEL, data_id, index, encode_target(old), False)
             return self._append(_PUT, data_id, index, payload, barrier is None)
+
+    def append_many(self, items: Sequence[tuple[str, int, bytes]]) -> list[PackedRecord | OSError]:
+        """`append` of several shards that a flush barrier will make durable (a batch of small
+        PUTs): the records bound for one pack go to it in one write. A write per record was one
+        journalled update of the pack's size each, and while another process's flush commits the
+        filesystem journal each such update waits for it. Per item its record, or the OSError
+        that failed it (nothing of a failed item is indexed)."""
+        results: list[PackedRecord | OSError | None] = [None] * len(items)
+        with self._lock:
+            try:
+                self._load()
+                key = self._writing_key()
+            except OSError as exc:
+                return [exc] * len(items)
+            batch: list[tuple[int, str, int, bytes, bytes]] = []  # (item, data id, index, payload, record)
+            pending = 0  # bytes of `batch`, bound for the active pack
+            for n, (data_id, index, payload) in enumerate(items):
+                if (data_id, index) in self._index:  # a replacement (heal): tombstone first, alone
+                    self._write_batch(batch, results)
+                    batch, pending = [], 0
+                    try:
+                        results[n] = self.append(data_id, index, payload, None)
+                    except OSError as exc:
+                        results[n] = exc
+                    continue
+                record = encode_record(_PUT, data_id, index, payload, key)
+                name = self._active
+                if len(batch) == _MAX_WRITE_RECORDS:  # within one writev's limit (IOV_MAX, 1024 on Linux)
+                    self._write_batch(batch, results)
+                    batch, pending = [], 0
+                if name is None or (
+                    self._size[name] + pending + len(record) > self.rotate_bytes
+                    and self._size[name] + pending > 0
+                ):
+                    self._write_batch(batch, results)
+                    batch, pending = [], 0
+                    try:
+                        self._open_new()
+                    except OSError as exc:
+                        results[n] = exc
+                        continue
+                batch.append((n, data_id, index, payload, record))
+                pending += len(record)
+            self._write_batch(batch, results)
+        return [r if r is not None else OSError("not appended") for r in results]
+
+    def _write_batch(
+        self, batch: list[tuple[int, str, int, bytes, bytes]], results: list[PackedRecord | OSError | None]
+    ) -> None:
+        """Write `batch`'s records at the end of the active pack in one write, then index them."""
+        if not batch:
+            return
+        name = self._active
+        assert name is not None
+        start = self._size[name]
+        records = [record for *_, record in batch]
+        total = sum(len(r) for r in records)
+        try:
+            written = os.pwritev(self._fds[name], records, start)
+            if written != total:
+                raise OSError(f"short write to pack {name}")
+        except OSError as exc:
+            # The size stays where it was: the next append overwrites whatever part got there.
+            for n, *_ in batch:
+                results[n] = exc
+            return
+        self._size[name] = self._scanned[name] = start + total
+        offset = start
+        for n, data_id, index, payload, record in batch:
+            offset += len(record)
+            rec = PackedRecord(name, offset - len(payload), len(payload), xxhash.xxh3_64_intdigest(payload))
+            self._apply(_PUT, data_id, index, rec)
+            results[n] = rec
 
     def remove(self, data_id: str, index: int) -> int:
         """Drop a shard with a tombstone naming its record (not flushed: a lost one leaves an

@@ -37,7 +37,7 @@ from erasure.location import Location
 from erasure.pack import PackSet
 from erasure.reader import PoolReader, read_at_hand, read_healthy
 from erasure.rebalance import Throttle, move_shard, plan_moves
-from erasure.shard_store import LocalDrive, local_drive
+from erasure.shard_store import LocalDrive, local_drive, publish_shards_many
 from erasure.topology import LEVELS, Domain, Topology
 from erasure.writer import PoolWriter
 
@@ -321,16 +321,28 @@ class ErasurePool:
         Blocking: call it from a worker thread (the small PUTs' committer: tiering/small_writes.py).
         """
         results: list[dict[str, Any] | Exception] = []
-        staged: list[tuple[int, PoolWriter]] = []
-        barriers: dict[int, FlushBarrier] = {}
+        prepared: list[tuple[int, PoolWriter]] = []
         for n, (data_id, data) in enumerate(blobs):
             try:
                 writer = PoolWriter(self, data_id, len(data))
-                barriers.update((id(b), b) for b in writer.stage_blob(data))
+                writer.prepare_blob(data)
             except Exception as exc:
                 results.append(exc)
                 continue
             results.append({})
+            prepared.append((n, writer))
+        # Every blob's shards published together: those bound for one drive's packs in one write.
+        staged: list[tuple[int, PoolWriter]] = []
+        barriers: dict[int, FlushBarrier] = {}
+        try:
+            published = publish_shards_many([writer.prepared_shards() for _, writer in prepared])
+        except Exception as exc:  # a bug, not a drive's failure: no blob of the batch is stored
+            for n, writer in prepared:
+                writer.abort_prepared()
+                results[n] = exc
+            return results
+        for (n, writer), shards in zip(prepared, published, strict=True):
+            barriers.update((id(b), b) for b in writer.publish_prepared(shards))
             staged.append((n, writer))
         # Asked for after the last blob was published: one flush per drive covers every blob.
         tickets = {key: barrier.request() for key, barrier in barriers.items()}

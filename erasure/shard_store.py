@@ -532,13 +532,50 @@ def publish_shards(writers: Sequence[tuple[ShardWriter, ShardHeader | None]]) ->
         try:
             barrier = writer.publish(header)
         except Exception as exc:  # one drive's failure is that shard's, not the blob's
-            writer.discard()
-            writer.unpublish()
-            published.results[n] = exc
+            _publish_failed(published, n, exc)
             continue
-        if barrier is not None:
-            published.barriers.setdefault(id(barrier), (barrier, []))[1].append(n)
+        _behind(published, n, barrier)
     return published
+
+
+def publish_shards_many(blobs: Sequence[Sequence[ShardWriter]]) -> list[PublishedShards]:
+    """`publish_shards` for several blobs' shards at once (headers final): the packed shards bound
+    for one drive go to its packs in one write (`PackSet.append_many`) instead of one each."""
+    published = [PublishedShards(list(writers), [None] * len(writers), {}) for writers in blobs]
+    by_packs: dict[int, tuple[PackSet, list[tuple[PublishedShards, int, PackingWriter, bytes]]]] = {}
+    for blob in published:
+        for n, writer in enumerate(blob.writers):
+            try:
+                if isinstance(writer, PackingWriter) and writer.batchable:
+                    entry = (blob, n, writer, writer.record_payload())
+                    by_packs.setdefault(id(writer.packs), (writer.packs, []))[1].append(entry)
+                else:
+                    _behind(blob, n, writer.publish(None))
+            except Exception as exc:  # one drive's failure is that shard's, not the blob's
+                _publish_failed(blob, n, exc)
+    for packs, entries in by_packs.values():
+        appended = packs.append_many(
+            [(w.header.data_id, w.header.index, payload) for _, _, w, payload in entries]
+        )
+        for (blob, n, writer, _), record in zip(entries, appended, strict=True):
+            if isinstance(record, OSError):
+                _publish_failed(blob, n, record)
+            else:
+                _behind(blob, n, writer.appended())
+    return published
+
+
+def _behind(published: PublishedShards, n: int, barrier: FlushBarrier | None) -> None:
+    """Shard `n` is published; `barrier` (if any) makes it durable."""
+    if barrier is not None:
+        published.barriers.setdefault(id(barrier), (barrier, []))[1].append(n)
+
+
+def _publish_failed(published: PublishedShards, n: int, error: BaseException) -> None:
+    writer = published.writers[n]
+    writer.discard()
+    writer.unpublish()
+    published.results[n] = error
 
 
 def settle_shards(
@@ -677,14 +714,27 @@ class PackingWriter:
     def publish(self, header: ShardHeader | None = None) -> FlushBarrier | None:
         if self._file is not None:
             return self._file.publish(header)
-        self.store.check_online()
         if header is not None:
             self.header = header
-        payload = b"".join([self.header.pack(), *self._frames])
         barrier = self.store.barrier
-        self.packs.append(self.header.data_id, self.header.index, payload, barrier)
+        self.packs.append(self.header.data_id, self.header.index, self.record_payload(), barrier)
+        return self.appended()
+
+    @property
+    def batchable(self) -> bool:
+        """Still in memory, on a drive whose flush barrier will make it durable: it may be
+        appended together with other shards (`publish_shards_many`)."""
+        return self._file is None and self.store.barrier is not None
+
+    def record_payload(self) -> bytes:
+        """What its pack record holds: the header, then the frames."""
+        self.store.check_online()
+        return b"".join([self.header.pack(), *self._frames])
+
+    def appended(self) -> FlushBarrier | None:
+        """Its record is in the pack (by `publish` or by `publish_shards_many`)."""
         self._published = True
-        return barrier
+        return self.store.barrier
 
     def committed(self) -> None:
         if self._file is not None:

@@ -76,6 +76,9 @@ class PoolWriter:
         # A whole blob between `stage_blob` and `end_blob`: (its bytes, its published shards, their
         # indexes, the shards lost while writing).
         self._staged: tuple[Buffer, PublishedShards, list[int], Failures] | None = None
+        # Before that, between `prepare_blob` and `publish_prepared`: (its bytes, its shards by
+        # index, not yet published, the shards lost while writing).
+        self._prepared: tuple[Buffer, list[tuple[int, ShardWriter]], Failures] | None = None
 
     async def write(self, chunk: bytes | memoryview) -> None:
         self._check_open()
@@ -132,17 +135,39 @@ class PoolWriter:
         """The first half of `write_blob`: place, create, write and publish every shard, without
         waiting for the drives' flushes. Returns the barriers to request tickets from; `end_blob`
         must follow (several blobs staged first share one flush: `ErasurePool.write_blobs`)."""
+        self.prepare_blob(data)
+        return self.publish_prepared(publish_shards([(w, None) for w in self.prepared_shards()]))
+
+    def prepare_blob(self, data: Buffer) -> None:
+        """`stage_blob` up to publishing: place, create and write every shard. Then the caller
+        publishes `prepared_shards()` (with other blobs': `publish_shards_many`) and hands the
+        outcome to `publish_prepared`; or `abort_prepared`."""
         self._check_open()
         if self.size:
             raise ErasureError(f"writer for {self.data_id} already has streamed bytes")
         self.size = len(data)
         try:
-            self._stage_whole(data)
+            self._prepare_whole(data)
         except BaseException:
             self._abort_whole()
             raise
-        assert self._staged is not None
-        return [barrier for barrier, _ in self._staged[1].barriers.values()]
+
+    def prepared_shards(self) -> list[ShardWriter]:
+        assert self._prepared is not None
+        return [w for _, w in self._prepared[1]]
+
+    def publish_prepared(self, published: PublishedShards) -> list[FlushBarrier]:
+        """The prepared shards were published (`published`): returns the barriers to request tickets from."""
+        assert self._prepared is not None
+        data, order, lost = self._prepared
+        self._prepared = None
+        self._writers.clear()
+        self._staged = (data, published, [i for i, _ in order], lost)
+        return [barrier for barrier, _ in published.barriers.values()]
+
+    def abort_prepared(self) -> None:
+        self._prepared = None
+        self._abort_whole()
 
     def end_blob(self, tickets: dict[int, int] | None = None) -> dict[str, Any]:
         """The second half of `write_blob`: wait until the shards are durable (`tickets`, by id of
@@ -245,10 +270,11 @@ class PoolWriter:
 
     def _write_whole(self, data: Buffer) -> None:
         """The whole blob is at hand: place, create, write and commit every shard (blocking)."""
-        self._stage_whole(data)
+        self._prepare_whole(data)
+        self.publish_prepared(publish_shards([(w, None) for w in self.prepared_shards()]))
         self._settle_whole()
 
-    def _stage_whole(self, data: Buffer) -> None:
+    def _prepare_whole(self, data: Buffer) -> None:
         pool = self._pool
         layout = "replica" if self.size < pool.small_object_threshold else "ec"
         targets = self._targets(self._place(layout), self.size)
@@ -257,9 +283,8 @@ class PoolWriter:
         codec = codec_for(loc.k, loc.m)
         geo = StripeLayout(self.size, loc.k, loc.block_size)
         lost = _write_frames(targets, codec, data, geo, self._writers, self._rescue)
-        order = list(self._writers.items())
-        self._writers.clear()
-        self._staged = (data, publish_shards([(w, None) for _, w in order]), [i for i, _ in order], lost)
+        # Still in `_writers` until published: an abort discards them from there.
+        self._prepared = (data, list(self._writers.items()), lost)
 
     def _settle_whole(self, tickets: dict[int, int] | None = None) -> None:
         assert self._staged is not None and self._loc is not None

@@ -488,3 +488,53 @@ def test_compaction_keeps_tombstones_of_records_in_other_packs(tmp_path: Path) -
     assert fresh.lookup("elsewhere", 0) is None
     assert fresh.lookup("kept", 0) is not None
     assert {s.data_id for s in shards_under(tmp_path)} == {"opener2", "kept"}
+
+
+def test_a_batch_of_small_blobs_writes_each_drives_records_at_once(tmp_path: Path, monkeypatch) -> None:
+    """`write_blobs` (the small PUTs' committer) appends the records bound for one drive in one
+    write, not one each; every blob reads back byte-exact, in this process and in a new one, and
+    a pack rotated mid-batch keeps its records whole."""
+    pool = make_pool(tmp_path, rotate=64 << 10)
+    real_pwritev = os.pwritev
+    writes: list[int] = []  # records per write
+
+    def counting_pwritev(fd: int, buffers: list[bytes], offset: int, *flags: int) -> int:
+        writes.append(len(buffers))
+        return real_pwritev(fd, buffers, offset, *flags)
+
+    monkeypatch.setattr(os, "pwritev", counting_pwritev)
+    sizes = [0, 1, 3000, SMALL - 1, SMALL, SMALL + 5] * 8
+    blobs = [(f"b{n}", blob(size, n)) for n, size in enumerate(sizes)]
+    locations = pool.write_blobs(blobs)
+    monkeypatch.undo()
+    assert all(isinstance(loc, dict) and loc["missing"] == [] for loc in locations)
+    records = sum(len(loc["shards"]) for loc in locations if isinstance(loc, dict))  # all packed
+    assert sum(writes) == records > 3 * len(writes)  # records shared writes
+    for fresh in (pool, make_pool(tmp_path)):
+        for (data_id, data), loc in zip(blobs, locations, strict=True):
+            assert isinstance(loc, dict)
+            assert asyncio.run(get(fresh, data_id, loc, len(data))) == data
+            assert asyncio.run(fresh.verify(data_id, loc, len(data))).clean
+
+
+def test_a_drive_whose_pack_write_fails_in_a_batch_loses_no_blob(tmp_path: Path) -> None:
+    """One drive's pack refuses writes (its descriptor now read-only) while a batch is appended:
+    that drive's shards are written on other drives instead, every blob is stored whole, and the
+    failed records are not indexed on the bad drive."""
+    pool = make_pool(tmp_path)
+    first = pool.write_blobs([("warmup", blob(100, 0))])[0]
+    assert isinstance(first, dict)
+    bad_id = first["shards"][0]
+    bad = packs(pool, bad_id)
+    name = bad._active
+    assert name is not None
+    read_only = os.open(bad.dir / name, os.O_RDONLY)
+    os.dup2(read_only, bad._fds[name])  # the next write there fails with EBADF
+    os.close(read_only)
+    blobs = [(f"b{n}", blob(500 + n, n)) for n in range(40)]
+    locations = pool.write_blobs(blobs)
+    for (data_id, data), loc in zip(blobs, locations, strict=True):
+        assert isinstance(loc, dict) and loc["missing"] == [], loc
+        assert bad_id not in loc["shards"]
+        assert asyncio.run(get(pool, data_id, loc, len(data))) == data
+        assert bad.lookup(data_id, 0, refresh=False) is None
