@@ -456,11 +456,13 @@ class PackSet:
             batch: list[tuple[int, str, int, bytes, bytes]] = []  # (item, data id, index, payload, record)
             pending = 0  # bytes of `batch`, bound for the active pack
             for n, (data_id, index, payload) in enumerate(items):
-                if (data_id, index) in self._index:  # a replacement (heal): tombstone first, alone
+                old = self._index.get((data_id, index))
+                if old is not None:  # a replacement (heal): its tombstone first, as `append` writes it
                     self._write_batch(batch, results)
                     batch, pending = [], 0
                     try:
-                        results[n] = self.append(data_id, index, payload, None)
+                        self._append(_DEL, data_id, index, encode_target(old), False)
+                        results[n] = self._append(_PUT, data_id, index, payload, False)
                     except OSError as exc:
                         results[n] = exc
                     continue

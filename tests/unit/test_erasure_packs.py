@@ -538,3 +538,18 @@ def test_a_drive_whose_pack_write_fails_in_a_batch_loses_no_blob(tmp_path: Path)
         assert bad_id not in loc["shards"]
         assert asyncio.run(get(pool, data_id, loc, len(data))) == data
         assert bad.lookup(data_id, 0, refresh=False) is None
+
+
+def test_append_many_replaces_a_record_as_append_does(tmp_path: Path) -> None:
+    """A shard already in the pack (heal rewriting it) is replaced within a batch: its tombstone
+    first, so that this process and a new one both read the new record and only it."""
+    first = PackSet(tmp_path / "d1", PACK)
+    first.append("blob", 0, b"old bytes", None)
+    results = first.append_many([("other", 0, b"x" * 100), ("blob", 0, b"new bytes"), ("third", 1, b"y")])
+    assert all(isinstance(r, type(results[0])) and not isinstance(r, OSError) for r in results)
+    for packs in (first, PackSet(tmp_path / "d1", PACK)):
+        rec = packs.lookup("blob", 0)
+        assert rec is not None and packs.read(rec) == b"new bytes"
+        assert [d for d, _, _ in packs.entries()].count("blob") == 1
+        other = packs.lookup("other", 0)
+        assert other is not None and packs.read(other) == b"x" * 100
