@@ -135,7 +135,9 @@ class LocalDrive:
 
     def create(self, header: ShardHeader) -> ShardWriter:
         self.check_online()
-        if self.packs is not None:
+        # A whole blob's header has its size: a shard too big to pack starts as a file, rather
+        # than being held in memory first and copied out when it spills (a streamed one: size 0).
+        if self.packs is not None and file_size(header) <= self.packs.threshold:
             return PackingWriter(self, self.packs, header)
         return ShardFileWriter(self, header)
 
