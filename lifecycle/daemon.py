@@ -393,9 +393,11 @@ class LifecycleDaemon:
                     candidates[record.tier].append((record, False))
             await self._pause(page_started)
             if time.monotonic() - renewed > self._lease_ttl() / 3:  # a long pass keeps its lease
-                if not await self._take_lease():
-                    log.warning("lost the lifecycle lease during a pass; its holder's passes go on")
-                    break
+                if not await self._take_lease():  # another daemon acts now: this pass stops acting
+                    report.skipped = "the lifecycle lease was lost during the pass"
+                    log.warning("%s; its holder's passes go on", report.skipped)
+                    report.finished = time.time()
+                    return report
                 renewed = time.monotonic()
         await self._version_restores(now, report)
         pressed = self._tiers_over_high(usage, incoming, outgoing)
