@@ -313,7 +313,13 @@ def test_a_add_two_nodes_and_rebalance(cluster: Cluster) -> None:
         f"{run['bytes_moved']} bytes in {run['elapsed_seconds']:.1f}s; conflicts {run['conflicts']}; "
         f"{ops} client requests meanwhile"
     )
-    assert abs(moved / shards_before - ideal) < 0.04, (moved, shards_before)
+    # The load goes on writing meanwhile (its blobs are in the rebalance's scan, and those written
+    # after the change are placed where they belong), so no one population is the right
+    # denominator: the shards that were there before the change had their share moved (at least),
+    # and no more than their share of everything the rebalance scanned moved (at most). A rebalance
+    # that moved nothing, or reshuffled everything, fails either bound.
+    assert moved >= (ideal - 0.04) * shards_before, (moved, shards_before)
+    assert moved <= (ideal + 0.04) * run["shards_scanned"], (moved, run["shards_scanned"])
     blobs, _ = placement_report(c, c.topology())
     assert blobs > 280
     # On disk, once the moved-away files are retired: the new nodes hold about their share.
