@@ -459,12 +459,17 @@ def test_soak(tmp_path: Path, request: pytest.FixtureRequest, reliability: Recor
         assert report["counts"]["dangling"] == report["counts"]["lost"] == 0, report
         admin_fsck = run_admin(endpoint, "fsck", "--orphan-age", "0", "--repair")
         assert admin_fsck.returncode in (0, 1), admin_fsck.stderr
-        wait_for(
-            lambda: run_admin(endpoint, "fsck", "--orphan-age", "0").returncode == 0,
-            60,
-            "fsck to be clean once the crash garbage is collected",
-            interval=2.0,
-        )
+        last: list[str] = []  # the last report, for the failure message: what was not clean
+
+        def fsck_clean() -> bool:
+            done = run_admin(endpoint, "fsck", "--orphan-age", "0")
+            last[:] = [done.stdout[-3000:]]
+            return done.returncode == 0
+
+        try:
+            wait_for(fsck_clean, 60, "fsck to be clean once the crash garbage is collected", interval=2.0)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; last fsck report: {last[0] if last else None}") from None
 
         # The restarted server's memory: flat after warm-up (a bound on leaks, not a speed figure).
         # Warm: the most it held in the first third of its run under load; end: at the end of the load.
