@@ -14,7 +14,7 @@ import pytest
 
 from erasure import ErasurePool, default_layout
 from erasure.errors import CorruptShard
-from erasure.pack import KEY_FILE, PACK_DIR, PackSet, encode_record, load_pack_key, scan_pack
+from erasure.pack import KEY_FILE, PACK_DIR, PackedRecord, PackSet, encode_record, load_pack_key, scan_pack
 from erasure.shard_format import HEADER_SIZE, ShardHeader
 from erasure.shard_store import LocalDrive, packed_local_drive
 from tests.shards import shards_under
@@ -546,7 +546,7 @@ def test_append_many_replaces_a_record_as_append_does(tmp_path: Path) -> None:
     first = PackSet(tmp_path / "d1", PACK)
     first.append("blob", 0, b"old bytes", None)
     results = first.append_many([("other", 0, b"x" * 100), ("blob", 0, b"new bytes"), ("third", 1, b"y")])
-    assert all(isinstance(r, type(results[0])) and not isinstance(r, OSError) for r in results)
+    assert all(isinstance(r, PackedRecord) for r in results), results
     for packs in (first, PackSet(tmp_path / "d1", PACK)):
         rec = packs.lookup("blob", 0)
         assert rec is not None and packs.read(rec) == b"new bytes"
