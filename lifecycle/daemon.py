@@ -149,6 +149,7 @@ class LifecycleDaemon:
         # caller that does not want pauses waits for either (it waits for both).
         self._pace_current = False
         self._pace_next = False
+        self._unpaced = asyncio.Event()  # set when the current pass stops pacing: ends a pause early
 
     # --- running ------------------------------------------------------------------------------
 
@@ -169,7 +170,7 @@ class LifecycleDaemon:
     def wake(self) -> None:
         """Run a pass soon (a restore was requested, say) instead of waiting for the interval: an
         unpaced one, and the one under way stops pausing."""
-        self._pace_current = False
+        self._set_pace_current(False)
         self._wakeup.set()
 
     async def _loop(self) -> None:
@@ -211,13 +212,22 @@ class LifecycleDaemon:
     def _lease_ttl(self) -> float:
         return max(3 * self.settings.interval_seconds, 60.0)
 
+    def _set_pace_current(self, paced: bool) -> None:
+        self._pace_current = paced
+        if paced:
+            self._unpaced.clear()
+        else:
+            self._unpaced.set()  # a caller waits for this pass: a pause under way ends now
+
     async def _pause(self, page_started: float) -> None:
-        """After a page of a background pass: sleep so that the scan works `scan_share` of the time."""
+        """After a page of a background pass: sleep so that the scan works `scan_share` of the time,
+        unless (or until) a caller that waits for this pass arrives."""
         share = self.settings.scan_share
         if not self._pace_current or share >= 1:
             return
         worked = time.monotonic() - page_started
-        await asyncio.sleep(min(worked * (1 - share) / share, MAX_PAUSE_SECONDS))
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._unpaced.wait(), min(worked * (1 - share) / share, MAX_PAUSE_SECONDS))
 
     def run_pass(self, *, paced: bool = False) -> asyncio.Task[PassReport]:
         """A pass that starts no earlier than this call: started now, or queued behind a running one.
@@ -230,25 +240,26 @@ class LifecycleDaemon:
         caller that is not paced waits for this pass or the one after it.
         """
         if self._running is None or self._running.done():
-            self._pace_current = paced
+            self._set_pace_current(paced)
             self._running = asyncio.create_task(self._pass())
             self._queued = False
         elif not self._queued:
             previous = self._running
-            self._pace_current = self._pace_current and paced
+            self._set_pace_current(self._pace_current and paced)
             self._pace_next = paced
 
             async def after_previous() -> PassReport:
                 with contextlib.suppress(Exception):
                     await previous
                 self._queued = False  # from here on it scans: a later caller needs a later pass
-                self._pace_current = self._pace_next
+                self._set_pace_current(self._pace_next)
                 return await self._pass()
 
             self._running = asyncio.create_task(after_previous())
             self._queued = True
         elif not paced:  # joins the queued pass, and waits for the current one first
-            self._pace_current = self._pace_next = False
+            self._set_pace_current(False)
+            self._pace_next = False
         return self._running
 
     # --- one pass -----------------------------------------------------------------------------
