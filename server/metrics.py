@@ -287,6 +287,16 @@ class StorageCollector(Collector):
             for path in ("at_hand", "thread"):
                 reads.add_metric([path], self.store.small_reads[path])
             yield reads
+            pages = CounterMetricFamily(
+                "tierstore_listing_pages",
+                "ListObjects pages by where they came from: read ahead while the client read the "
+                "page before (used), read ahead but something changed since (stale), or read by "
+                "their request (read); tiering/listing_readahead.py",
+                labels=["source"],
+            )
+            for source, count in self.store.listing.counts.items():
+                pages.add_metric([source], count)
+            yield pages
             committer = self.store.small_writes
             if committer is not None:
                 # Their ratio is how many PUTs one drive flush and one catalog fsync served.

@@ -80,6 +80,7 @@ from tiering.errors import (
     VersionNotFound,
 )
 from tiering.heat import decayed
+from tiering.listing_readahead import ListingReadahead, PageArgs
 from tiering.maintenance import Maintenance
 from tiering.object_lock import LockConfiguration
 from tiering.peers import (
@@ -711,6 +712,8 @@ class ObjectStore:
         # Small GETs (`open_object(read_up_to=...)`) by where they were answered: on the event
         # loop ("at_hand") or in a worker thread ("thread"): tierstore_small_reads_total.
         self.small_reads: Counter[str] = Counter()
+        # Listing pages, the next one read ahead while a client pages through a listing.
+        self.listing = ListingReadahead(self._list_page, catalog.change_stamp)
         self._pinned: Counter[str] = Counter()
         self._pinned_since: dict[str, float] = {}  # data id -> when this process first pinned it
         self._pins_published = False
@@ -790,6 +793,7 @@ class ObjectStore:
         await self.rebalancer.start()
 
     async def close(self) -> None:
+        await asyncio.to_thread(self.listing.close)  # waits for a page being read ahead
         await self.rebalancer.close()
         await self.maintenance.close()
         for task in self._tasks:
@@ -1444,13 +1448,18 @@ class ObjectStore:
         off the event loop and costs no second thread hop."""
 
         def page_then_render() -> _Rendered:
-            return render(
-                self.catalog.list_objects(
-                    bucket, prefix=prefix, delimiter=delimiter, start_after=start_after, max_keys=max_keys
-                )
-            )
+            return render(self.listing.page(PageArgs(bucket, prefix, delimiter, start_after, max_keys)))
 
         return await asyncio.to_thread(page_then_render)
+
+    def _list_page(self, args: PageArgs) -> ListPage:
+        return self.catalog.list_objects(
+            args.bucket,
+            prefix=args.prefix,
+            delimiter=args.delimiter,
+            start_after=args.start_after,
+            max_keys=args.max_keys,
+        )
 
     async def replace_metadata(
         self, bucket: str, key: str, meta: ObjectMeta, *, if_etag: str | None

@@ -123,6 +123,10 @@ class CatalogBase:
         """Does `commit_objects` share one transaction and flush among its records? (SQLite)"""
         return self._db.batches_writes
 
+    def change_stamp(self) -> int | None:
+        """See Database.change_stamp: differs once anything was committed since (None: unknown)."""
+        return self._db.change_stamp()
+
     def _reader(self) -> Any:
         """This thread's connection for reads (a sqlite3.Connection on SQLite)."""
         return self._db.reader()

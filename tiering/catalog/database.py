@@ -76,6 +76,13 @@ class Database(ABC):
         promised now (then ask `reader()` from a worker thread). Here: never at hand."""
         raise NotAtHand()
 
+    def change_stamp(self) -> int | None:
+        """A value that is different once anyone (any connection, any process) has committed a
+        change since an earlier call returned it; None where that cannot be told cheaply. Lets a
+        result read ahead be served later only if nothing changed in between (ListingReadahead).
+        Here: cannot tell."""
+        return None
+
     @abstractmethod
     def write(self, *, relaxed: bool = False, snapshot: bool = False) -> AbstractContextManager[Conn]:
         """One write transaction: committed (and durable) when the block ends, rolled back if it raises.

@@ -89,6 +89,10 @@ class SQLiteDatabase(Database):
         self._resident = False
         self._residency_due = 0.0
         self._closed = False
+        # `change_stamp`'s connection: its data_version counts the commits of every other
+        # connection, in this process or another; it never writes, so that is all of them.
+        self._stamp_conn: sqlite3.Connection | None = None
+        self._stamp_lock = threading.Lock()
         # Database, -shm and WAL, each through one descriptor kept open (see WatchedFile).
         self._watched = tuple(WatchedFile(Path(f"{path}{tail}")) for tail in ("", "-shm", "-wal"))
 
@@ -121,6 +125,17 @@ class SQLiteDatabase(Database):
             return conn.execute(sql, params).fetchone()
         except sqlite3.Error as exc:  # busy (busy_timeout 0), or worse: the thread path says what
             raise NotAtHand() from exc
+
+    def change_stamp(self) -> int | None:
+        """PRAGMA data_version of a connection kept for it (one shared by every thread: a
+        connection's counter is its own)."""
+        with self._stamp_lock:
+            if self._closed:
+                return None
+            if self._stamp_conn is None:
+                self._stamp_conn = self._connect()
+                self._stamp_conn.execute("PRAGMA query_only=1")
+            return int(self._stamp_conn.execute("PRAGMA data_version").fetchone()[0])
 
     def _check_residency(self) -> None:
         """Are the database, its WAL and its shared index all cached? (in a thread: mincore
@@ -313,6 +328,10 @@ class SQLiteDatabase(Database):
             at_hand, self._at_hand = self._at_hand, None
             if at_hand is not None:
                 at_hand.close()
+            with self._stamp_lock:
+                if self._stamp_conn is not None:
+                    self._stamp_conn.close()
+                    self._stamp_conn = None
             for watched in self._watched:
                 watched.close()
             if self._wal_fd >= 0:
