@@ -58,3 +58,9 @@ class Location:
         if len(loc.shards) != loc.width:
             raise ValueError("erasure location: shard list does not match k+m")
         return loc
+
+
+def names_shard(raw: dict[str, Any], domain_id: str, shard: int) -> bool:
+    """Whether a recorded location says shard `shard` lives on `domain_id` (and was written)."""
+    shards = raw.get("shards") or []
+    return shard < len(shards) and shards[shard] == domain_id and shard not in set(raw.get("missing") or ())

@@ -15,6 +15,11 @@ them, and drained by every gateway: each claims a few at a time for HEAL_CLAIM_T
 lease), so no blob is healed twice at once and one whose healer died is claimed again later. If
 the catalog cannot take the request, the gateway heals it itself, as before there was a queue.
 
+A rebuilt shard is a new file (on its own domain or another one). If the blob was overwritten,
+deleted or moved while it was written, the catalog never names that file: heal then queues it for
+the shard collector (as the rebalancer does with a copy whose swap lost), or it would be an orphan
+for good — the blob's garbage entry names only the places recorded before.
+
 A blob heal finds unrecoverable is recorded in the catalog (`lost_blobs`), not only in this
 process's progress: a read of it answers 410 ObjectDataLost whichever worker or gateway takes it,
 and `admin status`, `admin heal` and the metrics count the catalog's lost blobs. It leaves that
@@ -34,9 +39,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from erasure.location import Location
+from erasure.location import Location, names_shard
 from tiering.backend import BackendError, StoredData
 from tiering.backends.erasure_coded import ErasureCodedBackend
+from tiering.catalog import RETIRE_GRACE_SECONDS
 from tiering.lease_holders import process_holder
 
 if TYPE_CHECKING:
@@ -187,6 +193,8 @@ class Maintenance:
                 self.store.catalog.relocate_blob_if, data_id, stored.location, healed.location
             ):
                 self.progress.relocated += 1
+        if result.rebuilt:
+            await self._drop_unrecorded(tier, data_id, healed.location, result.rebuilt)
         if result.unrecoverable:
             where = await asyncio.to_thread(self._owner, data_id)
             await asyncio.to_thread(self.store.catalog.mark_blob_lost, data_id, tier, time.time())
@@ -200,6 +208,35 @@ class Maintenance:
         else:
             self.progress.degraded.pop(data_id, None)
             await self._not_lost(data_id)
+
+    async def _drop_unrecorded(
+        self, tier: str, data_id: str, written: dict[str, Any], rebuilt: list[int]
+    ) -> None:
+        """Queue the rebuilt shards the blob's recorded location does not name for the collector.
+
+        Asked after the swap, so it covers both ways a rebuild ends up nobody's: the swap lost (an
+        overwrite, delete or rebalance came first), or the blob was retired and its files deleted
+        before the rebuilt one was committed in their place. Due after the readers' grace: the
+        file may be one a retired blob's reader in flight still reads. The collector spares any
+        file a location names by then."""
+        shards = written.get("shards") or []
+        current = await asyncio.to_thread(self.store.catalog.stored_blob, data_id)
+        unrecorded = [
+            (data_id, tier, domain, i)
+            for i in rebuilt
+            if (domain := shards[i]) is not None
+            and (current is None or not names_shard(current.location, domain, i))
+        ]
+        if unrecorded:
+            log.info(
+                "heal of %s on %s lost to a change meanwhile: %d copies retired",
+                data_id,
+                tier,
+                len(unrecorded),
+            )
+            await asyncio.to_thread(
+                self.store.catalog.add_shard_garbage, unrecorded, time.time() + RETIRE_GRACE_SECONDS
+            )
 
     async def _not_lost(self, data_id: str) -> None:
         # Only a blob this process knows lost costs a catalog write: a scrub heals millions. What

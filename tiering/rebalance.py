@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from erasure import ErasureError, ErasurePool
 from erasure import rebalance as placement
-from erasure.location import Location
+from erasure.location import Location, names_shard
 from erasure.stripe import StripeLayout
 from erasure.topology import Domain
 from tiering.backend import BackendError, StoredData
@@ -196,13 +196,6 @@ def _row(tier: str, domain: Domain, status: str = "active") -> dict[str, Any]:
         "weight": domain.weight,
         "status": status,
     }
-
-
-def _references(location: dict[str, Any], domain_id: str, shard: int) -> bool:
-    shards = location.get("shards") or []
-    return (
-        shard < len(shards) and shards[shard] == domain_id and shard not in set(location.get("missing") or ())
-    )
 
 
 class Rebalancer:
@@ -711,7 +704,7 @@ class Rebalancer:
         async with self._gc_lock:
             for data_id, tier, domain_id, shard in due:
                 stored = await asyncio.to_thread(catalog.stored_blob, data_id)
-                if stored is not None and _references(stored.location, domain_id, shard):
+                if stored is not None and names_shard(stored.location, domain_id, shard):
                     forget.append((data_id, domain_id, shard))
                     continue
                 pool = pools.get(tier)

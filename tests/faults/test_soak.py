@@ -333,6 +333,22 @@ def rss_bytes(server: ServerProcess) -> int:
     raise AssertionError("no VmRSS")
 
 
+def log_lines_on_orphans(tmp_path: Path, report_text: str) -> str:
+    """What the servers' logs (the killed one's and its successor's) say about an fsck report's
+    orphans: how they came to be, for a failure that is rare and not replayable."""
+    try:
+        ids = {o["data_id"] for o in json.loads(report_text)["orphans"]}
+    except (ValueError, KeyError, TypeError):
+        return ""
+    lines = [
+        f"{log.name}: {line}"
+        for log in sorted(tmp_path.glob("server-*.log"))
+        for line in log.read_text(errors="replace").splitlines()
+        if any(data_id in line for data_id in ids)
+    ]
+    return "\nserver log lines naming them:\n" + "\n".join(lines[-30:]) if ids else ""
+
+
 def soak_seconds(config: pytest.Config) -> float:
     if os.environ.get("TIERSTORE_SOAK_SECONDS"):
         return float(os.environ["TIERSTORE_SOAK_SECONDS"])
@@ -385,6 +401,8 @@ def test_soak(tmp_path: Path, request: pytest.FixtureRequest, reliability: Recor
             if not killed and now >= kill_at:
                 server.kill()
                 faults += 1
+                assert server.log_path is not None  # kept: the restart on this port starts a new one
+                server.log_path.rename(server.log_path.with_suffix(".killed.log"))
                 server = ServerProcess(
                     data_dir,
                     port,
@@ -463,13 +481,16 @@ def test_soak(tmp_path: Path, request: pytest.FixtureRequest, reliability: Recor
 
         def fsck_clean() -> bool:
             done = run_admin(endpoint, "fsck", "--orphan-age", "0")
-            last[:] = [done.stdout[-3000:]]
+            last[:] = [done.stdout]
             return done.returncode == 0
 
         try:
             wait_for(fsck_clean, 60, "fsck to be clean once the crash garbage is collected", interval=2.0)
         except AssertionError as exc:
-            raise AssertionError(f"{exc}; last fsck report: {last[0] if last else None}") from None
+            report_text = last[0] if last else ""
+            raise AssertionError(
+                f"{exc}; last fsck report: {report_text[-3000:]}{log_lines_on_orphans(tmp_path, report_text)}"
+            ) from None
 
         # The restarted server's memory: flat after warm-up (a bound on leaks, not a speed figure).
         # Warm: the most it held in the first third of its run under load; end: at the end of the load.
