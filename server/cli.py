@@ -308,6 +308,10 @@ async def serve(
             )
         ),
         ws="none",  # S3 has no WebSocket; an upgrade would also hand the connection out of the cap
+        # X-Forwarded-For/-Proto decide aws:SourceIp and aws:SecureTransport: believed only from
+        # the configured proxies (uvicorn's default believed any process on 127.0.0.1).
+        proxy_headers=bool(config.trusted_proxies),
+        forwarded_allow_ips=list(config.trusted_proxies) or None,
         loop="none",
         lifespan="on",
         access_log=False,

@@ -32,6 +32,10 @@ Example (every key optional):
     workers = 0                            # processes serving the port: 0 = one per usable core
                                            # (a supervisor when that is more than one), 1 = a single
                                            # process; --workers N wins
+    trusted_proxies = []                   # peers (IPs or networks, "10.0.0.0/8") whose X-Forwarded-For
+                                           # and X-Forwarded-Proto name the client and its scheme
+                                           # (aws:SourceIp, aws:SecureTransport); from anyone else,
+                                           # ignored. Empty: the connection's own address and scheme
 
     [credentials]
     access_key = "tierstore"
@@ -147,6 +151,7 @@ the default's backend, and replaces the table when it names another backend.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,6 +227,8 @@ class ServerConfig:
     # state directory (README "Shared state"); the suite passes with 2 workers per server
     # (tests/conftest.py TIERSTORE_TEST_WORKERS).
     workers: int = 0  # 0: one per usable core (server.workers.default_workers); 1: one process
+    # Peers whose X-Forwarded-For/-Proto are believed (uvicorn's proxy headers); empty: nobody's.
+    trusted_proxies: list[str] = field(default_factory=list)
     metrics_per_bucket: bool = False
     block_public_access: bool = False
     account_id: str = "000000000000"
@@ -284,12 +291,24 @@ class ServerSection(_Table):
     keep_alive_timeout_seconds: PositiveFloat = 30.0
     max_connections: PositiveInt = 1024
     workers: NonNegativeInt = 0
+    trusted_proxies: list[str] = []
 
     @field_validator("listen")
     @classmethod
     def _host_and_port(cls, value: str) -> str:
         parse_listen(value)
         return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, values: list[str]) -> list[str]:
+        # Addresses only: a host name would be resolved by nobody (uvicorn compares addresses).
+        for value in values:
+            try:
+                ipaddress.ip_network(value, strict=False)
+            except ValueError:
+                raise ValueError(f"not an IP address or network: {value!r}") from None
+        return values
 
 
 class CredentialsSection(_Table):
@@ -768,6 +787,7 @@ def server_config(settings: Settings, warnings: list[str] | None = None) -> Serv
         data_dir=server.data_dir,
         region=server.region,
         virtual_host_domains=list(server.virtual_host_domains),
+        trusted_proxies=list(server.trusted_proxies),
         tls_cert=server.tls_cert,
         tls_key=server.tls_key,
         max_clock_skew_seconds=server.max_clock_skew_seconds,

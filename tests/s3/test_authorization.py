@@ -693,6 +693,60 @@ def test_block_public_access(server, s3, new_bucket) -> None:
     assert requests.get(plain, timeout=30).status_code == 200
 
 
+def _lab_only_and_tls_only(bucket: str) -> str:
+    """Anonymous reads from 203.0.113.0/24 over TLS only: what a forged header would unlock."""
+    return policy(
+        {
+            "Sid": "FromTheLab",
+            "Effect": "Allow",
+            "Principal": "*",
+            "Action": "s3:GetObject",
+            "Resource": f"arn:aws:s3:::{bucket}/*",
+            "Condition": {"IpAddress": {"aws:SourceIp": "203.0.113.0/24"}},
+        },
+        {
+            "Sid": "TlsOnly",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "s3:*",
+            "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"],
+            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+        },
+    )
+
+
+FORGED = {"X-Forwarded-For": "203.0.113.7", "X-Forwarded-Proto": "https"}
+
+
+def test_forwarded_headers_are_not_believed_by_default(server, s3, new_bucket) -> None:
+    """A client cannot claim another address or TLS with X-Forwarded-* headers: aws:SourceIp and
+    aws:SecureTransport are the connection's own unless [server] trusted_proxies names the peer
+    (uvicorn believed them from 127.0.0.1, so any local process could)."""
+    bucket = new_bucket()
+    s3.put_object(Bucket=bucket, Key="k", Body=b"v")
+    s3.put_bucket_policy(Bucket=bucket, Policy=_lab_only_and_tls_only(bucket))
+    url = f"{server.endpoint}/{bucket}/k"
+    assert requests.get(url, timeout=30).status_code == 403
+    assert requests.get(url, headers=FORGED, timeout=30).status_code == 403
+
+
+def test_forwarded_headers_from_a_trusted_proxy_name_the_client(tmp_path: Path) -> None:
+    server = ServerProcess(
+        tmp_path / "data", free_port(), env={"TIERSTORE_SERVER_TRUSTED_PROXIES": '["127.0.0.1/32"]'}
+    ).start()
+    try:
+        s3 = make_client(server.endpoint)
+        s3.create_bucket(Bucket="behind-proxy")
+        s3.put_object(Bucket="behind-proxy", Key="k", Body=b"v")
+        s3.put_bucket_policy(Bucket="behind-proxy", Policy=_lab_only_and_tls_only("behind-proxy"))
+        url = f"{server.endpoint}/behind-proxy/k"
+        assert requests.get(url, timeout=30).status_code == 403  # the proxy's own request
+        reply = requests.get(url, headers=FORGED, timeout=30)  # the client the proxy speaks for
+        assert (reply.status_code, reply.content) == (200, b"v")
+    finally:
+        server.stop()
+
+
 def test_server_wide_block_public_access(tmp_path: Path) -> None:
     server = ServerProcess(
         tmp_path / "data", free_port(), env={"TIERSTORE_AUTHORIZATION_BLOCK_PUBLIC_ACCESS": "true"}

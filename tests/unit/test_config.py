@@ -100,6 +100,7 @@ def test_a_misspelled_value_is_refused_not_read_as_false(tmp_path: Path) -> None
         ('[tiers.warm]\nspread_level = "datacenter"\n', 2, "tiers.warm.spread_level", "'datacenter'"),
         ("[tiers.hot]\npack_threshold_bytes = -1\n", 2, "tiers.hot.pack_threshold_bytes", "-1"),
         ("[tiers.hot]\npack_threshold_bytes = 2097152\n", 2, "tiers.hot.pack_threshold_bytes", "2097152"),
+        ('[server]\ntrusted_proxies = ["haproxy"]\n', 2, "server.trusted_proxies", "'haproxy'"),
     ],
 )
 def test_a_wrong_type_or_value_is_refused(tmp_path: Path, text: str, line: int, key: str, got: str) -> None:
