@@ -291,6 +291,10 @@ class PackSet:
         # after its tombstone (in a pack that sorts later) is never indexed.
         self._killed: dict[str, set[int]] = {}
         self._retired: list[tuple[float, int]] = []  # (when, fd) to close after the grace
+        # Compaction's copies not yet swapped in, by key. A removal or a replacement meanwhile
+        # tombstones the copy at once: were the process killed before the swap, a scan would
+        # otherwise index the copy (a PUT record met after the original) and bring the shard back.
+        self._copies: dict[tuple[str, int], PackedRecord] = {}
         self._loaded = False
 
     # -- index ------------------------------------------------------------------------------
@@ -438,6 +442,7 @@ class PackSet:
             old = self._index.get((data_id, index))
             if old is not None:
                 self._append(_DEL, data_id, index, encode_target(old), False)
+                self._drop_copy((data_id, index))
             return self._append(_PUT, data_id, index, payload, barrier is None)
 
     def append_many(self, items: Sequence[tuple[str, int, bytes]]) -> list[PackedRecord | OSError]:
@@ -462,6 +467,7 @@ class PackSet:
                     batch, pending = [], 0
                     try:
                         self._append(_DEL, data_id, index, encode_target(old), False)
+                        self._drop_copy((data_id, index))
                         results[n] = self._append(_PUT, data_id, index, payload, False)
                     except OSError as exc:
                         results[n] = exc
@@ -527,7 +533,14 @@ class PackSet:
             if rec is None:
                 return -1
             self._append(_DEL, data_id, index, encode_target(rec), False)
+            self._drop_copy((data_id, index))
             return rec.length
+
+    def _drop_copy(self, key: tuple[str, int]) -> None:
+        """The record under `key` was removed or replaced: so is compaction's copy of it, if any."""
+        copy = self._copies.pop(key, None)
+        if copy is not None:
+            self._append(_DEL, key[0], key[1], encode_target(copy), False)
 
     def _unlinked(self, name: str) -> bool:
         fd = self._fds.get(name)
@@ -641,16 +654,26 @@ class PackSet:
         moved: list[tuple[tuple[str, int], PackedRecord, PackedRecord]] = []
         began = time.monotonic()
         copied = 0
-        for key, rec in live:
-            payload = os.pread(fd, rec.length, rec.offset)
-            if not rec.intact(payload):
-                continue  # damaged: left where it is for heal to rewrite (the pack stays meanwhile)
-            new = self._copy(key, payload)
-            moved.append((key, rec, new))
-            copied += rec.length
-            ahead = copied / bytes_per_second - (time.monotonic() - began)
-            if ahead > 0:
-                time.sleep(ahead)  # throttled: compaction must not starve foreground writes
+        try:
+            for key, rec in live:
+                payload = os.pread(fd, rec.length, rec.offset)
+                if not rec.intact(payload):
+                    continue  # damaged: left where it is for heal to rewrite (the pack stays meanwhile)
+                new = self._copy(key, rec, payload)
+                if new is None:
+                    continue  # removed or replaced since the list was taken
+                moved.append((key, rec, new))
+                copied += rec.length
+                ahead = copied / bytes_per_second - (time.monotonic() - began)
+                if ahead > 0:
+                    time.sleep(ahead)  # throttled: compaction must not starve foreground writes
+        except BaseException:
+            with self._lock, contextlib.suppress(OSError):  # best effort: the copies must not come back
+                for key, _, new in moved:
+                    if self._copies.get(key) == new:
+                        del self._copies[key]
+                        self._append(_DEL, key[0], key[1], encode_target(new), False)
+            raise
         with self._lock:
             for new_name in {new.pack for _, _, new in moved}:
                 os.fdatasync(self._fds[new_name])
@@ -658,6 +681,9 @@ class PackSet:
             # Verify the copies, then repoint only records nobody replaced or removed meanwhile;
             # a copy not taken is removed by name, so that no later scan indexes it.
             for key, old, new in moved:
+                if self._copies.get(key) != new:
+                    continue  # removed or replaced meanwhile: its copy is tombstoned already
+                del self._copies[key]
                 if self._index.get(key) == old and new.intact(self.read(new)):
                     self._index[key] = new
                     self._live[name] -= old.length
@@ -676,9 +702,12 @@ class PackSet:
             self._retired.append((time.monotonic(), fd))
             return size
 
-    def _copy(self, key: tuple[str, int], payload: bytes) -> PackedRecord:
-        """Append a live record's payload without touching the index (compaction swaps it in later)."""
+    def _copy(self, key: tuple[str, int], rec: PackedRecord, payload: bytes) -> PackedRecord | None:
+        """Append a live record's payload without touching the index (compaction swaps it in later);
+        None if `rec` is no longer the key's record (a copy of it would be nobody's)."""
         with self._lock:
+            if self._index.get(key) != rec:
+                return None
             record = encode_record(_PUT, key[0], key[1], payload, self._writing_key())  # re-tagged
             name = self._active
             if name is None or self._size[name] + len(record) > self.rotate_bytes and self._size[name] > 0:
@@ -687,9 +716,11 @@ class PackSet:
             if os.pwrite(self._fds[name], record, start) != len(record):
                 raise OSError(f"short write to pack {name}")
             self._size[name] = self._scanned[name] = start + len(record)
-            return PackedRecord(
+            copy = PackedRecord(
                 name, start + len(record) - len(payload), len(payload), xxhash.xxh3_64_intdigest(payload)
             )
+            self._copies[key] = copy
+            return copy
 
     def _close_retired(self, grace: float = RETIRE_GRACE) -> None:
         with self._lock:

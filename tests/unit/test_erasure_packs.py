@@ -7,6 +7,7 @@ import dataclasses
 import os
 import random
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -553,3 +554,43 @@ def test_append_many_replaces_a_record_as_append_does(tmp_path: Path) -> None:
         assert [d for d, _, _ in packs.entries()].count("blob") == 1
         other = packs.lookup("other", 0)
         assert other is not None and packs.read(other) == b"x" * 100
+
+
+@pytest.mark.parametrize("change", ["removed", "replaced"])
+def test_a_shard_changed_while_compaction_copies_it_stays_changed_after_a_crash(
+    tmp_path: Path, change: str
+) -> None:
+    """Compaction appends copies of a pack's live records first and swaps them in at the end. A
+    shard removed (the collector) or replaced (heal) in between must stay so if the process is
+    killed before the swap: a fresh scan met the copy, a PUT record after the original, and
+    brought the removed shard back (an orphan) or the replaced one's old bytes."""
+    packs = PackSet(tmp_path, PACK)
+    packs.append("victim", 0, b"v" * 300, None)
+    packs.append("dead", 0, b"d" * 3000, None)
+    packs.remove("dead", 0)  # its pack is now mostly dead: the compactor's to rewrite
+    # Throttled to 100 bytes/s, the compactor sleeps 3 s after copying "victim": the window.
+    compactor = threading.Thread(target=packs.compact, kwargs={"bytes_per_second": 100.0})
+    compactor.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(list((tmp_path / PACK_DIR).glob("*.tsp"))) < 2:  # the copy opened a new pack
+            assert time.monotonic() < deadline, "compaction made no copy"
+            time.sleep(0.01)
+        if change == "removed":
+            assert packs.remove("victim", 0) == 300
+        else:
+            packs.append("victim", 0, b"n" * 300, None)
+        after_a_crash = PackSet(tmp_path, PACK)  # a scan of the packs as a kill -9 leaves them
+        found = after_a_crash.lookup("victim", 0)
+        if change == "removed":
+            assert found is None
+        else:
+            assert found is not None and after_a_crash.read(found) == b"n" * 300
+    finally:
+        compactor.join(30)
+    finished = PackSet(tmp_path, PACK)
+    found = finished.lookup("victim", 0)
+    if change == "removed":
+        assert found is None
+    else:
+        assert found is not None and finished.read(found) == b"n" * 300
