@@ -48,6 +48,8 @@ before this) still remove whatever the key names when met.
   live records of a mostly dead pack into the open pack (throttled), repoints the index only where
   it still names the old record (compare-and-swap), and unlinks the old pack; its descriptor is
   closed only after a grace period so a read that looked the record up just before still works.
+  A copy is a PUT record a scan would index, so a removal or replacement in this process while it
+  waits for the swap tombstones it at once: a kill before the swap must not bring the shard back.
 """
 
 from __future__ import annotations
