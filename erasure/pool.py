@@ -429,6 +429,16 @@ class ErasurePool:
             raise DataNotFound(f"no domain {domain_id!r} in pool {self.name}")
         return [ShardFile(s.data_id, s.index, domain_id, s.mtime, s.size) for s in store.list_shards()]
 
+    def readable_now(self, location: dict[str, Any]) -> bool:
+        """At least k of the blob's shards on domains this pool believes online (no I/O: a
+        shard found missing or corrupt on an online domain still fails the read itself)."""
+        loc = Location.from_dict(location)
+        online = 0
+        for _, domain_id in loc.present():
+            domain = self.topology.get(domain_id)
+            online += domain is not None and domain.online
+        return online >= loc.k
+
     def shards_present(self, data_id: str, location: dict[str, Any]) -> dict[int, bool | None]:
         """Shard index -> is its file where the location says (None: that domain is offline).
 

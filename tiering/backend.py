@@ -146,6 +146,13 @@ class TierBackend(ABC):
         """
         return None
 
+    def readable_now(self, stored: StoredData) -> bool:
+        """False if the blob cannot be read as far as the backend knows without any I/O (too few
+        of its shards on domains not known offline). A read asks it of every part in its range
+        before the response's headers go out: a later part found unreadable only once the body
+        streams can no longer get an error status, only a cut connection."""
+        return True
+
     def read_at_hand(self, stored: StoredData) -> bytes | None:
         """`read_whole` if the bytes are at hand: answered on the event loop without waiting for
         a disk, a lock or a network (None: the blob is not, or this backend cannot tell)."""

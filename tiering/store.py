@@ -586,13 +586,20 @@ class OpenedObject:
         if any(self._store.maintenance.is_lost(segment.stored.data_id) for segment in self.segments):
             # Heal found it unrecoverable: say so now (HEAD, which reads no bytes, still answers).
             raise ObjectDataLost(self.record.bucket, self.record.key)
-        offset = 0
         backend = self._store.tiers[self.tier].backend
+        in_range: list[tuple[Segment, int, int]] = []  # (segment, its first byte, one past its last)
+        offset = 0
         for segment, size in zip(self.segments, sizes, strict=True):
-            seg_start, seg_end = offset, offset + size
-            offset = seg_end
-            if seg_end <= start or seg_start >= end:
-                continue
+            if offset < end and offset + size > start:
+                in_range.append((segment, offset, offset + size))
+            offset += size
+        # Every part, not only the first, before a byte goes out: the response's status is still
+        # to be sent (the GET primes the first chunk), so an error is still an S3 error.
+        for segment, _, _ in in_range:
+            if not backend.readable_now(segment.stored):
+                await self._raise_if_lost(segment)
+                raise DataUnreadable(self.record.bucket, self.record.key, "too few shards on online domains")
+        for segment, seg_start, seg_end in in_range:
             try:
                 reader = await backend.open_reader(segment.stored)
             except DataNotFound as exc:

@@ -234,6 +234,12 @@ class ErasureCodedBackend(TierBackend):
     def read_whole(self, stored: StoredData) -> bytes | None:
         return self.pool.read_healthy(stored.data_id, stored.location, stored.size)
 
+    def readable_now(self, stored: StoredData) -> bool:
+        try:
+            return self.pool.readable_now(stored.location)
+        except ValueError:  # not an erasure location: the read says what is wrong with it
+            return True
+
     def read_at_hand(self, stored: StoredData) -> bytes | None:
         return self.pool.read_at_hand(stored.data_id, stored.location, stored.size)
 
