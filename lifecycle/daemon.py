@@ -71,6 +71,12 @@ LEASE = "lifecycle-daemon"
 IT_CONFIG_PREFIX = "intelligent-tiering:"
 TEMPERATURE_TAG = "tierstore:temperature"  # bucket tag "off" opts a bucket's unclassified objects out
 MAX_PAUSE_SECONDS = 5.0  # a background pass's pause between pages, at most
+
+
+class _LeaseLost(Exception):
+    """Another daemon took the lifecycle lease during a long pass: this pass stops acting."""
+
+
 ONE_STEP_DOWN = {GPU_DIRECT: HOT, HOT: WARM}  # watermark eviction stays among instantly readable tiers
 
 
@@ -150,6 +156,7 @@ class LifecycleDaemon:
         self._pace_current = False
         self._pace_next = False
         self._unpaced = asyncio.Event()  # set when the current pass stops pacing: ends a pause early
+        self._renewed = 0.0  # when the running pass last took or renewed the lease (monotonic)
 
     # --- running ------------------------------------------------------------------------------
 
@@ -218,6 +225,15 @@ class LifecycleDaemon:
             self._unpaced.clear()
         else:
             self._unpaced.set()  # a caller waits for this pass: a pause under way ends now
+
+    async def _between_pages(self, page_started: float) -> None:
+        """After a page of any of a pass's scans (objects, versions, markers): pause if the pass is
+        paced, and renew the lease of a long pass; _LeaseLost if another daemon has taken it."""
+        await self._pause(page_started)
+        if time.monotonic() - self._renewed > self._lease_ttl() / 3:
+            if not await self._take_lease():
+                raise _LeaseLost()
+            self._renewed = time.monotonic()
 
     async def _pause(self, page_started: float) -> None:
         """After a page of a background pass: sleep so that the scan works `scan_share` of the time,
@@ -354,6 +370,20 @@ class LifecycleDaemon:
             log.info("another lifecycle daemon holds the lease; skipping this pass: %s", report.skipped)
             report.finished = time.time()
             return report
+        self._renewed = time.monotonic()
+        try:
+            await self._scan_and_act(report)
+        except _LeaseLost:
+            report.skipped = "the lifecycle lease was lost during the pass"
+            log.warning("%s; its holder's passes go on", report.skipped)
+            report.finished = time.time()
+            return report
+        report.finished = time.time()
+        self.last_pass = report
+        self.passes += 1
+        return report
+
+    async def _scan_and_act(self, report: PassReport) -> None:
         await asyncio.to_thread(self.clock.reload)
         await self.tracker.flush()
         now = self.clock()
@@ -365,7 +395,6 @@ class LifecycleDaemon:
         # Watermark eviction candidates per tier: (record, noncurrent?).
         candidates: dict[str, list[tuple[ObjectRecord, bool]]] = defaultdict(list)
         cursor = ("", "")
-        renewed = time.monotonic()
         while True:
             page_started = time.monotonic()
             batch = await self.store.objects_after(*cursor, self.settings.scan_batch)
@@ -402,14 +431,7 @@ class LifecycleDaemon:
                     outgoing[record.tier] += record.size
                 elif self._managed(record, policy) and record.tier in ONE_STEP_DOWN:
                     candidates[record.tier].append((record, False))
-            await self._pause(page_started)
-            if time.monotonic() - renewed > self._lease_ttl() / 3:  # a long pass keeps its lease
-                if not await self._take_lease():  # another daemon acts now: this pass stops acting
-                    report.skipped = "the lifecycle lease was lost during the pass"
-                    log.warning("%s; its holder's passes go on", report.skipped)
-                    report.finished = time.time()
-                    return report
-                renewed = time.monotonic()
+            await self._between_pages(page_started)
         await self._version_restores(now, report)
         pressed = self._tiers_over_high(usage, incoming, outgoing)
         if pressed:
@@ -419,10 +441,6 @@ class LifecycleDaemon:
         report.uploads_aborted = await self._abort_uploads(policies, now)
         await self.mover.run(orders)
         await self._versions(policies, now, report)
-        report.finished = time.time()
-        self.last_pass = report
-        self.passes += 1
-        return report
 
     def _noncurrent_tier(self, record: ObjectRecord, policy: BucketPolicy, now: float) -> str | None:
         """The tier temperature sends a noncurrent version to, or None.
@@ -453,6 +471,7 @@ class LifecycleDaemon:
                 config = None  # no rule acts on versions: only temperature may move them
             cursor: tuple[str, int] | None = None
             while True:
+                page_started = time.monotonic()
                 batch, cursor = await asyncio.to_thread(
                     self.store.catalog.noncurrent_versions, bucket.name, cursor, self.settings.scan_batch
                 )
@@ -493,6 +512,7 @@ class LifecycleDaemon:
                             record.key,
                             record.version_id,
                         )
+                await self._between_pages(page_started)
                 if cursor is None:
                     break
             if config is not None:
@@ -527,6 +547,7 @@ class LifecycleDaemon:
             return
         after: str | None = ""
         while after is not None:
+            page_started = time.monotonic()
             markers, after = await asyncio.to_thread(
                 self.store.catalog.lone_delete_markers, bucket, after, self.settings.scan_batch
             )
@@ -535,6 +556,7 @@ class LifecycleDaemon:
                     with contextlib.suppress(TieringError):
                         await self.store.delete_version(bucket, key, version_id)
                         report.markers_removed += 1
+            await self._between_pages(page_started)
 
     async def _restores(self, record: ObjectRecord, now: float, report: PassReport) -> None:
         restore = record.restore
@@ -623,6 +645,7 @@ class LifecycleDaemon:
                 config = None
             cursor: tuple[str, int] | None = None
             while True:
+                page_started = time.monotonic()
                 batch, cursor = await asyncio.to_thread(
                     self.store.catalog.noncurrent_versions, bucket.name, cursor, self.settings.scan_batch
                 )
@@ -636,6 +659,7 @@ class LifecycleDaemon:
                         continue
                     if self._noncurrent_tier(record, policy, now) is None:
                         candidates[record.tier].append((record, True))
+                await self._between_pages(page_started)
                 if cursor is None:
                     break
 

@@ -62,3 +62,28 @@ def test_background_passes_pause_between_pages_and_an_asked_for_pass_does_not(
     waited = time.monotonic() - started
     assert again["scanned"] == OBJECTS
     assert waited < MAX_PAUSE_SECONDS / 2, (waited, background)
+
+
+def test_the_scan_of_noncurrent_versions_is_paced_too(spawn: Callable[..., Tiered]) -> None:
+    """A versioned bucket's noncurrent versions are scanned page by page after the objects: those
+    pages pause like the object scan's (a bucket of millions of versions took a core for its whole
+    scan before). One key, 900 noncurrent versions: one object page, two version pages."""
+    ts = spawn(
+        env={"TIERSTORE_LIFECYCLE_INTERVAL_SECONDS": "1", "TIERSTORE_LIFECYCLE_SCAN_SHARE": "0.001"},
+        extra_args=["--workers", "1"],
+    )
+    ts.s3.create_bucket(Bucket="paced-versions")
+    ts.s3.put_bucket_versioning(Bucket="paced-versions", VersioningConfiguration={"Status": "Enabled"})
+    with ThreadPoolExecutor(8) as pool:
+        list(
+            pool.map(
+                lambda n: ts.s3.put_object(Bucket="paced-versions", Key="k", Body=b"x"), range(OBJECTS + 1)
+            )
+        )
+
+    asked = ts.run_pass()
+    background = _next_background_pass(ts, after=asked["finished"])
+    # Each version page works over 5 ms, so at 0.1 % its pause is the 5 s cap: two of them, on top
+    # of the object page's. Unpaced version pages left the object page's pause alone (< 5 s).
+    assert _duration(background) > 2 * MAX_PAUSE_SECONDS, (background, asked)
+    assert _duration(asked) < MAX_PAUSE_SECONDS, asked
