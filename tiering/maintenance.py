@@ -15,10 +15,13 @@ them, and drained by every gateway: each claims a few at a time for HEAL_CLAIM_T
 lease), so no blob is healed twice at once and one whose healer died is claimed again later. If
 the catalog cannot take the request, the gateway heals it itself, as before there was a queue.
 
-A rebuilt shard is a new file (on its own domain or another one). If the blob was overwritten,
-deleted or moved while it was written, the catalog never names that file: heal then queues it for
-the shard collector (as the rebalancer does with a copy whose swap lost), or it would be an orphan
-for good — the blob's garbage entry names only the places recorded before.
+A rebuilt shard is a new file (on its own domain or another one). Two files can end up named by
+nobody, and heal queues both for the shard collector (as the rebalancer does), or they would be
+orphans for good — a blob's garbage entry names only the places recorded when it was retired:
+- the rebuilt copy, if the blob was overwritten, deleted or moved while it was written (the swap
+  lost, or the blob's files were deleted before the copy was committed);
+- the file it replaces on another domain: a shard rebuilt elsewhere because its drive was offline
+  is still on that drive when it comes back (the collector waits for the drive).
 
 A blob heal finds unrecoverable is recorded in the catalog (`lost_blobs`), not only in this
 process's progress: a read of it answers 410 ObjectDataLost whichever worker or gateway takes it,
@@ -194,7 +197,7 @@ class Maintenance:
             ):
                 self.progress.relocated += 1
         if result.rebuilt:
-            await self._drop_unrecorded(tier, data_id, healed.location, result.rebuilt)
+            await self._retire_unnamed(tier, data_id, stored.location, healed.location, result.rebuilt)
         if result.unrecoverable:
             where = await asyncio.to_thread(self._owner, data_id)
             await asyncio.to_thread(self.store.catalog.mark_blob_lost, data_id, tier, time.time())
@@ -209,33 +212,31 @@ class Maintenance:
             self.progress.degraded.pop(data_id, None)
             await self._not_lost(data_id)
 
-    async def _drop_unrecorded(
-        self, tier: str, data_id: str, written: dict[str, Any], rebuilt: list[int]
+    async def _retire_unnamed(
+        self, tier: str, data_id: str, before: dict[str, Any], after: dict[str, Any], rebuilt: list[int]
     ) -> None:
-        """Queue the rebuilt shards the blob's recorded location does not name for the collector.
+        """Queue for the shard collector every file of the rebuilt shards — the new copy and the
+        one it replaces elsewhere — that the blob's recorded location does not name now.
 
-        Asked after the swap, so it covers both ways a rebuild ends up nobody's: the swap lost (an
-        overwrite, delete or rebalance came first), or the blob was retired and its files deleted
-        before the rebuilt one was committed in their place. Due after the readers' grace: the
-        file may be one a retired blob's reader in flight still reads. The collector spares any
-        file a location names by then."""
-        shards = written.get("shards") or []
+        Asked after the swap, so it covers a swap that lost (an overwrite, delete or rebalance came
+        first), a blob retired and deleted before its rebuilt file was committed, and the old file
+        on the drive a shard moved away from. Due after the readers' grace (one that looked up the
+        old location may still read it); the collector spares any file a location names by then,
+        and keeps a file on an offline drive queued until the drive is back."""
+        old_shards, new_shards = before.get("shards") or [], after.get("shards") or []
         current = await asyncio.to_thread(self.store.catalog.stored_blob, data_id)
-        unrecorded = [
+        unnamed = {
             (data_id, tier, domain, i)
             for i in rebuilt
-            if (domain := shards[i]) is not None
-            and (current is None or not names_shard(current.location, domain, i))
-        ]
-        if unrecorded:
+            for domain in (new_shards[i], old_shards[i] if i < len(old_shards) else None)
+            if domain is not None and (current is None or not names_shard(current.location, domain, i))
+        }
+        if unnamed:
             log.info(
-                "heal of %s on %s lost to a change meanwhile: %d copies retired",
-                data_id,
-                tier,
-                len(unrecorded),
+                "heal of %s on %s: %d shard file(s) named by nobody retired", data_id, tier, len(unnamed)
             )
             await asyncio.to_thread(
-                self.store.catalog.add_shard_garbage, unrecorded, time.time() + RETIRE_GRACE_SECONDS
+                self.store.catalog.add_shard_garbage, sorted(unnamed), time.time() + RETIRE_GRACE_SECONDS
             )
 
     async def _not_lost(self, data_id: str) -> None:

@@ -79,6 +79,7 @@ MAX_PASSES = 20
 WAIT_LIMIT = 3600.0  # `--wait` gives up (an error) after this long
 MAX_FRUITLESS_DRAIN_RUNS = 3  # `drain --wait` gives up after this many runs that moved nothing off
 INTENT_DELAY = 3600.0  # a copy not recorded in a location by then is an orphan
+OFFLINE_RETRY_SECONDS = 5.0  # a shard file to retire on an offline drive: tried again this much later
 REQUESTED, DONE, PROGRESS = "rebalance_requested", "rebalance_done", "rebalance_progress"
 TOPOLOGY_VERSION = "topology_version"
 CODE_PREFIX = "tier_code:"
@@ -700,6 +701,9 @@ class Rebalancer:
             return 0
         pools = self.pools
         forget: list[tuple[str, str, int]] = []
+        # Entries on offline drives go to the back of the queue: left due, a drive that stays away
+        # with a batch's worth of them would hold up every other entry behind them.
+        postponed: list[tuple[str, str, str, int]] = []
         removed = 0
         async with self._gc_lock:
             for data_id, tier, domain_id, shard in due:
@@ -713,7 +717,8 @@ class Rebalancer:
                     forget.append((data_id, domain_id, shard))
                     continue
                 if not domain.online:
-                    continue  # try again when it is back
+                    postponed.append((data_id, tier, domain_id, shard))  # tried again when it is back
+                    continue
                 store = pool.store(domain_id)
                 assert store is not None
                 try:
@@ -725,6 +730,10 @@ class Rebalancer:
                 forget.append((data_id, domain_id, shard))
             if forget:
                 await asyncio.to_thread(catalog.forget_shard_garbage, forget)
+            if postponed:
+                await asyncio.to_thread(
+                    catalog.add_shard_garbage, postponed, time.time() + OFFLINE_RETRY_SECONDS
+                )
         return removed
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import tiering.maintenance as maintenance_module
+import tiering.rebalance as rebalance_module
 from server.app import build_store
 from server.config import load_config
 from tiering.backend import StoredData
@@ -86,6 +87,48 @@ def test_a_shard_rebuilt_for_a_blob_overwritten_meanwhile_is_collected(
             assert report.dangling == report.lost == []
             assert report.queued_garbage == 0  # nothing left waiting either
             assert await read(store, "k") == new
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_file_a_heal_moved_away_from_an_offline_drive_is_removed_when_it_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Heal rebuilds the shard of an offline drive on another one and records the move. The old
+    file is still on the drive when it comes back, named by nobody: the location names the new
+    place, and the blob's garbage entry, once it is retired, will name only that. It is queued
+    for the shard collector, which waits for the drive (the soak's orphan on a flapping drive)."""
+    data = random.Random(3).randbytes(600_000)
+    monkeypatch.setattr(maintenance_module, "RETIRE_GRACE_SECONDS", 0.0)
+    monkeypatch.setattr(rebalance_module, "OFFLINE_RETRY_SECONDS", 0.0)  # due again at once
+
+    async def scenario() -> None:
+        store = build_store(load_config(None, data_dir=tmp_path / "data"))
+        await store.start()
+        try:
+            await store.create_bucket("b", "me", "us-east-1")
+            await put(store, "k", data)
+            stored = (await store.head_object("b", "k")).segments[0].stored
+            offline = stored.location["shards"][0]
+            set_domain_state(store, offline, online=False)
+            await store.maintenance.heal_blob("hot", stored.data_id, force=True)
+            moved_to = (await store.head_object("b", "k")).segments[0].stored.location["shards"][0]
+            assert moved_to != offline  # shard 0 now lives elsewhere
+            await store.rebalancer.collect_shard_garbage()  # the drive is away: the file waits
+
+            set_domain_state(store, offline, online=True)
+            await store.rebalancer.collect_shard_garbage()
+            report = await fsck(store, orphan_age=0)
+            assert report.orphans == [], report.orphans
+            assert report.queued_garbage == 0
+            assert await read(store, "k") == data
+            # Retired later, the blob leaves nothing behind either.
+            await put(store, "k", data[::-1])
+            await store.collect_garbage(now=10**10)
+            report = await fsck(store, orphan_age=0)
+            assert report.orphans == [] and report.queued_garbage == 0, report.orphans
         finally:
             await store.close()
 
