@@ -89,6 +89,18 @@ def policy(*statements: dict[str, Any]) -> str:
     return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
 
 
+def _tls_only(bucket: str) -> dict[str, Any]:
+    """A statement refusing everything on `bucket` over plain HTTP (aws:SecureTransport false)."""
+    return {
+        "Sid": "TlsOnly",
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": "s3:*",
+        "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"],
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+    }
+
+
 def set_user_policy(server: ServerProcess, user: dict[str, Any], document: str, tmp_path: Path) -> None:
     path = tmp_path / "policy.json"
     path.write_text(document)
@@ -352,14 +364,7 @@ def test_conditions_source_ip_and_secure_transport(server, s3, users, new_bucket
                 "Action": "s3:GetObject",
                 "Resource": f"arn:aws:s3:::{bucket}/*",
             },
-            {
-                "Sid": "TlsOnly",
-                "Effect": "Deny",
-                "Principal": "*",
-                "Action": "s3:*",
-                "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"],
-                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-            },
+            _tls_only(bucket),
         ),
     )
     mark = _log_mark(server)  # the 403 to the first policy's GET above has the same operation and status
@@ -704,14 +709,7 @@ def _lab_only_and_tls_only(bucket: str) -> str:
             "Resource": f"arn:aws:s3:::{bucket}/*",
             "Condition": {"IpAddress": {"aws:SourceIp": "203.0.113.0/24"}},
         },
-        {
-            "Sid": "TlsOnly",
-            "Effect": "Deny",
-            "Principal": "*",
-            "Action": "s3:*",
-            "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"],
-            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-        },
+        _tls_only(bucket),
     )
 
 
