@@ -74,12 +74,10 @@ def test_the_scan_of_noncurrent_versions_is_paced_too(spawn: Callable[..., Tiere
     )
     ts.s3.create_bucket(Bucket="paced-versions")
     ts.s3.put_bucket_versioning(Bucket="paced-versions", VersioningConfiguration={"Status": "Enabled"})
-    with ThreadPoolExecutor(8) as pool:
-        list(
-            pool.map(
-                lambda n: ts.s3.put_object(Bucket="paced-versions", Key="k", Body=b"x"), range(OBJECTS + 1)
-            )
-        )
+    # One writer: concurrent PUTs of one key in a versioned bucket drew InternalError on the
+    # PostgreSQL catalog (a known leftover, not what this test is about).
+    for _ in range(OBJECTS + 1):
+        ts.s3.put_object(Bucket="paced-versions", Key="k", Body=b"x")
 
     asked = ts.run_pass()
     background = _next_background_pass(ts, after=asked["finished"])
