@@ -96,8 +96,13 @@ class ObjectsCatalog(VersionsCatalog):
             is None
         ):
             raise BucketNotFound(record.bucket)
+        # The current row is locked as it is read: a concurrent writer of the key that committed
+        # since this transaction's snapshot then fails it here with a serialization failure (run
+        # again), not later, when demoting the same current version into object_versions, with a
+        # unique violation that nothing retries (a 500 on PostgreSQL for concurrent PUTs of one
+        # versioned key).
         row = db.execute(
-            f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?",
+            f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?{self._db.for_update}",
             (record.bucket, record.key),
         ).fetchone()
         current = self._object_from_row(row) if row else None

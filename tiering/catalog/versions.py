@@ -420,8 +420,12 @@ class VersionsCatalog(CatalogBase):
         """DeleteObject without a version id, by the bucket's state. None: `expected_generation`
         no longer matches (the caller's decision is stale). `condition` (S3's conditional
         delete) is checked on the current object in this transaction; it raises if it fails."""
+        # Locked as read (as commit_object does): a concurrent writer of the key then fails this
+        # transaction with a serialization failure, run again, rather than with a unique violation
+        # when both demote the same current version into object_versions.
         row = db.execute(
-            f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
+            f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?{self._db.for_update}",
+            (bucket, key),
         ).fetchone()
         current = self._object_from_row(row) if row else None
         if expected_generation is not None and (current is None or current.generation != expected_generation):
@@ -452,7 +456,8 @@ class VersionsCatalog(CatalogBase):
         """DeleteObject with a version id: that version (or marker) goes for good, unless Object
         Lock protects it (ObjectLocked) or `condition` fails on that version."""
         row = db.execute(
-            f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
+            f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?{self._db.for_update}",
+            (bucket, key),
         ).fetchone()
         if row is not None and row[17] == version_id:
             current = self._object_from_row(row)
