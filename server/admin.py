@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import secrets
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ from lifecycle.temperature import heat_histogram
 from server import admin_topology
 from server import errors as s3
 from server.access.policy import PolicyError, parse_policy
+from server.error_map import to_s3_error
 from server.router import bucket_from_host
 from tiering import nodes
 from tiering.clock import ClockLocked
@@ -33,6 +35,8 @@ if TYPE_CHECKING:
     from server.app import Gateway
 
 ADMIN_PREFIX = "/_tierstore/admin/"
+
+log = logging.getLogger("tierstore.admin")
 
 
 def json_response(value: Any, status: int = 200) -> Response:
@@ -79,6 +83,14 @@ class AdminApi:
             return json_response({"error": exc.code, "message": exc.detail}, exc.status)
         except ValueError as exc:  # a malformed number in the query: the caller's mistake, not a 500
             return json_response({"error": "InvalidArgument", "message": str(exc)}, 400)
+        except TieringError as exc:  # e.g. the catalog database unreachable: 503, as for S3 requests
+            error = to_s3_error(exc)
+            return json_response({"error": error.code, "message": error.detail}, error.status)
+        except Exception as exc:
+            # Answered in JSON like every other admin error (the CLI reads it), and logged with
+            # its traceback: Starlette's default is a bare-text 500 and nothing in the log.
+            log.exception("internal error on admin %s %s", request.method, request.url.path)
+            return json_response({"error": "InternalError", "message": f"{type(exc).__name__}: {exc}"}, 500)
 
     async def _dispatch(self, request: Request, parts: list[str]) -> Response:
         store = self.gateway.store

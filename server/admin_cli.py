@@ -138,7 +138,11 @@ def _call(args: argparse.Namespace, method: str, path: str, query: str = "", bod
         with urllib.request.urlopen(request, timeout=3600, context=context) as response:
             return json.loads(response.read())
     except urllib.error.HTTPError as exc:
-        problem = json.loads(exc.read() or b"{}")
+        text = exc.read()
+        try:
+            problem = json.loads(text or b"{}")
+        except ValueError:  # not the admin API's JSON (a proxy's page, an older server): shown as is
+            problem = {"message": text.decode(errors="replace").strip()[:500]}
         raise SystemExit(
             f"tierstore admin: {problem.get('error', exc.code)}: {problem.get('message', '')}"
         ) from None

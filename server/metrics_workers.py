@@ -23,6 +23,7 @@ import contextlib
 import logging
 import os
 import shutil
+import threading
 from pathlib import Path
 from typing import Literal
 
@@ -140,15 +141,19 @@ class Mirror:
         self._counters: dict[str, Counter] = {}
         self._gauges: dict[str, Gauge] = {}
         self._last: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+        # The mirror's own loop and an admin command's sync run in worker threads at once: two
+        # syncs reading the same last value would both add the same delta to a counter.
+        self._lock = threading.Lock()
 
     def sync(self) -> None:
         """Blocking (collectors may read files under /proc): call it off the event loop."""
-        for collector in self.collectors:
-            for family in collector.collect():
-                if family.type == "counter":
-                    self._counter(family)
-                elif family.type == "gauge":
-                    self._gauge(family)
+        with self._lock:
+            for collector in self.collectors:
+                for family in collector.collect():
+                    if family.type == "counter":
+                        self._counter(family)
+                    elif family.type == "gauge":
+                        self._gauge(family)
 
     def _counter(self, family: Metric) -> None:
         for sample in family.samples:

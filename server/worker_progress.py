@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -48,19 +49,33 @@ class ProgressBoard:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.snapshot = snapshot  # {"heal": {...}, "lifecycle": {...}} of this process, now
         self.path = self.directory / f"{os.getpid()}.json"
+        # The once-a-second publisher and an admin command's publish write from worker threads at
+        # once: one at a time (both through one temporary file, the second's rename found it gone
+        # and the admin command answered 500), and never an older snapshot over a newer one.
+        self._lock = threading.Lock()
+        self._taken = 0  # snapshots taken (on the loop), numbering them
+        self._written = 0  # the number of the one on the board
 
     def publish(self) -> None:
         """Call on the event loop (the snapshot reads what the loop changes); the write is small."""
-        self._write(self.snapshot())
+        self._write(*self._take())
 
     async def publish_async(self) -> None:
-        snapshot = self.snapshot()  # on the loop, then written off it
-        await asyncio.to_thread(self._write, snapshot)
+        taken = self._take()  # on the loop, then written off it
+        await asyncio.to_thread(self._write, *taken)
 
-    def _write(self, snapshot: dict[str, Any]) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(snapshot))
-        os.replace(tmp, self.path)
+    def _take(self) -> tuple[int, dict[str, Any]]:
+        self._taken += 1
+        return self._taken, self.snapshot()
+
+    def _write(self, number: int, snapshot: dict[str, Any]) -> None:
+        with self._lock:
+            if number < self._written:
+                return  # a newer snapshot is on the board already
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(snapshot))
+            os.replace(tmp, self.path)
+            self._written = number
 
     def peers(self) -> list[dict[str, Any]]:
         """Blocking: the other live workers' last entries."""

@@ -286,8 +286,16 @@ def test_postgresql_restarted_under_load_loses_no_acknowledged_write(gateways: S
         # POOL_TIMEOUT + 3 s it still went unseen in about one run in five, 2026-12-02.)
         from tiering.catalog.postgres import POOL_TIMEOUT  # psycopg: only where PostgreSQL runs
 
-        time.sleep(4 * POOL_TIMEOUT + 3)
-        server.start()
+        down_since = time.monotonic()
+        try:
+            # The admin API answers the outage as the S3 API does (503, in its JSON), and the
+            # CLI says so in one line: it got Starlette's bare-text 500 and died in a traceback.
+            during = run_admin(procs[0].endpoint, "user", "list", timeout=60)
+            assert during.returncode != 0 and "Traceback" not in during.stderr, during.stderr
+            assert "ServiceUnavailable" in during.stderr, during.stderr
+            time.sleep(max(0.0, 4 * POOL_TIMEOUT + 3 - (time.monotonic() - down_since)))
+        finally:
+            server.start()  # whatever failed: the traffic, and every later test, need it back
         acked = len(traffic.acked)
         wait_for(lambda: len(traffic.acked) > acked + 30, 90, "traffic after PostgreSQL came back")
     assert traffic.unavailable > 0, "the outage was never seen"
