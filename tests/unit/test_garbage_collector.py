@@ -1,4 +1,5 @@
-"""The collector drains a backlog of retired blobs in one round, not one batch per interval.
+"""The collector drains a backlog of retired blobs in one round, not one batch per interval, and
+blobs under long reads do not hold up the rest.
 
 One batch (256 blobs) every 2 s was 128 retired blobs a second at most: a workload overwriting
 faster than that (a checkpoint loop, a dataset rewritten) grew the backlog without bound, and
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -53,6 +55,37 @@ def test_a_backlog_of_retired_blobs_is_collected_in_one_round(
             report = await fsck(store, orphan_age=0)
             assert report.orphans == [] and report.queued_garbage == 0, report.orphans
             assert report.blobs == KEYS
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_blobs_under_long_reads_do_not_hold_up_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # More than a batch of the oldest retired blobs are pinned by another gateway's long reads:
+    # the collector once took them as its batch, left them all, and collected nothing behind them.
+    monkeypatch.setattr(store_module, "GARBAGE_BATCH", BATCH)
+    rng = random.Random(6)
+
+    async def scenario() -> None:
+        store = build_store(load_config(None, data_dir=tmp_path / "data"))
+        await store.start()
+        try:
+            await store.create_bucket("b", "me", "us-east-1")
+            for _ in range(2):
+                for n in range(KEYS):
+                    await put(store, f"k{n:03d}", rng.randbytes(3000 if n % 2 else 300_000))
+            oldest = [stored.data_id for _, stored in store.catalog.due_garbage(10**10, 10 * KEYS)]
+            pinned = oldest[: BATCH + 10]
+            store.catalog.publish_pins("another-gateway", pinned, time.time() + 600)
+
+            assert await store.collect_garbage_round(now=10**10) == KEYS - len(pinned)
+            store.catalog.publish_pins("another-gateway", [], time.time() + 600)  # the reads end
+            left = store.catalog.due_garbage(10**10, 10 * KEYS)
+            assert sorted(stored.data_id for _, stored in left) == sorted(pinned)
+            assert await store.collect_garbage_round(now=10**10) == len(pinned)
         finally:
             await store.close()
 

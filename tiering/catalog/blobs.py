@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 from tiering.backend import StoredData
 from tiering.catalog.base import (
@@ -14,8 +15,15 @@ from tiering.catalog.database import transaction
 
 class BlobsCatalog(CatalogBase):
     def due_garbage(self, now: float, limit: int = 256) -> list[tuple[str, StoredData]]:
+        """Retired blobs whose grace ended by `now`, oldest first, less those that some process
+        holds an unexpired read pin on (pins expire by the wall clock). Pinned rows were once
+        returned too and dropped by the collector: a batch's worth of blobs under long reads at
+        the head of the queue stopped collection of everything behind them."""
         rows = self._reader().execute(
-            "SELECT tier, stored FROM garbage WHERE not_before <= ? ORDER BY not_before LIMIT ?", (now, limit)
+            "SELECT tier, stored FROM garbage WHERE not_before <= ? AND NOT EXISTS "
+            "(SELECT 1 FROM read_pins WHERE read_pins.data_id = garbage.data_id AND read_pins.expires > ?) "
+            "ORDER BY not_before LIMIT ?",
+            (now, time.time(), limit),
         )
         return [(tier, _stored_from_json(st)) for tier, st in rows]
 
