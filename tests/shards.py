@@ -19,8 +19,11 @@ names, whichever of the two is met first).
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import xxhash
 
 from erasure.pack import PACK_DIR, load_pack_key, read_target, record_header_size, scan_pack
 
@@ -170,3 +173,14 @@ def shards_under(root: Path, data_id: str | None = None) -> list[Shard]:
 
 def count_shards(root: Path) -> int:
     return len(shards_under(root))
+
+
+def plant(beside: Shard, data_id: str, age: float) -> Path:
+    """A copy of a real shard file under a data id no catalog row names, `age` seconds old: an
+    orphan, as a crash between writing a shard and committing its row leaves one."""
+    fan = xxhash.xxh3_64_hexdigest(data_id.encode())
+    path = beside.domain / fan[:2] / fan[2:4] / f"{data_id}.0"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(beside.read())
+    os.utime(path, (time.time() - age, time.time() - age))
+    return path

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 ORPHAN_AGE = 3600.0  # an unnamed piece younger than this may belong to a write in flight
 LIST_LIMIT = 1000  # entries of each kind listed in a report (the counts are always complete)
 PAGE = 256
+MAX_COLLECT_BATCHES = 10_000  # of the shard collector's, for --repair: 2.5 million entries
 
 
 @dataclass
@@ -270,7 +271,11 @@ async def _collect(store: ObjectStore, orphans: list[dict[str, Any]]) -> int:
     """Queue the orphans for the shard collector, due now, and let it run until they are gone."""
     entries = [(o["data_id"], o["tier"], o["domain"], int(o["shard"])) for o in orphans]
     await asyncio.to_thread(store.catalog.add_shard_garbage, entries, time.time())
-    for _ in range(len(entries) // PAGE + 2):  # the collector takes a bounded batch per call
+    # The collector takes a bounded batch per call, oldest first, so other entries queued before
+    # these (a heal's, a rebalance's) come first: batches until one settles nothing. (Stopping at
+    # the first batch that deleted no file left the orphans queued behind entries whose files
+    # were already gone.) Bounded: a queue that refills faster than it drains cannot hold fsck.
+    for _ in range(MAX_COLLECT_BATCHES):
         if not await store.rebalancer.collect_shard_garbage():
             break
     # Collected = no longer queued (a piece on a domain that went offline meanwhile stays queued).

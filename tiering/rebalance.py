@@ -694,7 +694,9 @@ class Rebalancer:
         await asyncio.to_thread(self.store.catalog.add_shard_garbage, intents, time.time())
 
     async def collect_shard_garbage(self) -> int:
-        """Delete moved-away shard files whose grace has passed and that no location names again."""
+        """Delete moved-away shard files whose grace has passed and that no location names again.
+        Returns how many queued entries this batch settled (deleted, or found gone or named
+        again): 0 once nothing due can be settled now (none due, or all on offline drives)."""
         catalog = self.store.catalog
         due = await asyncio.to_thread(catalog.due_shard_garbage, time.time())
         if not due:
@@ -734,7 +736,9 @@ class Rebalancer:
                 await asyncio.to_thread(
                     catalog.add_shard_garbage, postponed, time.time() + OFFLINE_RETRY_SECONDS
                 )
-        return removed
+        if removed:
+            log.debug("retired %d moved-away shard files", removed)
+        return len(forget)
 
 
 # --- operator actions (the admin API calls these) ------------------------------------------------

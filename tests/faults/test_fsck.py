@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import xxhash
 
 from erasure.pack import PACK_DIR, encode_record, load_pack_key
 from erasure.shard_format import HEADER_SIZE, ShardHeader
 from tests.conftest import ServerProcess, make_client
 from tests.faults.conftest import MiB, pattern
 from tests.reliability import Recorder
-from tests.shards import Shard, shards_under
+from tests.shards import Shard, plant, shards_under
 from tests.support import admin, run_admin
 
 Spawn = Callable[..., ServerProcess]
@@ -46,16 +45,6 @@ def put(s3: Any, data: Path, key: str, body: bytes) -> set[Shard]:
     before = shard_files(data)
     s3.put_object(Bucket="fsck", Key=key, Body=body)
     return shard_files(data) - before
-
-
-def plant(beside: Shard, data_id: str, age: float) -> Path:
-    """A copy of a real shard file under a data id no catalog row names, `age` seconds old."""
-    fan = xxhash.xxh3_64_hexdigest(data_id.encode())
-    path = beside.domain / fan[:2] / fan[2:4] / f"{data_id}.0"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(beside.read())
-    os.utime(path, (time.time() - age, time.time() - age))
-    return path
 
 
 def plant_packed(beside: Shard, data_id: str, age: float) -> Path:
