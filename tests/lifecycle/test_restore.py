@@ -179,3 +179,28 @@ def test_restore_of_a_transitioned_object_and_deep_archive(shared: Tiered, new_b
     for key in ("rule/k", "deep"):
         assert ts.get(b, key) == body
         assert ts.tier(b, key) == "cold"
+
+
+def test_a_restored_copy_is_healed(shared: Tiered, new_bucket) -> None:
+    """A restored copy lives for days on an erasure-coded tier: a lost shard of it is rebuilt by
+    heal like any other blob's (heal once skipped it: the catalog's blob lookup did not look at
+    restored copies, so heal took the copy for deleted)."""
+    ts = shared
+    b = new_bucket()
+    body = os.urandom(900_000)
+    archived(ts, b, "k", body)
+    ts.s3.restore_object(Bucket=b, Key="k", RestoreRequest={"Days": 5})
+    ts.run_pass()
+    (copy,) = restore_copy_ids(ts, b, "k")
+    shards = shard_files(ts.server.data_dir, copy)
+    whole = len(shards)
+    victim = next((s for s in shards if not s.packed), shards[0])
+    victim.destroy()
+    if not victim.packed:
+        assert len(shard_files(ts.server.data_dir, copy)) == whole - 1
+    ts.admin("heal", "--wait")
+    shards = shard_files(ts.server.data_dir, copy)
+    assert len(shards) == whole
+    if not victim.packed:
+        assert victim.file.exists() or any(s.index == victim.index for s in shards)
+    assert ts.obj(b, "k")["restore"]["tier"] and ts.get(b, "k") == body

@@ -84,16 +84,18 @@ class BlobsCatalog(CatalogBase):
             return None
         if version_id is not None:  # a noncurrent version's (versions.py)
             seg_row = db.execute(
-                "SELECT segments FROM object_versions WHERE bucket = ? AND key = ? AND version_id = ?",
+                "SELECT segments, restore FROM object_versions WHERE bucket = ? AND key = ? AND version_id = ?",
                 (bucket, key, version_id),
             ).fetchone()
         else:
             seg_row = db.execute(
-                "SELECT segments FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
+                "SELECT segments, restore FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
             ).fetchone()
         if seg_row is None:
             return None
-        for segment in json.loads(seg_row[0]):
+        # The object's own data, or its restored copy (a blob of the copy's tier, for days).
+        restored = json.loads(seg_row[1]).get("segments", []) if seg_row[1] else []
+        for segment in [*json.loads(seg_row[0]), *restored]:
             if segment["id"] == data_id:
                 return StoredData(data_id, segment["size"], segment.get("loc") or {})
         return None

@@ -75,7 +75,9 @@ class TopologyCatalog(CatalogBase):
             )
 
     def _blob_location_in(self, db: Conn, data_id: str) -> tuple[str, Any, Any] | None:
-        """Where a live blob's location is kept: ("part", upload_id, raw) or ("object", (bucket, key), segments)."""
+        """Where a live blob's location is kept: ("part", upload_id, raw), or ("object", (bucket,
+        key), (segments, restore)) / ("version", (bucket, key, version_id), (segments, restore)),
+        `restore` being the restored copy's state (None without one), whose segments may hold it."""
         row = db.execute(
             "SELECT bucket, key, upload_id, version_id FROM blobs WHERE data_id = ?", (data_id,)
         ).fetchone()
@@ -90,14 +92,20 @@ class TopologyCatalog(CatalogBase):
             return ("part", upload_id, raw[0]) if raw else None
         if version_id is not None:  # a noncurrent version's (versions.py)
             seg_row = db.execute(
-                "SELECT segments FROM object_versions WHERE bucket = ? AND key = ? AND version_id = ?",
+                "SELECT segments, restore FROM object_versions WHERE bucket = ? AND key = ? AND version_id = ?",
                 (bucket, key, version_id),
             ).fetchone()
-            return ("version", (bucket, key, version_id), json.loads(seg_row[0])) if seg_row else None
-        seg_row = db.execute(
-            "SELECT segments FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
-        ).fetchone()
-        return ("object", (bucket, key), json.loads(seg_row[0])) if seg_row else None
+            where: tuple[str, ...] = (bucket, key, version_id)
+            kind = "version"
+        else:
+            seg_row = db.execute(
+                "SELECT segments, restore FROM objects WHERE bucket = ? AND key = ?", (bucket, key)
+            ).fetchone()
+            where, kind = (bucket, key), "object"
+        if seg_row is None:
+            return None
+        restore = json.loads(seg_row[1]) if seg_row[1] else None
+        return (kind, where, (json.loads(seg_row[0]), restore))
 
     @transaction
     def relocate_blob_if(self, data_id: str, expected: dict[str, Any], location: dict[str, Any]) -> bool:
@@ -120,22 +128,24 @@ class TopologyCatalog(CatalogBase):
                     (_stored_to_json(StoredData(data_id, stored.size, location)), where, value),
                 )
                 return True
-            segments = value
+            segments, restore = value
+            # The blob is the object's own data or its restored copy's: the column that names it.
+            column, holder = "segments", segments
             matched = [s for s in segments if s["id"] == data_id]
+            if not matched and restore is not None:
+                column, holder = "restore", restore
+                matched = [s for s in restore.get("segments", []) if s["id"] == data_id]
             if not matched or any((s.get("loc") or {}) != expected for s in matched):
                 return False
             for segment in matched:
                 segment["loc"] = location
             # The bytes are the same, so the generation (the movers' CAS token) stays as it is.
-            if kind == "version":
-                db.execute(
-                    "UPDATE object_versions SET segments = ? WHERE bucket = ? AND key = ? AND version_id = ?",
-                    (_dumps(segments), *where),
-                )
-            else:
-                db.execute(
-                    "UPDATE objects SET segments = ? WHERE bucket = ? AND key = ?", (_dumps(segments), *where)
-                )
+            table, key_columns = (
+                ("object_versions", "bucket = ? AND key = ? AND version_id = ?")
+                if kind == "version"
+                else ("objects", "bucket = ? AND key = ?")
+            )
+            db.execute(f"UPDATE {table} SET {column} = ? WHERE {key_columns}", (_dumps(holder), *where))
             return True
 
     @transaction
