@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 import yaml
 
 from server.config import load_config
+from tests.conftest import ServerProcess, free_port, make_client
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
@@ -169,3 +173,86 @@ def test_cluster_gateway_config_loads(tmp_path: Path) -> None:
     config = load_config(CLUSTER / "gateway.toml", data_dir=tmp_path)
     hot = next(t for t in config.tiers if t.name == "hot")
     assert (hot.options["k"], hot.options["m"], hot.options["spread_level"]) == (3, 2, "node")
+
+
+@pytest.mark.parametrize("stack", [DEPLOY, CLUSTER], ids=["compose", "cluster"])
+def test_the_gateways_believe_forwarded_headers_from_the_load_balancer_only(stack: Path) -> None:
+    compose = yaml.safe_load((stack / "docker-compose.yml").read_text())
+    services = compose["services"]
+    lb = services["lb"]["networks"]["default"]["ipv4_address"]
+    subnet = compose["networks"]["default"]["ipam"]["config"][0]["subnet"]
+    assert ipaddress.ip_address(lb) in ipaddress.ip_network(subnet)
+    gateways = [s for s in services.values() if "serve" in s.get("command", [])]
+    assert len(gateways) == 2
+    for gateway in gateways:
+        assert gateway["environment"]["TIERSTORE_SERVER_TRUSTED_PROXIES"] == lb
+
+
+def _lb_config(stack: Path, listen: int, gateway: int) -> str:
+    """The stack's haproxy.cfg as it is, but listening on a loopback port and sending to one
+    gateway on another (the container names do not resolve here)."""
+    lines: list[str] = []
+    for line in (stack / "haproxy.cfg").read_text().splitlines():
+        stripped = line.strip()
+        if stripped.startswith("bind "):
+            line = f"    bind 127.0.0.1:{listen}"
+        elif stripped.startswith("server "):
+            if lines and lines[-1].startswith("    server gateway "):
+                continue  # one gateway is enough here
+            line = f"    server gateway 127.0.0.1:{gateway} check inter 1s"
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("stack", [DEPLOY, CLUSTER], ids=["compose", "cluster"])
+def test_the_load_balancer_states_the_client_itself(stack: Path, tmp_path: Path) -> None:
+    """The stack's real haproxy config in front of a real gateway that trusts it: bucket policies
+    see the S3 client's own address and scheme, whatever X-Forwarded-* headers the client sent."""
+    haproxy = shutil.which("haproxy") or ("/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None)
+    if haproxy is None:
+        pytest.skip("haproxy is not installed (Debian: apt-get install haproxy)")
+    server = ServerProcess(
+        tmp_path / "data", free_port(), env={"TIERSTORE_SERVER_TRUSTED_PROXIES": "127.0.0.1"}
+    ).start()
+    listen = free_port()
+    config = tmp_path / "haproxy.cfg"
+    config.write_text(_lb_config(stack, listen, server.port))
+    lb = subprocess.Popen([haproxy, "-db", "-f", str(config)], stderr=subprocess.PIPE, text=True)
+    try:
+        s3 = make_client(server.endpoint)
+        s3.create_bucket(Bucket="behind-lb")
+        s3.put_object(Bucket="behind-lb", Key="k", Body=b"v")
+        url = f"http://127.0.0.1:{listen}/behind-lb/k"
+        deadline = time.monotonic() + 30
+        while True:  # haproxy is up and its health check has found the gateway
+            try:
+                if requests.get(url, timeout=5).status_code == 403:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert time.monotonic() < deadline and lb.poll() is None, "haproxy did not come up"
+            time.sleep(0.2)
+
+        def allow_if(condition: dict[str, Any]) -> None:
+            statement = {
+                "Effect": "Allow",
+                "Principal": "*",
+                "Action": "s3:GetObject",
+                "Resource": "arn:aws:s3:::behind-lb/*",
+                "Condition": condition,
+            }
+            s3.put_bucket_policy(
+                Bucket="behind-lb", Policy=json.dumps({"Version": "2012-10-17", "Statement": [statement]})
+            )
+
+        forged = {"X-Forwarded-For": "203.0.113.7", "X-Forwarded-Proto": "https"}
+        allow_if({"IpAddress": {"aws:SourceIp": "127.0.0.1/32"}})  # the client's real address
+        assert requests.get(url, headers=forged, timeout=30).status_code == 200
+        allow_if({"IpAddress": {"aws:SourceIp": "203.0.113.0/24"}})  # the address it claims
+        assert requests.get(url, headers=forged, timeout=30).status_code == 403
+        allow_if({"Bool": {"aws:SecureTransport": "true"}})  # TLS it claims; the proxy is plain HTTP
+        assert requests.get(url, headers=forged, timeout=30).status_code == 403
+    finally:
+        lb.terminate()
+        lb.wait(timeout=30)
+        server.stop()
