@@ -198,6 +198,10 @@ class TierBackend(ABC):
         """Every stored piece, and the places that could not be listed (offline domains)."""
         return [], []
 
+    async def still_stored(self, piece: DataFile) -> bool:
+        """Is a piece `list_data` found still there? (A collector may have deleted it since.)"""
+        return True
+
     async def check(self, stored: StoredData, *, verify: bool = False) -> DataCheck:
         """Is this recorded blob whole where the catalog says? `verify` also reads checksums."""
         return DataCheck(lost=not await self.exists(stored))

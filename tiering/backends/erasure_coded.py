@@ -280,6 +280,15 @@ class ErasureCodedBackend(TierBackend):
             files += [DataFile(s.data_id, s.domain, s.index, s.mtime, s.size) for s in shards]
         return files, offline
 
+    async def still_stored(self, piece: DataFile) -> bool:
+        drive = self.pool.store(piece.place)
+        if drive is None:
+            return False
+        try:
+            return await asyncio.to_thread(drive.has, piece.data_id, piece.piece)
+        except (erasure.ErasureError, OSError):
+            return True  # cannot tell: judged as listed
+
     async def check(self, stored: StoredData, *, verify: bool = False) -> DataCheck:
         """Shard files where the location says; with `verify`, every block's checksum too."""
         location = stored.location
