@@ -196,6 +196,7 @@ class Maintenance:
                 self.store.catalog.relocate_blob_if, data_id, stored.location, healed.location
             ):
                 self.progress.relocated += 1
+                await self._still_there(backend, tier, healed)
         if result.rebuilt:
             await self._retire_unnamed(tier, data_id, stored.location, healed.location, result.rebuilt)
         if result.unrecoverable:
@@ -211,6 +212,21 @@ class Maintenance:
         else:
             self.progress.degraded.pop(data_id, None)
             await self._not_lost(data_id)
+
+    async def _still_there(self, backend: ErasureCodedBackend, tier: str, healed: StoredData) -> None:
+        """After recording shards rebuilt on other drives: are they all still there? The shard
+        collector may have found a queued entry for one of those places unnamed just before the
+        swap, and deleted the new file after it (a file moved away from that drive earlier). The
+        collector checks again after deleting; this check after the swap closes the other order.
+        A shard gone is healed again, through the queue."""
+        check = await backend.check(healed)
+        if check.missing:
+            log.warning(
+                "heal of %s on %s: rebuilt shard(s) %s gone after the swap; healing again",
+                healed.data_id, tier, [i for i, _ in check.missing],
+            )  # fmt: skip
+            await asyncio.to_thread(self.store.catalog.queue_heals, [(tier, healed.data_id)], time.time())
+            self._heal_wakeup.set()
 
     async def _retire_unnamed(
         self, tier: str, data_id: str, before: dict[str, Any], after: dict[str, Any], rebuilt: list[int]

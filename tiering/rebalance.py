@@ -706,6 +706,7 @@ class Rebalancer:
         # Entries on offline drives go to the back of the queue: left due, a drive that stays away
         # with a batch's worth of them would hold up every other entry behind them.
         postponed: list[tuple[str, str, str, int]] = []
+        deleted: list[tuple[str, str, str, int]] = []
         removed = 0
         async with self._gc_lock:
             for data_id, tier, domain_id, shard in due:
@@ -726,10 +727,12 @@ class Rebalancer:
                 try:
                     if await asyncio.to_thread(store.remove, data_id, shard):
                         removed += 1
+                        deleted.append((data_id, tier, domain_id, shard))
                 except (ErasureError, OSError) as exc:
                     log.warning("could not retire shard %s.%d on %s: %s", data_id, shard, domain_id, exc)
                     continue
                 forget.append((data_id, domain_id, shard))
+            await self._named_since(deleted)
             if forget:
                 await asyncio.to_thread(catalog.forget_shard_garbage, forget)
             if postponed:
@@ -739,6 +742,23 @@ class Rebalancer:
         if removed:
             log.debug("retired %d moved-away shard files", removed)
         return len(forget)
+
+    async def _named_since(self, deleted: list[tuple[str, str, str, int]]) -> None:
+        """Files this batch deleted that a location names now: a heal that rebuilt a shard at that
+        very place (a drive it had moved away from) recorded it between the check and the delete.
+        Healed again, through the queue; heal checks its files after its swap too, which closes
+        the other order (maintenance.py `_still_there`)."""
+        catalog = self.store.catalog
+        again = []
+        for data_id, tier, domain_id, shard in deleted:
+            stored = await asyncio.to_thread(catalog.stored_blob, data_id)
+            if stored is not None and names_shard(stored.location, domain_id, shard):
+                log.warning(
+                    "shard %s.%d on %s was named again as it went: healing it", data_id, shard, domain_id
+                )
+                again.append((tier, data_id))
+        if again:
+            await asyncio.to_thread(catalog.queue_heals, again, time.time())
 
 
 # --- operator actions (the admin API calls these) ------------------------------------------------

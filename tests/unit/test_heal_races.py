@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +130,98 @@ def test_the_file_a_heal_moved_away_from_an_offline_drive_is_removed_when_it_ret
             await store.collect_garbage(now=10**10)
             report = await fsck(store, orphan_age=0)
             assert report.orphans == [] and report.queued_garbage == 0, report.orphans
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+async def _offline_first_drive(store: ObjectStore, data: bytes) -> StoredData:
+    """`k` written, then the drive of its shard 0 offline: heal moves that shard elsewhere."""
+    await store.create_bucket("b", "me", "us-east-1")
+    await put(store, "k", data)
+    stored = (await store.head_object("b", "k")).segments[0].stored
+    set_domain_state(store, stored.location["shards"][0], online=False)
+    return stored
+
+
+def test_a_shard_the_collector_deletes_as_a_heal_records_it_is_healed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shard collector checks a queued place (a file moved away from that drive earlier),
+    finds it unnamed and deletes it; a heal that rebuilt the same shard at that very place
+    records it in between. The collector's check after deleting sees the place named and queues
+    the blob for heal (on the old code: one shard gone, nothing knew)."""
+    data = random.Random(4).randbytes(600_000)
+
+    async def scenario() -> None:
+        store = build_store(load_config(None, data_dir=tmp_path / "data"))
+        await store.start()
+        try:
+            stored = await _offline_first_drive(store, data)
+            backend: Any = store.tiers["hot"].backend
+            result, healed = await backend.heal(stored)  # the heal's rebuild, not yet recorded
+            assert result.rebuilt == [0]
+            target = healed.location["shards"][0]
+            store.catalog.add_shard_garbage([(stored.data_id, "hot", target, 0)], 0.0)
+
+            catalog = store.catalog
+            real_lookup = catalog.stored_blob
+            recorded: list[bool] = []
+
+            def lookup_then_heal_records(data_id: str) -> StoredData | None:
+                found = real_lookup(data_id)
+                if not recorded:  # the collector's check has its answer: the heal's swap now
+                    recorded.append(catalog.relocate_blob_if(data_id, stored.location, healed.location))
+                return found
+
+            monkeypatch.setattr(catalog, "stored_blob", lookup_then_heal_records)
+            await store.rebalancer.collect_shard_garbage()
+            monkeypatch.setattr(catalog, "stored_blob", real_lookup)
+            assert recorded == [True]
+            assert (await backend.check(healed)).missing  # the race happened: the file is gone
+            assert catalog.heal_due(time.time()), "the blob is queued for heal again"
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_shard_deleted_before_the_heal_records_it_is_healed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other order: the collector checks, deletes and checks again before the heal's swap.
+    Heal's own check after the swap finds its file gone and queues the blob again."""
+    data = random.Random(5).randbytes(600_000)
+
+    async def scenario() -> None:
+        store = build_store(load_config(None, data_dir=tmp_path / "data"))
+        await store.start()
+        try:
+            stored = await _offline_first_drive(store, data)
+            backend: Any = store.tiers["hot"].backend
+            real_heal = backend.heal
+
+            async def heal_then_collector(blob: StoredData) -> Any:
+                result, healed = await real_heal(blob)
+                place = (blob.data_id, "hot", healed.location["shards"][0], 0)
+                store.catalog.add_shard_garbage([place], 0.0)
+                await store.rebalancer.collect_shard_garbage()  # before the swap: unnamed, deleted
+                assert (await backend.check(healed)).missing
+                return result, healed
+
+            monkeypatch.setattr(backend, "heal", heal_then_collector)
+            await store.maintenance.heal_blob("hot", stored.data_id, force=True)
+            monkeypatch.setattr(backend, "heal", real_heal)
+            # Queued again, and healed by the store's own queue worker (woken at once).
+            deadline = time.monotonic() + 30
+            while True:
+                healed = (await store.head_object("b", "k")).segments[0].stored
+                if not (await backend.check(healed)).missing:
+                    break
+                assert time.monotonic() < deadline, "the lost shard was never rebuilt"
+                await asyncio.sleep(0.1)
+            assert await read(store, "k") == data
         finally:
             await store.close()
 
