@@ -142,7 +142,7 @@ def load_pack_key(pack_dir: Path, create: bool = True) -> bytes | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per packed shard, all in memory: no __dict__ (~40 B each)
 class PackedRecord:
     pack: str
     offset: int  # of the payload
