@@ -707,7 +707,6 @@ class Rebalancer:
         # with a batch's worth of them would hold up every other entry behind them.
         postponed: list[tuple[str, str, str, int]] = []
         deleted: list[tuple[str, str, str, int]] = []
-        removed = 0
         async with self._gc_lock:
             for data_id, tier, domain_id, shard in due:
                 stored = await asyncio.to_thread(catalog.stored_blob, data_id)
@@ -726,7 +725,6 @@ class Rebalancer:
                 assert store is not None
                 try:
                     if await asyncio.to_thread(store.remove, data_id, shard):
-                        removed += 1
                         deleted.append((data_id, tier, domain_id, shard))
                 except (ErasureError, OSError) as exc:
                     log.warning("could not retire shard %s.%d on %s: %s", data_id, shard, domain_id, exc)
@@ -739,8 +737,8 @@ class Rebalancer:
                 await asyncio.to_thread(
                     catalog.add_shard_garbage, postponed, time.time() + OFFLINE_RETRY_SECONDS
                 )
-        if removed:
-            log.debug("retired %d moved-away shard files", removed)
+        if deleted:
+            log.debug("retired %d moved-away shard files", len(deleted))
         return len(forget)
 
     async def _named_since(self, deleted: list[tuple[str, str, str, int]]) -> None:
@@ -749,14 +747,19 @@ class Rebalancer:
         Healed again, through the queue; heal checks its files after its swap too, which closes
         the other order (maintenance.py `_still_there`)."""
         catalog = self.store.catalog
-        again = []
-        for data_id, tier, domain_id, shard in deleted:
-            stored = await asyncio.to_thread(catalog.stored_blob, data_id)
-            if stored is not None and names_shard(stored.location, domain_id, shard):
-                log.warning(
-                    "shard %s.%d on %s was named again as it went: healing it", data_id, shard, domain_id
-                )
-                again.append((tier, data_id))
+
+        def named_again() -> list[tuple[str, str]]:  # one worker-thread trip for the batch
+            again = []
+            for data_id, tier, domain_id, shard in deleted:
+                stored = catalog.stored_blob(data_id)
+                if stored is not None and names_shard(stored.location, domain_id, shard):
+                    log.warning(
+                        "shard %s.%d on %s was named again as it went: healing it", data_id, shard, domain_id
+                    )
+                    again.append((tier, data_id))
+            return again
+
+        again = await asyncio.to_thread(named_again) if deleted else []
         if again:
             await asyncio.to_thread(catalog.queue_heals, again, time.time())
 
