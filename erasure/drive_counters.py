@@ -17,14 +17,41 @@ these (bench/RESULTS.md, "Shared drive counters mapped").
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import mmap
 import os
 import struct
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 _COUNTS = struct.Struct("<qq")  # shards, bytes
+
+# Per thread, while `batched_updates` runs: the updates held back, by counter.
+_held = threading.local()
+
+
+@contextlib.contextmanager
+def batched_updates() -> Iterator[None]:
+    """Hold back this thread's `SharedCounters.add` calls and apply them at the end, one per counter.
+
+    Why: every update takes and drops the file's `lockf`, two system calls that each let go of the
+    GIL and wait to get it back from the busy event loop. The small PUTs' committer stores a batch
+    of blobs, three shards each, in one go (`ErasurePool.write_blobs`): one update per drive
+    instead of one per shard. Other processes see the batch's counts when it is applied (the
+    counts are a status figure, never a record)."""
+    if getattr(_held, "updates", None) is not None:  # nested: the outermost applies them
+        yield
+        return
+    updates: dict[SharedCounters, list[int]] = {}
+    _held.updates = updates
+    try:
+        yield
+    finally:
+        _held.updates = None
+        for counters, (shards, size) in updates.items():
+            counters.add(shards, size)
 
 
 class SharedCounters:
@@ -59,6 +86,12 @@ class SharedCounters:
                 fcntl.lockf(self._fd, fcntl.LOCK_UN)
 
     def add(self, shards: int, size: int) -> None:
+        held: dict[SharedCounters, list[int]] | None = getattr(_held, "updates", None)
+        if held is not None:
+            pending = held.setdefault(self, [0, 0])
+            pending[0] += shards
+            pending[1] += size
+            return
         with self._lock:
             fcntl.lockf(self._fd, fcntl.LOCK_EX)
             try:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from erasure.drive import Drive, DriveFactory
+from erasure.drive_counters import batched_updates
 from erasure.drive_health import DriveHealth, DriveHealthSettings
 from erasure.durability import FlushBarrier
 from erasure.errors import DataLost, DataNotFound, DomainOffline, ErasureError
@@ -346,11 +347,12 @@ class ErasurePool:
             staged.append((n, writer))
         # Asked for after the last blob was published: one flush per drive covers every blob.
         tickets = {key: barrier.request() for key, barrier in barriers.items()}
-        for n, writer in staged:
-            try:
-                results[n] = writer.end_blob(tickets)
-            except Exception as exc:
-                results[n] = exc
+        with batched_updates():  # the drives' shard counts: one update each for the whole batch
+            for n, writer in staged:
+                try:
+                    results[n] = writer.end_blob(tickets)
+                except Exception as exc:
+                    results[n] = exc
         return results
 
     async def open_reader(self, data_id: str, location: dict[str, Any], size: int) -> PoolReader:

@@ -44,3 +44,43 @@ def test_a_short_file_is_grown_not_refused(tmp_path: Path) -> None:
     counters = SharedCounters(path)
     counters.add(2, 8)
     assert counters.read() == (2, 8)
+
+
+def test_batched_updates_apply_once_per_counter_at_the_end(tmp_path: Path, monkeypatch) -> None:
+    """The small PUTs' committer holds a batch's updates back: one locked update per drive, not one
+    per shard; others see nothing of the batch until then, and all of it after (even on error)."""
+    import fcntl
+
+    import pytest
+
+    import erasure.drive_counters as drive_counters
+    from erasure.drive_counters import batched_updates
+
+    first, second = SharedCounters(tmp_path / "hot.d1"), SharedCounters(tmp_path / "hot.d2")
+    other_view = SharedCounters(tmp_path / "hot.d1")  # what another process reads
+    locks: list[int] = []
+    real_lockf = fcntl.lockf
+
+    def counting_lockf(fd: int, cmd: int, *args: int) -> None:
+        if cmd == fcntl.LOCK_EX:
+            locks.append(fd)
+        real_lockf(fd, cmd, *args)
+
+    monkeypatch.setattr(drive_counters.fcntl, "lockf", counting_lockf)
+    with batched_updates():
+        for _ in range(8):
+            first.add(1, 4096)
+            second.add(1, 4096)
+            with batched_updates():  # nested: the outermost applies
+                first.add(1, 1)
+        assert other_view.read() == (0, 0)
+        assert locks == []
+    assert other_view.read() == (16, 8 * 4097)
+    assert second.read() == (8, 8 * 4096)
+    assert len(locks) == 2  # one update per counter
+    with pytest.raises(RuntimeError), batched_updates():
+        first.add(-1, -4096)
+        raise RuntimeError("a bug mid-batch")
+    assert other_view.read() == (15, 8 * 4097 - 4096)  # what was held back is applied all the same
+    first.add(1, 1)  # outside a batch: at once
+    assert other_view.read() == (16, 8 * 4097 - 4095)
