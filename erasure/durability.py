@@ -7,9 +7,11 @@ calls `syncfs()`, and that single flush — file data, the rename, the new direc
 covers every writer that asked before it began. Writers asking during a flush share the next one.
 Durable on return, like fsync, but concurrent writes share the cost.
 
-One flusher thread per filesystem (not "the first waiter flushes") so that a writer committing
-shards on several drives can ask every drive at once and wait for all: the drives flush in
-parallel instead of one after another.
+One flusher thread per filesystem so that a writer committing shards on several drives can ask
+every drive at once and wait for all: the drives flush in parallel instead of one after another.
+But a writer that comes to wait while no flush runs flushes itself instead of handing over to
+the flusher: waking that thread and being woken by it are two more trips through the GIL, each
+waiting for the busy event loop to let go of it (the small PUTs' committer flushes every batch).
 
 Nothing reads a shard before the catalog names it, and the catalog commit comes after this
 barrier, so a crash between the rename and the flush only leaves an unreferenced file that the
@@ -47,6 +49,7 @@ class FlushBarrier:
         self._requested = 0  # tickets handed out
         self._flushed = 0  # every ticket up to this one has been through a flush
         self._errors: list[tuple[int, int, OSError]] = []  # (first, last ticket, error) of failed flushes
+        self._flushing = False  # a flush is under way (by the flusher thread or by a waiter)
         self._flusher: threading.Thread | None = None
         self.flushes = 0
 
@@ -59,23 +62,30 @@ class FlushBarrier:
         self._work = threading.Condition(self._lock)  # the flusher waits here for requests
         self._done = threading.Condition(self._lock)  # writers wait here for their flush
 
-    def request(self) -> int:
-        """Ask for a flush covering everything written before this call; returns the ticket to wait on."""
+    def request(self, background: bool = True) -> int:
+        """Ask for a flush covering everything written before this call; returns the ticket to wait on.
+
+        `background=False`: the caller waits for it right away, and flushes itself then; the
+        flusher thread is not woken (worth it when there is no other filesystem to flush meanwhile)."""
         with self._lock:
             self._requested += 1
-            if self._flusher is None:
-                self._flusher = threading.Thread(target=self._run, name="syncfs", daemon=True)
-                self._flusher.start()
-            self._work.notify()
+            if background:
+                if self._flusher is None:
+                    self._flusher = threading.Thread(target=self._run, name="syncfs", daemon=True)
+                    self._flusher.start()
+                self._work.notify()
             return self._requested
 
     def wait(self, ticket: int | None = None) -> None:
         """Return once the flush covering `ticket` (default: a new one) is done; OSError if it failed."""
         if ticket is None:
-            ticket = self.request()
+            ticket = self.request(background=False)
         with self._lock:
             while self._flushed < ticket:
-                self._done.wait()
+                if self._flushing:
+                    self._done.wait()
+                else:  # nobody flushes now: this writer does, for everyone who asked so far
+                    self._flush_requested()
             for first, last, error in self._errors:
                 if first <= ticket <= last:
                     raise OSError(error.errno, f"filesystem flush failed: {error.strerror}")
@@ -83,22 +93,31 @@ class FlushBarrier:
     def _run(self) -> None:
         with self._lock:
             while True:
-                while self._flushed >= self._requested:
+                while self._flushing or self._flushed >= self._requested:
                     self._work.wait()
-                first, target = self._flushed + 1, self._requested
-                self._lock.release()
-                error: OSError | None = None
-                try:
-                    _flush(self._fd)
-                except OSError as exc:
-                    error = exc
-                finally:
-                    self._lock.acquire()
-                if error is not None:
-                    self._errors = [*self._errors[-_KEPT_ERRORS + 1 :], (first, target, error)]
-                self._flushed = target
-                self.flushes += 1
-                self._done.notify_all()
+                self._flush_requested()
+
+    def _flush_requested(self) -> None:
+        """One flush covering every ticket handed out so far (called and returns with the lock
+        held; lets go of it during the flush). Never two at once: `_flushing`."""
+        first, target = self._flushed + 1, self._requested
+        self._flushing = True
+        self._lock.release()
+        error: OSError | None = None
+        try:
+            _flush(self._fd)
+        except OSError as exc:
+            error = exc
+        finally:
+            self._lock.acquire()
+            self._flushing = False
+        if error is not None:
+            self._errors = [*self._errors[-_KEPT_ERRORS + 1 :], (first, target, error)]
+        self._flushed = target
+        self.flushes += 1
+        self._done.notify_all()
+        if self._flushed < self._requested:  # asked for during this flush: the flusher takes them
+            self._work.notify()
 
 
 def _flush(fd: int) -> None:
@@ -138,6 +157,7 @@ def _reset_after_fork() -> None:
     for barrier in _barriers.values():
         barrier._make_conditions()
         barrier._flusher = None
+        barrier._flushing = False
         barrier._flushed = barrier._requested
 
 

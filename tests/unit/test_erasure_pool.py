@@ -455,3 +455,44 @@ def test_a_writer_choosing_its_domains_counts_on_every_domain_until_it_holds(tmp
     assert pool.placements(ids) == {d: (1 if d in held else 0) for d in ids}
     pool.release_placement(held)
     assert pool.writes_placed_on(ids) == 0
+
+
+def test_a_waiter_flushes_itself_when_no_flush_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ticket asked for without the flusher thread (the small PUTs' committer, one filesystem):
+    the waiter runs the flush itself; writers waiting meanwhile from other threads share flushes
+    with it, and every one returns only after a flush that began after its ticket."""
+    import threading
+
+    import erasure.durability as durability
+
+    if not durability.HAVE_SYNCFS:
+        pytest.skip("syncfs is Linux-only")
+    barrier = durability.FlushBarrier(tmp_path)
+    ticket = barrier.request(background=False)
+    barrier.wait(ticket)
+    assert barrier.flushes == 1 and barrier._flusher is None  # no thread started, no hand-off
+    covered: list[tuple[int, int]] = []  # (ticket, flushes begun before it was asked for)
+    began = [0]
+    real = durability._flush
+
+    def counting(fd: int) -> None:
+        began[0] += 1
+        real(fd)
+
+    def writer(background: bool) -> None:
+        for _ in range(20):
+            before = began[0]
+            ticket = barrier.request(background)
+            barrier.wait(ticket)
+            covered.append((before, began[0]))
+
+    monkeypatch.setattr(durability, "_flush", counting)
+    threads = [threading.Thread(target=writer, args=(n % 2 == 0,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive()
+    assert len(covered) == 160
+    assert all(after > before for before, after in covered)  # a flush began after each ticket
+    assert barrier.flushes < 1 + 160  # shared
