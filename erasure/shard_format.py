@@ -9,6 +9,7 @@ block s of any shard is one `pread` at a computed offset — no index to read fi
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 
@@ -37,7 +38,7 @@ class ShardHeader:
     block_size: int
     size: int
 
-    @property
+    @functools.cached_property  # frozen: the layout never changes; asked for many times a shard
     def geometry(self) -> StripeLayout:
         return StripeLayout(self.size, self.k, self.block_size)
 
@@ -82,5 +83,10 @@ def frame_offset(block_size: int, stripe: int) -> int:
 
 
 def file_size(header: ShardHeader) -> int:
-    geo = header.geometry
+    return _file_size(header.size, header.k, header.block_size)
+
+
+@functools.lru_cache(maxsize=4096)  # a few sizes recur (small objects, full blocks): asked per shard
+def _file_size(size: int, k: int, block_size: int) -> int:
+    geo = StripeLayout(size, k, block_size)
     return HEADER_SIZE + geo.stripe_count * CHECKSUM_SIZE + geo.shard_bytes()

@@ -9,7 +9,7 @@ ceil(tail / k) bytes and only that is zero-padded, so a 1.5 MiB object does not 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -34,18 +34,16 @@ class StripeLayout:
     size: int
     k: int
     block_size: int
+    # Worked out once: every shard written, read or counted asks for them, some many times.
+    stripe_bytes: int = field(init=False, repr=False, compare=False)
+    stripe_count: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.size < 0 or self.k < 1 or self.block_size < 1:
             raise ValueError(f"bad layout: size={self.size} k={self.k} block_size={self.block_size}")
-
-    @property
-    def stripe_bytes(self) -> int:
-        return self.k * self.block_size
-
-    @property
-    def stripe_count(self) -> int:
-        return -(-self.size // self.stripe_bytes)
+        stripe_bytes = self.k * self.block_size
+        object.__setattr__(self, "stripe_bytes", stripe_bytes)
+        object.__setattr__(self, "stripe_count", -(-self.size // stripe_bytes))
 
     def stripe_start(self, stripe: int) -> int:
         return stripe * self.stripe_bytes
