@@ -119,7 +119,7 @@ Example (every key optional):
     write_quorum = 0       # 0: k+1 shards must be durable before a PUT is acknowledged
     block_size = 1048576   # bytes of data per stripe
     small_object_threshold = 65536  # smaller objects are written whole, in one go
-    pack_threshold_bytes = 131072  # shards up to this size are appended to pack files (max 1 MiB; 0: off)
+    pack_threshold_bytes = 524288  # shards up to this size are appended to pack files (max 1 MiB; 0: off)
     pack_compact_seconds = 60 # packs at least half dead are rewritten this often (online, throttled)
     # Or declare the domains explicitly instead of nodes/drives_per_node:
     # domains = [{id = "hot-a", path = "/mnt/a", node = "n1", rack = "r1", zone = "z1", weight = 1.0}, ...]

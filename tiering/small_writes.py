@@ -34,7 +34,8 @@ from tiering.records import ObjectRecord
 # The largest body the committer takes. Small bodies are what it is for (their cost is the
 # hand-offs it saves); a larger one keeps its own worker-thread trip, where its erasure coding
 # and hashing (which let go of the GIL) run in parallel with other PUTs' instead of one by one
-# in this thread. 128 KiB: the pack files' default threshold (erasure/pack.py).
+# in this thread. 128 KiB: ImageNet-sized images; every shard of such a body is packed (the pack
+# files' default threshold, erasure/pack.py, is larger).
 MAX_BODY_BYTES = 128 << 10
 
 # The most PUTs one batch takes (16 MiB of bodies at most); the rest wait for the next one.

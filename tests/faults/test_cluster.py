@@ -139,7 +139,7 @@ def test_s3_basics_over_nodes(cluster: Cluster) -> None:
     cluster.put("small", small)
     cluster.put("large", large)
     assert _node_shards(cluster) >= before + 3 + 5  # replicas (m+1) and k+m shards, on the nodes
-    # Nodes pack small shards by default (tierstore node --pack-threshold-bytes, 128 KiB).
+    # Nodes pack small shards by default (tierstore node --pack-threshold-bytes, 512 KiB).
     assert any(list(n.data.rglob("*.tsp")) for n in cluster.nodes)
     got = s3.get_object(Bucket="cluster", Key="large", Range="bytes=1048570-2097200")["Body"].read()
     assert got == large[1048570:2097201]

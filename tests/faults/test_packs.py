@@ -1,4 +1,4 @@
-"""Pack files (the default: a tier's pack_threshold_bytes, 128 KiB): many small objects through a
+"""Pack files (the default: a tier's pack_threshold_bytes, 512 KiB): many small objects through a
 real server and boto3.
 
 Byte-exact PUT/GET/overwrite/DELETE, a handful of files for thousands of objects, a SIGKILL in a

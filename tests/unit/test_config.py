@@ -238,7 +238,7 @@ def test_defaults_are_the_embedded_tiers_under_data_dir(tmp_path: Path) -> None:
     # Small shards go to pack files on every erasure-coded tier unless a tier says 0.
     erasure_tiers = [t for t in config.tiers if t.backend == "erasure"]
     assert [t.name for t in erasure_tiers] == ["hot", "warm", "cold"]
-    assert all(t.options["pack_threshold_bytes"] == 128 * 1024 for t in erasure_tiers)
+    assert all(t.options["pack_threshold_bytes"] == 512 * 1024 for t in erasure_tiers)
     assert config.catalog_path == tmp_path / "catalog" / "catalog.db"
     assert (
         config.header_timeout_seconds,

@@ -35,8 +35,8 @@ def test_repair_collects_orphans_queued_behind_settled_entries(tmp_path: Path) -
         await store.start()
         try:
             await store.create_bucket("b", "me", "us-east-1")
-            pending = await store.begin_put("b", "STANDARD", size_hint=600_000)
-            await pending.write(random.Random(3).randbytes(600_000))  # 150 kB shards: files
+            pending = await store.begin_put("b", "STANDARD", size_hint=2_400_000)
+            await pending.write(random.Random(3).randbytes(2_400_000))  # 600 kB shards: files
             record = await pending.commit_object("b", "k", ObjectMeta())
             shard = next(s for s in shards_under(data / "domains") if not s.packed)
             orphans = [plant(shard, f"{n:032x}", age=2 * HOUR) for n in range(3)]
@@ -69,7 +69,7 @@ def test_pieces_collected_during_the_walk_are_not_orphans(tmp_path: Path) -> Non
         await store.start()
         try:
             await store.create_bucket("b", "me", "us-east-1")
-            for size in (600_000, 600_000, 3000):  # shard files and packed replicas; retired twice
+            for size in (2_400_000, 2_400_000, 3000):  # shard files and packed replicas; retired twice
                 pending = await store.begin_put("b", "STANDARD", size_hint=size)
                 await pending.write(rng.randbytes(size))
                 await pending.commit_object("b", "k", ObjectMeta())

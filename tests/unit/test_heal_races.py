@@ -45,8 +45,8 @@ async def read(store: ObjectStore, key: str) -> bytes:
         opened.close()
 
 
-# hot is 4+2: 600 kB makes 150 kB shards, files of their own; 200 kB makes 50 kB shards, packed.
-@pytest.mark.parametrize("size", [600_000, 200_000], ids=["shard-files", "packed-shards"])
+# hot is 4+2: 2.4 MB makes 600 kB shards, files of their own; 200 kB makes 50 kB shards, packed.
+@pytest.mark.parametrize("size", [2_400_000, 200_000], ids=["shard-files", "packed-shards"])
 def test_a_shard_rebuilt_for_a_blob_overwritten_meanwhile_is_collected(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int
 ) -> None:
@@ -101,7 +101,7 @@ def test_the_file_a_heal_moved_away_from_an_offline_drive_is_removed_when_it_ret
     file is still on the drive when it comes back, named by nobody: the location names the new
     place, and the blob's garbage entry, once it is retired, will name only that. It is queued
     for the shard collector, which waits for the drive (the soak's orphan on a flapping drive)."""
-    data = random.Random(3).randbytes(600_000)
+    data = random.Random(3).randbytes(2_400_000)
     monkeypatch.setattr(maintenance_module, "RETIRE_GRACE_SECONDS", 0.0)
     monkeypatch.setattr(rebalance_module, "OFFLINE_RETRY_SECONDS", 0.0)  # due again at once
 
@@ -152,7 +152,7 @@ def test_a_shard_the_collector_deletes_as_a_heal_records_it_is_healed_again(
     finds it unnamed and deletes it; a heal that rebuilt the same shard at that very place
     records it in between. The collector's check after deleting sees the place named and queues
     the blob for heal (on the old code: one shard gone, nothing knew)."""
-    data = random.Random(4).randbytes(600_000)
+    data = random.Random(4).randbytes(2_400_000)
 
     async def scenario() -> None:
         store = build_store(load_config(None, data_dir=tmp_path / "data"))
@@ -192,7 +192,7 @@ def test_a_shard_deleted_before_the_heal_records_it_is_healed_again(
 ) -> None:
     """The other order: the collector checks, deletes and checks again before the heal's swap.
     Heal's own check after the swap finds its file gone and queues the blob again."""
-    data = random.Random(5).randbytes(600_000)
+    data = random.Random(5).randbytes(2_400_000)
 
     async def scenario() -> None:
         store = build_store(load_config(None, data_dir=tmp_path / "data"))

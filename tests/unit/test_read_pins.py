@@ -22,10 +22,10 @@ from tiering.errors import TieringError
 from tiering.records import ObjectMeta
 from tiering.store import ObjectStore
 
-# Erasure-coded on hot, shards of 150 KB: above the pack threshold (128 KiB), so shard files of
+# Erasure-coded on hot, shards of 600 KB: above the pack threshold (512 KiB), so shard files of
 # their own, opened only when the stream starts. (A packed shard's bytes stay in its pack until the
 # writing process compacts it, so the unpinned control below could not fail on packs.)
-SIZE = 600_000
+SIZE = 2_400_000
 
 
 async def put(store: ObjectStore, key: str, data: bytes) -> None:

@@ -7,7 +7,7 @@ Config (`TierConfig.options` for kind "erasure"): either `pool=` an ErasurePool,
 `root`, `nodes`, `drives_per_node` (directories root/<name>/n<i>/d<j>), and the pool's `k`, `m`,
 `spread_level`, `block_size`, `write_quorum`, `small_object_threshold`, `drive_health`
 (`erasure.drive_health.DriveHealthSettings`: when a drive counts as full or failing), and
-`pack_threshold_bytes` (shards up to this size go to pack files; default 128 KiB, 0: off).
+`pack_threshold_bytes` (shards up to this size go to pack files; default 512 KiB, 0: off).
 """
 
 from __future__ import annotations
