@@ -1938,13 +1938,18 @@ class ObjectStore:
             await self.check_write_condition(bucket, key, if_match, if_none_match)
             with _conflict_if_conditional(bucket, key, if_match, if_none_match):
                 return await self._complete(upload, requested, if_match, if_none_match, expected_checksum)
-        except (UploadNotFound, InvalidPart):
+        except (UploadNotFound, InvalidPart) as error:
             # Completed already (maybe just now, by a concurrent retry, or by another process,
             # which can also make the parts vanish under this one's look at them)?
             replay = await self._read(self.catalog.completed_upload, bucket, key, upload_id, requested)
-            if replay is None:
-                raise
-            return replay
+            if replay is not None:
+                return replay
+            if isinstance(error, InvalidPart):
+                # Parts missing because a concurrent completion took them, and its object is no
+                # longer the key's current one (no replay): the upload is gone, NoSuchUpload — not
+                # InvalidPart, which says this client listed parts it never uploaded.
+                await self.get_upload(bucket, key, upload_id)
+            raise
 
     async def _complete(
         self,
