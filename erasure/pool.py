@@ -346,8 +346,9 @@ class ErasurePool:
             barriers.update((id(b), b) for b in writer.publish_prepared(shards))
             staged.append((n, writer))
         # Asked for after the last blob was published: one flush per drive covers every blob.
-        # One drive's filesystem alone (the usual case where drives share a disk): this thread
-        # flushes it itself when it waits, no hand-off to the flusher thread and back.
+        # One filesystem for the whole batch (drives that share a disk, as the default simulated
+        # domains do): this thread flushes it itself when it waits, no hand-off to the flusher
+        # thread and back. Several: the flusher threads flush them in parallel.
         background = len(barriers) > 1
         tickets = {key: barrier.request(background) for key, barrier in barriers.items()}
         with batched_updates():  # the drives' shard counts: one update each for the whole batch
