@@ -313,7 +313,9 @@ class SQLiteDatabase(Database):
                 target = self._committed
                 self._sync.release()
                 try:
-                    os.fsync(self._wal_fd)
+                    # Data and size, not timestamps (SQLite's own WAL syncs on Linux do the same):
+                    # fsync would also write the WAL's new mtime, a journal commit of its own.
+                    os.fdatasync(self._wal_fd)
                 finally:
                     self._sync.acquire()
                     self._syncing = False
