@@ -28,6 +28,10 @@ _T = TypeVar("_T")
 RESIDENCY_CHECK_INTERVAL = 1.0  # seconds between two checks that the catalog's files are cached
 WAL_HEADER_BYTES, WAL_FRAME_HEADER_BYTES = 32, 24  # SQLite's WAL format
 _KEEP_CACHED_BYTES = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+# The WAL's group-commit flush: data and size, not timestamps (as SQLite's own WAL syncs on Linux:
+# strace shows fdatasync); fsync would also write the WAL's new mtime, a journal commit of its
+# own. macOS has no fdatasync: fsync there.
+_sync_data: Callable[[int], None] = getattr(os, "fdatasync", os.fsync)
 
 
 class _Combined:
@@ -313,9 +317,7 @@ class SQLiteDatabase(Database):
                 target = self._committed
                 self._sync.release()
                 try:
-                    # Data and size, not timestamps (SQLite's own WAL syncs on Linux do the same):
-                    # fsync would also write the WAL's new mtime, a journal commit of its own.
-                    os.fdatasync(self._wal_fd)
+                    _sync_data(self._wal_fd)
                 finally:
                     self._sync.acquire()
                     self._syncing = False
