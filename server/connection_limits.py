@@ -21,7 +21,9 @@ Its `limit_concurrency` answers a plain-text 503, which no S3 client understands
 - a cap on open connections per process: a connection past `max_connections` is still read up
   to its request head (a client that sent a request expects an answer to it, and one closed
   with the request unread often sees a reset instead) and answered with S3's `SlowDown` (503,
-  XML, `Connection: close`), which SDKs retry with back-off.
+  XML, `Connection: close`), which SDKs retry with back-off;
+- one write per small response: a response head goes out with the body's first bytes
+  (`server.coalesced_writes`).
 
 Timers are `loop.call_later` handles, armed only when a read leaves a head or a body incomplete
 (and once per connection, for its first head): a keep-alive request that arrives whole arms
@@ -49,6 +51,7 @@ from prometheus_client.registry import Collector
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from server import errors as s3
+from server.coalesced_writes import HeadHoldingTransport
 
 log = logging.getLogger("tierstore.server")
 
@@ -213,6 +216,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     # uvicorn's protocols take the stream transport asyncio hands them; typeshed says BaseTransport.
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        # Responses are written through it (head and body in one system call); flow control
+        # keeps the connection's own transport.
+        self.transport = self._writer = HeadHoldingTransport(transport)
         self._admitted = STATS.admit(self.limits.max_connections)
         if not self._admitted:
             self.app = _slow_down  # read the request head, answer SlowDown, close
@@ -266,6 +272,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self._body_timer is not None:
             self._body_timer.cancel()
             self._body_timer = None
+
+    def on_response_complete(self) -> None:
+        self._writer.flush()  # a response without a body: its head goes out now
+        super().on_response_complete()
 
     # --- timeouts --------------------------------------------------------------------------------
 
