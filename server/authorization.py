@@ -255,8 +255,13 @@ class Authorizer:
             auth_scheme=auth_scheme,
             record=record,
         )
-        if request is not None and (not decision.allowed or not getattr(request.state, "authz", None)):
-            request.state.authz = decision.reason
+        if request is not None:
+            # The state dict itself (what `request.state` wraps): starlette's State raises and
+            # formats an AttributeError for a name not set yet, which every request's first
+            # check would pay for.
+            state = request.scope.setdefault("state", {})
+            if not decision.allowed or not state.get("authz"):
+                state["authz"] = decision.reason
         if not decision.allowed:
             raise AccessDenied()
         return decision
