@@ -49,23 +49,37 @@ def _key_text(encoding: str | None) -> Callable[[str], str]:
     return lambda key: escape_text(encode_key(key, encoding))
 
 
+def _key_texts(keys: list[str], encoding: str | None) -> list[str]:
+    """`_key_text` for a page of keys at once: one scan of the page finds whether any key needs
+    escaping at all (most pages have none), instead of three scans per key."""
+    if encoding is not None:
+        keys = [encode_key(key, encoding) for key in keys]
+    page = "\n".join(keys)
+    if "&" in page or "<" in page or ">" in page:
+        return [escape_text(key) for key in keys]
+    return keys
+
+
 def _contents(entries: list[ListEntry], encoding: str | None, owner: str) -> str:
     """`<Contents>` per entry; `owner` is the rendered `<Owner>` element, or "" to leave it out."""
-    text = _key_text(encoding)
+    keys = _key_texts([entry[0] for entry in entries], encoding)
+    times = list(map(iso_time, [entry[3] for entry in entries]))
+    rows = zip(keys, times, entries, strict=True)
     return "".join(
         [
-            f"<Contents><Key>{text(key)}</Key>"
-            f'<LastModified>{iso_time(modified)}</LastModified><ETag>"{etag}"</ETag><Size>{size}</Size>'
+            f"<Contents><Key>{key}</Key>"
+            f'<LastModified>{modified}</LastModified><ETag>"{etag}"</ETag><Size>{size}</Size>'
             f"<StorageClass>{storage_class}</StorageClass>"
             f"{f'<ChecksumAlgorithm>{algorithm}</ChecksumAlgorithm>' if algorithm else ''}{owner}</Contents>"
-            for key, size, etag, modified, storage_class, algorithm in entries
+            for key, modified, (_, size, etag, _, storage_class, algorithm) in rows
         ]
     )
 
 
 def _prefixes(prefixes: list[str], encoding: str | None) -> str:
-    text = _key_text(encoding)
-    return "".join([f"<CommonPrefixes><Prefix>{text(p)}</Prefix></CommonPrefixes>" for p in prefixes])
+    return "".join(
+        [f"<CommonPrefixes><Prefix>{p}</Prefix></CommonPrefixes>" for p in _key_texts(prefixes, encoding)]
+    )
 
 
 async def _render_page(
