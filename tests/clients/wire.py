@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import http.client
+import socket
 import ssl
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
@@ -168,3 +169,34 @@ def send(
         return Reply(response.status, {k.lower(): v for k, v in response.getheaders()}, data)
     finally:
         conn.close()
+
+
+def read_response(sock: socket.socket, *, bodiless: bool = False) -> tuple[int, dict[str, str], bytes]:
+    """One response off a raw socket, read exactly (the connection may stay open): status, headers
+    (lower-case names) and the Content-Length body; `bodiless` for the answer to a HEAD, whose
+    Content-Length announces a body that is not sent."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"closed before a response: {data!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return parse_head(head, body, sock, bodiless=bodiless)
+
+
+def parse_head(
+    head: bytes, body: bytes, sock: socket.socket | None = None, *, bodiless: bool = False
+) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers and body of a response head and the bytes after it, reading the rest of the
+    Content-Length body from `sock` when given."""
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    length = 0 if bodiless else int(headers.get("content-length", "0"))
+    while sock is not None and len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "closed in the middle of a response body"
+        body += chunk
+    return int(lines[0].split()[1]), headers, body[:length]

@@ -31,7 +31,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.clients.wire import sign_v4
+from tests.clients.wire import parse_head, read_response, sign_v4
 from tests.conftest import ACCESS_KEY, REGION, SECRET_KEY, ServerProcess, free_port
 
 Spawn = Callable[..., ServerProcess]
@@ -114,33 +114,6 @@ def read_until_closed(sock: socket.socket) -> bytes:
     except ConnectionResetError:
         pass  # closed with unread bytes of ours: a reset is a close too
     return bytes(received)
-
-
-def read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
-    """One response with a Content-Length body, read exactly (the connection may stay open)."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        assert chunk, f"closed before a response: {data!r}"
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    return parse_head(head, body, sock)
-
-
-def parse_head(
-    head: bytes, body: bytes, sock: socket.socket | None = None
-) -> tuple[int, dict[str, str], bytes]:
-    lines = head.decode("latin-1").split("\r\n")
-    headers = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    length = int(headers.get("content-length", "0"))
-    while sock is not None and len(body) < length:
-        chunk = sock.recv(65536)
-        assert chunk, "closed in the middle of a response body"
-        body += chunk
-    return int(lines[0].split()[1]), headers, body[:length]
 
 
 def parse_closed_response(raw: bytes) -> tuple[int, dict[str, str], bytes]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.clients.wire import EMPTY_SHA256, sign_v4
+from tests.clients.wire import EMPTY_SHA256, read_response, sign_v4
 from tests.conftest import ServerProcess
 
 # struct tcp_info (linux/tcp.h): tcpi_data_segs_in, after the fields that come before it.
@@ -45,26 +45,6 @@ def _request(server: ServerProcess, method: str, path: str, body: bytes = b"", *
     return head.encode() + b"\r\n"
 
 
-def _read_response(sock: socket.socket, *, bodiless: bool = False) -> tuple[int, dict[str, str], bytes]:
-    """One response off a keep-alive connection: status, headers, body (by Content-Length)."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        assert chunk, f"connection closed before a response head: {data!r}"
-        data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
-    length = 0 if bodiless else int(headers.get("content-length", "0"))
-    while len(rest) < length:
-        chunk = sock.recv(65536)
-        assert chunk, "connection closed inside a response body"
-        rest += chunk
-    assert len(rest) == length, "more bytes than the response's Content-Length"
-    return status, headers, rest
-
-
 @pytest.mark.skipif(sys.platform != "linux", reason="TCP_INFO's layout is Linux's")
 def test_a_small_get_arrives_in_one_segment(server: ServerProcess, s3: Any, bucket: str) -> None:
     payload = os.urandom(4096)
@@ -72,12 +52,12 @@ def test_a_small_get_arrives_in_one_segment(server: ServerProcess, s3: Any, buck
     with _connect(server) as sock:
         # A first exchange settles the connection (the handshake's and the first ACK's segments).
         sock.sendall(_request(server, "GET", f"/{bucket}/small"))
-        assert _read_response(sock)[2] == payload
+        assert read_response(sock)[2] == payload
         segments = []
         for _ in range(5):
             before = _data_segments_in(sock)
             sock.sendall(_request(server, "GET", f"/{bucket}/small"))
-            status, headers, body = _read_response(sock)
+            status, headers, body = read_response(sock)
             assert (status, body) == (200, payload)
             segments.append(_data_segments_in(sock) - before)
     # Head and body written separately arrive as two segments (the server sends with TCP_NODELAY).
@@ -90,14 +70,14 @@ def test_responses_without_a_body_are_not_held_back(server: ServerProcess, s3: A
         # Each answer must come on its own: a head held for a body that never follows would leave
         # the client waiting (the socket times out after WAIT seconds).
         sock.sendall(_request(server, "HEAD", f"/{bucket}/k"))
-        status, headers, _ = _read_response(sock, bodiless=True)
+        status, headers, _ = read_response(sock, bodiless=True)
         assert (status, headers["content-length"]) == (200, "100")
         sock.sendall(_request(server, "DELETE", f"/{bucket}/k"))
-        assert _read_response(sock)[0] == 204
+        assert read_response(sock)[0] == 204
         sock.sendall(_request(server, "HEAD", f"/{bucket}/k"))
-        assert _read_response(sock, bodiless=True)[0] == 404
+        assert read_response(sock, bodiless=True)[0] == 404
         sock.sendall(_request(server, "GET", f"/{bucket}/k"))
-        status, _, body = _read_response(sock)
+        status, _, body = read_response(sock)
         assert status == 404 and b"<Code>NoSuchKey</Code>" in body
 
 
@@ -113,8 +93,8 @@ def test_100_continue_comes_before_the_body_is_sent(server: ServerProcess, bucke
             interim += chunk
         assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
         sock.sendall(payload)
-        status, headers, _ = _read_response(sock)
+        status, headers, _ = read_response(sock)
         assert status == 200
         assert headers["etag"] == f'"{hashlib.md5(payload).hexdigest()}"'
         sock.sendall(_request(server, "GET", f"/{bucket}/continued"))
-        assert _read_response(sock)[2] == payload
+        assert read_response(sock)[2] == payload
