@@ -6,10 +6,12 @@ a 1,000-key page's server time, bench/RESULTS.md) adds to every round trip. Once
 asked for a page after the first (so it is paging, not peeking), the next page is queried in a
 background thread while this one travels, and the next request takes it instead of querying.
 
-A page read ahead is served only if nothing was committed to the catalog since just before it was
-read (the catalog's change stamp, taken before the query and again when the page is taken): a
-listing still shows every write acknowledged before it was asked for. Anything else — a stale or
-expired page, a catalog that cannot tell (PostgreSQL) — and the page is read as before.
+A page read ahead is served only if nothing a listing shows was committed to the catalog since
+just before it was read (the catalog's listing stamp, taken before the query and again when the
+page is taken; it counts objects added, removed or rewritten, not the leases and heartbeats that
+commit all the time): a listing still shows every write acknowledged before it was asked for.
+Anything else — a stale or expired page, a catalog that cannot tell (PostgreSQL) — and the page
+is read as before.
 """
 
 from __future__ import annotations
@@ -49,17 +51,17 @@ class ListingReadahead:
     """`page(args)` for listings; reads the following page ahead where the client is paging."""
 
     def __init__(
-        self, read_page: Callable[[PageArgs], ListPage], change_stamp: Callable[[], int | None]
+        self, read_page: Callable[[PageArgs], ListPage], listing_stamp: Callable[[], int | None]
     ) -> None:
         self._read_page = read_page
-        self._change_stamp = change_stamp
+        self._listing_stamp = listing_stamp
         self._lock = threading.Lock()
         self._ahead: OrderedDict[PageArgs, _Ahead] = OrderedDict()
         self._pool: ThreadPoolExecutor | None = None
         self._closed = False
         self._paused_until = 0.0  # monotonic: see STALE_PAUSE_SECONDS
         # Pages served by their request: read ahead and current ("used"), read ahead but
-        # something was committed since or it expired ("stale"), or read then ("read").
+        # something it shows was committed since or it expired ("stale"), or read then ("read").
         self.counts = {"used": 0, "stale": 0, "read": 0}
 
     def page(self, args: PageArgs) -> ListPage:
@@ -87,7 +89,7 @@ class ListingReadahead:
         except Exception:
             page = None  # the request's own query reports whatever is wrong
         fresh = time.monotonic() - ahead.started <= READAHEAD_SECONDS
-        if page is None or not fresh or self._change_stamp() != ahead.stamp:
+        if page is None or not fresh or self._listing_stamp() != ahead.stamp:
             self._count("stale")
             self._paused_until = time.monotonic() + STALE_PAUSE_SECONDS
             return None
@@ -101,7 +103,7 @@ class ListingReadahead:
         if time.monotonic() < self._paused_until:
             return
         # Taken before the query: a commit after it, even one the query saw, makes the page stale.
-        stamp = self._change_stamp()
+        stamp = self._listing_stamp()
         if stamp is None:
             return
         with self._lock:

@@ -727,7 +727,7 @@ class ObjectStore:
         # loop ("at_hand") or in a worker thread ("thread"): tierstore_small_reads_total.
         self.small_reads: Counter[str] = Counter()
         # Listing pages, the next one read ahead while a client pages through a listing.
-        self.listing = ListingReadahead(self._list_page, catalog.change_stamp)
+        self.listing = ListingReadahead(self._list_page, catalog.listing_stamp)
         self._pinned: Counter[str] = Counter()
         self._pinned_since: dict[str, float] = {}  # data id -> when this process first pinned it
         self._pins_published = False

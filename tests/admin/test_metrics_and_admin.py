@@ -93,7 +93,7 @@ def test_a_listing_paged_through_reads_ahead_and_still_shows_every_write(
     server: ServerProcess, s3, bucket: str
 ) -> None:
     """Once a client asks for a page after the first, the next page is read ahead while it reads
-    this one (tiering/listing_readahead.py) — and served only if nothing was committed since: a
+    this one (tiering/listing_readahead.py) — and served only if nothing it shows changed since: a
     key put and a key deleted in the next page's range after it was read ahead show in it. On
     PostgreSQL (which cannot tell cheaply) nothing is read ahead."""
     expected = catalog_kind() == "sqlite"
@@ -129,7 +129,7 @@ def test_a_listing_paged_through_reads_ahead_and_still_shows_every_write(
     assert seen == keys
 
     # Page 3 read ahead was stale (the writes); pages 4 and 5 were read ahead while their page
-    # before travelled (one of them at least: the server's own heartbeat may commit meanwhile).
+    # before travelled (one of them at least: an earlier test's restore may finish meanwhile).
     # Another worker's counts reach a scrape within a second (server/metrics_workers.py).
     def grew(name: str, after: dict[str, float]) -> bool:
         return after.get(name, 0) > before.get(name, 0)
@@ -141,7 +141,7 @@ def test_a_listing_paged_through_reads_ahead_and_still_shows_every_write(
         if counted or not expected or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    # Background commits of the shared server (leases, heartbeats, an earlier test's restores
+    # Background changes on the shared server (an earlier test's restores or lifecycle moves
     # finishing) can make both of those pages stale too: more passes then, each page still
     # checked, until one read-ahead page is served (bounded).
     passes = 0

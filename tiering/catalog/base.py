@@ -123,9 +123,9 @@ class CatalogBase:
         """Does `commit_objects` share one transaction and flush among its records? (SQLite)"""
         return self._db.batches_writes
 
-    def change_stamp(self) -> int | None:
-        """See Database.change_stamp: differs once anything was committed since (None: unknown)."""
-        return self._db.change_stamp()
+    def listing_stamp(self) -> int | None:
+        """See Database.listing_stamp: differs once what a listing shows changed (None: unknown)."""
+        return self._db.listing_stamp()
 
     def _reader(self) -> Any:
         """This thread's connection for reads (a sqlite3.Connection on SQLite)."""

@@ -76,11 +76,12 @@ class Database(ABC):
         promised now (then ask `reader()` from a worker thread). Here: never at hand."""
         raise NotAtHand()
 
-    def change_stamp(self) -> int | None:
+    def listing_stamp(self) -> int | None:
         """A value that is different once anyone (any connection, any process) has committed a
-        change since an earlier call returned it; None where that cannot be told cheaply. Lets a
-        result read ahead be served later only if nothing changed in between (ListingReadahead).
-        Here: cannot tell."""
+        change to what a listing shows since an earlier call returned it (objects added, removed
+        or with a listed column rewritten; a bucket removed); None where that cannot be told
+        cheaply. Lets a listing page read ahead be served later only if nothing it shows changed
+        in between (ListingReadahead). Here: cannot tell."""
         return None
 
     @abstractmethod

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 class SchemaTooNew(RuntimeError):
@@ -512,6 +512,35 @@ def _sqlite_version_6(db: sqlite3.Connection) -> None:
     db.execute(LOST_BLOBS)
 
 
+# Version 7 (SQLite only): a counter of changes to what a listing shows. A listing page read ahead
+# (tiering/listing_readahead.py) may be served only if nothing it shows changed since it was read;
+# the whole catalog's commit counter changed twice a second on an idle server (lease renewals,
+# process heartbeats), so a quarter of the pages read ahead were thrown away. These triggers count
+# only what ListObjects shows: objects added or removed, the listed columns of one rewritten, a
+# bucket removed. PostgreSQL reads nothing ahead (it cannot tell cheaply): no counter there.
+# What a listing shows of a row (LIST_COLUMNS, tiering/catalog/base.py) and where: its bucket.
+_LISTED = ("bucket", "key", "size", "etag", "last_modified", "storage_class", "checksum_algorithm")
+_BUMP = "BEGIN UPDATE listing_changes SET changes = changes + 1 WHERE id = 1; END"
+LISTING_CHANGES = [
+    """CREATE TABLE IF NOT EXISTS listing_changes (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        changes INTEGER NOT NULL
+    )""",
+    "INSERT OR IGNORE INTO listing_changes (id, changes) VALUES (1, 0)",
+    f"CREATE TRIGGER IF NOT EXISTS listing_changes_insert AFTER INSERT ON objects {_BUMP}",
+    f"CREATE TRIGGER IF NOT EXISTS listing_changes_delete AFTER DELETE ON objects {_BUMP}",
+    # Only if a listed value differs: a tier move rewrites storage_class with the same value.
+    f"""CREATE TRIGGER IF NOT EXISTS listing_changes_update AFTER UPDATE OF {", ".join(_LISTED)} ON objects
+        WHEN {" OR ".join(f"OLD.{c} IS NOT NEW.{c}" for c in _LISTED)} {_BUMP}""",
+    f"CREATE TRIGGER IF NOT EXISTS listing_changes_bucket AFTER DELETE ON buckets {_BUMP}",
+]
+
+
+def _sqlite_version_7(db: sqlite3.Connection) -> None:
+    for statement in LISTING_CHANGES:
+        db.execute(statement)
+
+
 # Step n brings a catalog from version n - 1 to n (index 0: version 1).
 SQLITE_MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _sqlite_version_1,
@@ -520,6 +549,7 @@ SQLITE_MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _sqlite_version_4,
     _sqlite_version_5,
     _sqlite_version_6,
+    _sqlite_version_7,
 ]
 
 
@@ -587,6 +617,10 @@ def _postgres_version_6(db: Any) -> None:
     db.execute(_postgresql(LOST_BLOBS))
 
 
+def _postgres_version_7(db: Any) -> None:
+    """SQLite's listing change counter: nothing on PostgreSQL (see LISTING_CHANGES)."""
+
+
 POSTGRES_MIGRATIONS: list[Callable[[Any], None]] = [
     _postgres_version_1,
     _postgres_version_2,
@@ -594,6 +628,7 @@ POSTGRES_MIGRATIONS: list[Callable[[Any], None]] = [
     _postgres_version_4,
     _postgres_version_5,
     _postgres_version_6,
+    _postgres_version_7,
 ]
 
 

@@ -93,8 +93,7 @@ class SQLiteDatabase(Database):
         self._resident = False
         self._residency_due = 0.0
         self._closed = False
-        # `change_stamp`'s connection: its data_version counts the commits of every other
-        # connection, in this process or another; it never writes, so that is all of them.
+        # `listing_stamp`'s connection (one shared by every thread, never writing).
         self._stamp_conn: sqlite3.Connection | None = None
         self._stamp_lock = threading.Lock()
         # Database, -shm and WAL, each through one descriptor kept open (see WatchedFile).
@@ -130,16 +129,19 @@ class SQLiteDatabase(Database):
         except sqlite3.Error as exc:  # busy (busy_timeout 0), or worse: the thread path says what
             raise NotAtHand() from exc
 
-    def change_stamp(self) -> int | None:
-        """PRAGMA data_version of a connection kept for it (one shared by every thread: a
-        connection's counter is its own)."""
+    def listing_stamp(self) -> int | None:
+        """The listing change counter (schema version 7: triggers on `objects` and `buckets` count
+        what a listing shows). Not PRAGMA data_version, which counts every commit: leases and
+        heartbeats commit twice a second on an idle server, and every one of them made a page
+        read ahead useless."""
         with self._stamp_lock:
             if self._closed:
                 return None
             if self._stamp_conn is None:
                 self._stamp_conn = self._connect()
                 self._stamp_conn.execute("PRAGMA query_only=1")
-            return int(self._stamp_conn.execute("PRAGMA data_version").fetchone()[0])
+            row = self._stamp_conn.execute("SELECT changes FROM listing_changes WHERE id = 1").fetchone()
+            return int(row[0])
 
     def _check_residency(self) -> None:
         """Are the database, its WAL and its shared index all cached? (in a thread: mincore
