@@ -383,7 +383,7 @@ def test_m_domains_offline(cluster: Cluster, tier: str, reliability: Recorder) -
     domains = cluster.domains()
     for domain_id, domain in domains.items():
         assert domain["state"] == ("offline" if domain_id in changed else "online"), domain_id
-        assert domain["shards"] == before_domains[domain_id]["shards"]
+        assert domain["shards"] == before_domains[domain_id]["shards"], domain_id
     tier_status = {t["name"]: t for t in cluster.api_status()["tiers"]}[tier]
     assert tier_status["domains_online"] == nodes * drives - len(changed)
 
