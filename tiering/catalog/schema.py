@@ -518,7 +518,9 @@ def _sqlite_version_6(db: sqlite3.Connection) -> None:
 # process heartbeats), so a quarter of the pages read ahead were thrown away. These triggers count
 # only what ListObjects shows: objects added or removed, the listed columns of one rewritten, a
 # bucket removed. PostgreSQL reads nothing ahead (it cannot tell cheaply): no counter there.
-# What a listing shows of a row (LIST_COLUMNS, tiering/catalog/base.py) and where: its bucket.
+# What a listing shows of a row (LIST_COLUMNS, tiering/catalog/base.py) and where: its bucket. A
+# copy, not an import: a shipped migration must not change (tests/unit/test_listing_stamp.py
+# checks that it still covers LIST_COLUMNS).
 _LISTED = ("bucket", "key", "size", "etag", "last_modified", "storage_class", "checksum_algorithm")
 _BUMP = "BEGIN UPDATE listing_changes SET changes = changes + 1 WHERE id = 1; END"
 LISTING_CHANGES = [
