@@ -26,7 +26,11 @@ from typing import NamedTuple
 from tiering.records import ListPage
 
 READAHEAD_SECONDS = 10.0  # a page read ahead and not asked for within this long is dropped
-READAHEAD_PAGES = 8  # pages held at once (each a listing in progress), oldest dropped first
+# Pages read ahead of the one a client asked for. With one, the next page's query began only when
+# a request took its own page, so each query waited for the round trip around it (render, send,
+# the client's next request) to start; with two the thread reads on meanwhile.
+READAHEAD_DEPTH = 2
+READAHEAD_PAGES = 16  # pages held at once (listings in progress), oldest dropped first
 # After a page read ahead turned out stale, none is read ahead for this long: while writes keep
 # coming (to any bucket: the stamp is the whole catalog's) reading ahead would be wasted work,
 # and this bounds that waste to a page or so per listing per pause.
@@ -99,7 +103,9 @@ class ListingReadahead:
         with self._lock:
             self.counts[outcome] += 1
 
-    def _read_ahead(self, args: PageArgs) -> None:
+    def _read_ahead(self, args: PageArgs, depth: int = READAHEAD_DEPTH) -> None:
+        """Read the page `args` ahead (unless it is already), then the `depth - 1` pages after it,
+        each once the one before it is read (its last key is where the next one starts)."""
         if time.monotonic() < self._paused_until:
             return
         # Taken before the query: a commit after it, even one the query saw, makes the page stale.
@@ -107,14 +113,25 @@ class ListingReadahead:
         if stamp is None:
             return
         with self._lock:
-            if self._closed or args in self._ahead:
+            if self._closed:
                 return
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="listing-readahead")
-            future = self._pool.submit(self._read_page, args)
-            self._ahead[args] = _Ahead(stamp, time.monotonic(), future)
-            while len(self._ahead) > READAHEAD_PAGES:
-                self._ahead.popitem(last=False)
+            ahead = self._ahead.get(args)
+            if ahead is None:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="listing-readahead")
+                future = self._pool.submit(self._read_page, args)
+                ahead = self._ahead[args] = _Ahead(stamp, time.monotonic(), future)
+                while len(self._ahead) > READAHEAD_PAGES:
+                    self._ahead.popitem(last=False)
+        if depth > 1:  # outside the lock: on a page already read the callback runs right here
+            ahead.page.add_done_callback(lambda read: self._read_after(read, args, depth - 1))
+
+    def _read_after(self, read: Future[ListPage], args: PageArgs, depth: int) -> None:
+        if read.cancelled() or read.exception() is not None:
+            return
+        page = read.result()
+        if page.is_truncated and page.next_marker is not None:
+            self._read_ahead(args._replace(start_after=page.next_marker), depth)
 
     def close(self) -> None:
         with self._lock:

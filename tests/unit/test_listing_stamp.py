@@ -148,3 +148,40 @@ def test_a_page_read_ahead_survives_a_lease_renewal_but_not_a_put(catalog: Catal
         assert readahead.counts["stale"] == 1
     finally:
         readahead.close()
+
+
+def _ahead_when_settled(readahead: ListingReadahead, count: int) -> list[str]:
+    """The start keys of the pages read ahead, once `count` of them are read."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with readahead._lock:
+            ahead = dict(readahead._ahead)
+        if len(ahead) >= count and all(entry.page.done() for entry in ahead.values()):
+            return sorted(args.start_after for args in ahead)
+        time.sleep(0.01)
+    raise AssertionError(f"{count} pages were not read ahead")
+
+
+def test_a_client_paging_through_finds_two_pages_read_ahead(catalog: Catalog) -> None:
+    """Two pages ahead: the thread reads on while a request renders and sends its page and the
+    client asks for the next one (with one, each query waited for that whole round trip)."""
+    reads: list[str] = []
+
+    def read_page(args: PageArgs) -> ListPage:
+        reads.append(args.start_after)
+        return catalog.list_objects(args.bucket, start_after=args.start_after, max_keys=args.max_keys)
+
+    readahead = ListingReadahead(read_page, catalog.listing_stamp)
+    try:
+        page = readahead.page(PageArgs(BUCKET, "", "", "k000", 5))
+        assert [entry.key for entry in page.objects] == [f"k{n:03d}" for n in range(1, 6)]
+        assert _ahead_when_settled(readahead, 2) == ["k005", "k010"]
+        for start in ("k005", "k010", "k015"):
+            page = readahead.page(PageArgs(BUCKET, "", "", start, 5))
+            assert page.objects[0].key == f"k{int(start[1:]) + 1:03d}"
+            expected = [f"k{n:03d}" for n in range(int(start[1:]) + 5, 30, 5)][:2]
+            assert _ahead_when_settled(readahead, len(expected)) == expected
+        assert readahead.counts == {"used": 3, "stale": 0, "read": 1}
+        assert reads == [f"k{n:03d}" for n in range(0, 30, 5)]  # each page read once, in order
+    finally:
+        readahead.close()
