@@ -501,9 +501,14 @@ class PackSet:
         return [r if r is not None else OSError("not appended") for r in results]
 
     def _write_batch(
-        self, batch: list[tuple[int, str, int, bytes, bytes]], results: list[PackedRecord | OSError | None]
+        self,
+        batch: list[tuple[int, str, int, bytes, bytes]],
+        results: list[PackedRecord | OSError | None],
+        kind: int = _PUT,
+        targets: Sequence[tuple[str, int] | None] = (),
     ) -> None:
-        """Write `batch`'s records at the end of the active pack in one write, then index them."""
+        """Write `batch`'s records (all of `kind`; tombstones with their `targets`) at the end of
+        the active pack in one write, then index them."""
         if not batch:
             return
         name = self._active
@@ -522,10 +527,10 @@ class PackSet:
             return
         self._size[name] = self._scanned[name] = start + total
         offset = start
-        for n, data_id, index, payload, record in batch:
+        for at, (n, data_id, index, payload, record) in enumerate(batch):
             offset += len(record)
             rec = PackedRecord(name, offset - len(payload), len(payload), xxhash.xxh3_64_intdigest(payload))
-            self._apply(_PUT, data_id, index, rec)
+            self._apply(kind, data_id, index, rec, targets[at] if targets else None)
             results[n] = rec
 
     def remove(self, data_id: str, index: int) -> int:
@@ -542,6 +547,75 @@ class PackSet:
             self._append(_DEL, data_id, index, encode_target(rec), False)
             self._drop_copy((data_id, index))
             return rec.length
+
+    def remove_many(self, keys: Sequence[tuple[str, int]]) -> list[int]:
+        """`remove` of several shards (the garbage collector's batch): their tombstones go to the
+        active pack in one write, and the other processes' packs are read again once at most.
+        One thread trip and one lock per drive for a batch: removing shard by shard, each in a
+        trip of its own, cost the collector more CPU than the PUT that retired the blob had.
+        Per key the removed record's length; -1 if there was none (or its tombstone failed)."""
+        sizes = [-1] * len(keys)
+        with self._lock:
+            self._load()
+            found: list[tuple[int, str, int, PackedRecord]] = []
+            missing: list[int] = []
+            unlinked: dict[str, bool] = {}
+            seen: set[tuple[str, int]] = set()
+            for n, (data_id, index) in enumerate(keys):
+                if (data_id, index) in seen:
+                    continue  # named twice: removed (and counted) once
+                seen.add((data_id, index))
+                rec = self._index.get((data_id, index))
+                if rec is not None:
+                    if rec.pack not in unlinked:
+                        unlinked[rec.pack] = self._unlinked(rec.pack)
+                    if unlinked[rec.pack]:  # compacted away by another process: look again below
+                        rec = None
+                if rec is None:
+                    missing.append(n)
+                else:
+                    found.append((n, data_id, index, rec))
+            if missing:
+                self.refresh()  # written by another process since this index last looked
+                for n in missing:
+                    data_id, index = keys[n]
+                    rec = self._index.get((data_id, index))
+                    if rec is not None:
+                        found.append((n, data_id, index, rec))
+            try:
+                key = self._writing_key()
+            except OSError:
+                return sizes
+            results: list[PackedRecord | OSError | None] = [None] * len(keys)
+            batch: list[tuple[int, str, int, bytes, bytes]] = []
+            targets: list[tuple[str, int] | None] = []
+            pending = 0
+            for n, data_id, index, rec in found:
+                payload = encode_target(rec)
+                record = encode_record(_DEL, data_id, index, payload, key)
+                name = self._active
+                if len(batch) == _MAX_WRITE_RECORDS:  # within one writev's limit, as in `append_many`
+                    self._write_batch(batch, results, _DEL, targets)
+                    batch, targets, pending = [], [], 0
+                if name is None or (
+                    self._size[name] + pending + len(record) > self.rotate_bytes
+                    and self._size[name] + pending > 0
+                ):
+                    self._write_batch(batch, results, _DEL, targets)
+                    batch, targets, pending = [], [], 0
+                    try:
+                        self._open_new()
+                    except OSError:
+                        continue  # left behind (-1), as a failed `remove` leaves it: an orphan for fsck
+                batch.append((n, data_id, index, payload, record))
+                targets.append((rec.pack, rec.offset))
+                pending += len(record)
+            self._write_batch(batch, results, _DEL, targets)
+            for n, data_id, index, rec in found:
+                if isinstance(results[n], PackedRecord):
+                    self._drop_copy((data_id, index))
+                    sizes[n] = rec.length
+        return sizes
 
     def _drop_copy(self, key: tuple[str, int]) -> None:
         """The record under `key` was removed or replaced: so is compaction's copy of it, if any."""

@@ -10,13 +10,17 @@ touching the gateway: the config names a kind, `create_backend` builds it.
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from erasure import ErasurePool
+
+# Blobs `TierBackend.delete_many` deletes concurrently (each deletes its pieces in parallel).
+DELETES_AT_ONCE = 8
 
 
 class BackendError(Exception):
@@ -161,6 +165,22 @@ class TierBackend(ABC):
     @abstractmethod
     async def delete(self, stored: StoredData) -> None:
         """Remove a blob. Deleting what is already gone is not an error."""
+
+    async def delete_many(self, blobs: Sequence[StoredData]) -> list[Exception | None]:
+        """`delete` of several blobs (the garbage collector's batches), a few at a time; per blob
+        None or the error that kept it. A backend that removes a batch more cheaply in one go
+        (erasure-coded tiers: one thread trip per drive) overrides it."""
+        at_once = asyncio.Semaphore(DELETES_AT_ONCE)
+
+        async def one(stored: StoredData) -> Exception | None:
+            async with at_once:
+                try:
+                    await self.delete(stored)
+                except (BackendError, OSError) as exc:
+                    return exc
+                return None
+
+        return list(await asyncio.gather(*(one(s) for s in blobs)))
 
     @abstractmethod
     async def exists(self, stored: StoredData) -> bool:

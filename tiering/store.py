@@ -126,7 +126,6 @@ MIN_PART_SIZE = 5 * 1024 * 1024
 MAX_PARTS = 10_000
 COLLECT_INTERVAL = 2.0
 GARBAGE_BATCH = 256  # retired blobs taken from the catalog at a time
-GARBAGE_DELETES_AT_ONCE = 8  # retired blobs deleted concurrently (each deletes its shards in parallel)
 # Blobs written this long before the last checkpoint are surely committed or already collected.
 ORPHAN_SLACK = 600.0
 # With other processes alive, a blob they wrote may be in flight (not yet committed) for a while:
@@ -980,20 +979,27 @@ class ObjectStore:
             )
             due = [(tier_name, stored) for tier_name, stored in due if stored.data_id not in elsewhere]
         await self._in_writer(self.catalog.forget_completed_uploads, time.time() - COMPLETED_UPLOAD_MEMORY)
-        at_once = asyncio.Semaphore(GARBAGE_DELETES_AT_ONCE)
+        by_tier: dict[str, list[StoredData]] = {}
+        for tier_name, stored in due:
+            by_tier.setdefault(tier_name, []).append(stored)
 
-        async def delete(tier_name: str, stored: StoredData) -> str | None:
+        async def delete(tier_name: str, blobs: list[StoredData]) -> list[str]:
+            """The data ids deleted (a tier no longer configured has nothing left to delete)."""
             tier = self.tiers.get(tier_name)
-            if tier is not None:
-                async with at_once:
-                    try:
-                        await tier.backend.delete(stored)
-                    except (BackendError, OSError):
-                        log.warning("could not delete retired blob %s on %s", stored.data_id, tier_name)
-                        return None
-            return stored.data_id
+            if tier is None:
+                return [stored.data_id for stored in blobs]
+            try:
+                failed = await tier.backend.delete_many(blobs)
+            except (BackendError, OSError):
+                failed = [BackendError("batch failed")] * len(blobs)
+            for stored, error in zip(blobs, failed, strict=True):
+                if error is not None:
+                    log.warning(
+                        "could not delete retired blob %s on %s: %s", stored.data_id, tier_name, error
+                    )
+            return [stored.data_id for stored, error in zip(blobs, failed, strict=True) if error is None]
 
-        done = [d for d in await asyncio.gather(*(delete(t, s) for t, s in due)) if d is not None]
+        done = [d for ids in await asyncio.gather(*(delete(t, b) for t, b in by_tier.items())) for d in ids]
         if done:
             await self._in_writer(self.catalog.forget_garbage, done)
         return len(done)

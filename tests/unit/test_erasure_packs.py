@@ -594,3 +594,74 @@ def test_a_shard_changed_while_compaction_copies_it_stays_changed_after_a_crash(
         assert found is None
     else:
         assert found is not None and finished.read(found) == b"n" * 300
+
+
+def test_a_batch_of_deletes_takes_one_thread_trip_and_one_write_per_drive(tmp_path: Path, monkeypatch) -> None:
+    """`delete_many` (the garbage collector's batches) removes every shard of the batch, packed and
+    file alike, including records another process packed and this one has not indexed yet, with
+    one thread trip per drive and the drive's tombstones in one write; a new process's scan
+    brings none back, the drives' counts follow, and a blob whose location cannot be read fails
+    alone. One trip per shard cost the collector more CPU per blob than the PUT that retired it."""
+    pool = make_pool(tmp_path, rotate=8 << 10)  # packs rotate mid-batch
+    other = make_pool(tmp_path)  # another worker process writing to the same drives
+    sizes = [0, 1, 3000, SMALL - 1, SMALL, 3 * K * BLOCK + 5] * 6
+    blobs = [(f"b{n}", blob(size, n)) for n, size in enumerate(sizes)]
+    locations: list[dict[str, Any]] = []
+    for n, (data_id, data) in enumerate(blobs):
+        loc = asyncio.run(put(other if n % 3 == 0 else pool, data_id, data))
+        locations.append(loc)
+    kept = ("kept", blob(2000, 99))
+    kept_loc = asyncio.run(put(pool, *kept))
+    for domain in pool.topology:
+        pool.store_of(domain).scan()
+    shards_before = sum(pool.store_of(d).shard_count for d in pool.topology)
+
+    trips: list[int] = []
+    real_to_thread = asyncio.to_thread
+
+    async def counting_to_thread(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        trips.append(1)
+        return await real_to_thread(fn, *args, **kwargs)
+
+    real_pwritev = os.pwritev
+    writes: list[int] = []
+
+    def counting_pwritev(fd: int, buffers: list[bytes], offset: int, *flags: int) -> int:
+        writes.append(len(buffers))
+        return real_pwritev(fd, buffers, offset, *flags)
+
+    batch = [(data_id, loc) for (data_id, _), loc in zip(blobs, locations, strict=True)]
+    batch += [batch[0], ("unreadable", {"v": 1, "layout": "nonsense"})]  # a repeat, and a bad location
+    monkeypatch.setattr(asyncio, "to_thread", counting_to_thread)
+    monkeypatch.setattr(os, "pwritev", counting_pwritev)
+    failed = asyncio.run(pool.delete_many(batch))
+    monkeypatch.undo()
+
+    assert failed[:-1] == [None] * (len(batch) - 1)
+    assert isinstance(failed[-1], ValueError)
+    drives = {d for loc in locations for d in loc["shards"] if d is not None}
+    assert len(trips) == len(drives)
+    packed = sum(len(loc["shards"]) for (_, data), loc in zip(blobs, locations, strict=True) if len(data) < PACK)
+    assert sum(writes) == packed > 3 * len(writes)  # tombstones shared writes
+    removed = sum(len(loc["shards"]) for loc in locations)
+    assert sum(pool.store_of(d).shard_count for d in pool.topology) == shards_before - removed
+    for view in (pool, other, make_pool(tmp_path)):  # this process, the other one, a new one
+        for domain in view.topology:
+            packs(view, domain.id).refresh()
+        assert {s.data_id for s in shards_under(tmp_path)} == {"kept"}
+        assert sum(packs(view, d.id).stats()["records"] for d in view.topology) == len(kept_loc["shards"])
+        assert asyncio.run(get(view, "kept", kept_loc, len(kept[1]))) == kept[1]
+
+
+def test_remove_many_tombstones_records_as_remove_does(tmp_path: Path) -> None:
+    """A record another writer packed (its pack sorting after ours), a repeat and an unknown key:
+    each removed at most once, and a fresh scan agrees."""
+    first, second = _two_appenders(tmp_path)
+    second.append("theirs", 0, b"t" * 300, None)
+    first.append("ours", 1, b"o" * 200, None)
+    assert first.remove_many([("theirs", 0), ("ours", 1), ("ours", 1), ("nobody", 0)]) == [300, 200, -1, -1]
+    for view in (first, PackSet(tmp_path, PACK)):
+        assert view.lookup("theirs", 0) is None and view.lookup("ours", 1) is None
+    second.refresh()
+    assert second.lookup("theirs", 0, refresh=False) is None
+    assert {s.data_id for s in shards_under(tmp_path)} == {"opener", "opener2"}
