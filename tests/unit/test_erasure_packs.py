@@ -596,7 +596,9 @@ def test_a_shard_changed_while_compaction_copies_it_stays_changed_after_a_crash(
         assert found is not None and finished.read(found) == b"n" * 300
 
 
-def test_a_batch_of_deletes_takes_one_thread_trip_and_one_write_per_drive(tmp_path: Path, monkeypatch) -> None:
+def test_a_batch_of_deletes_takes_one_thread_trip_and_one_write_per_drive(
+    tmp_path: Path, monkeypatch
+) -> None:
     """`delete_many` (the garbage collector's batches) removes every shard of the batch, packed and
     file alike, including records another process packed and this one has not indexed yet, with
     one thread trip per drive and the drive's tombstones in one write; a new process's scan
@@ -641,7 +643,9 @@ def test_a_batch_of_deletes_takes_one_thread_trip_and_one_write_per_drive(tmp_pa
     assert isinstance(failed[-1], ValueError)
     drives = {d for loc in locations for d in loc["shards"] if d is not None}
     assert len(trips) == len(drives)
-    packed = sum(len(loc["shards"]) for (_, data), loc in zip(blobs, locations, strict=True) if len(data) < PACK)
+    packed = sum(
+        len(loc["shards"]) for (_, data), loc in zip(blobs, locations, strict=True) if len(data) < PACK
+    )
     assert sum(writes) == packed > 3 * len(writes)  # tombstones shared writes
     removed = sum(len(loc["shards"]) for loc in locations)
     assert sum(pool.store_of(d).shard_count for d in pool.topology) == shards_before - removed
