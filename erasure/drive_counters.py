@@ -4,7 +4,7 @@ Each process used to count only its own writes on top of its start-up scan, so w
 workers (`tierstore serve --workers N`) `admin domains` and the metrics answered differently
 depending on which worker was asked. Now the two numbers live in a 16-byte file in the host's
 state directory, one per drive: a scan sets them, every shard committed or removed adds to them,
-each under an exclusive `lockf` (one lock per shard, not per byte). The file is a status counter,
+each under an exclusive `flock` of the file. The file is a status counter,
 not a record: it is not flushed to disk, and each process's start-up scan sets it anew from what
 is on the drive.
 
@@ -13,6 +13,13 @@ update is a store into memory. A `pwrite` per shard used to be one more journall
 filesystem per shard (its mtime), and while another process's flush commits the journal each
 such write waits for it: under two workers' small PUTs, half of the committer's writes were
 these (bench/RESULTS.md, "Shared drive counters mapped").
+
+Why `flock`, not `lockf`: a POSIX record lock (`lockf`) belongs to the whole process, so the
+kernel's deadlock check took one process's thread holding drive A's lock, while another of its
+threads waited for drive B's — held by a second process whose thread waited for A — for a cycle,
+and failed the wait with EDEADLK (a 500 on concurrent large PUTs under two workers). No thread
+holds two of these locks at once, so there is no real cycle; a lock of the open file (`flock`)
+has no such check.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ _held = threading.local()
 def batched_updates() -> Iterator[None]:
     """Hold back this thread's `SharedCounters.add` calls and apply them at the end, one per counter.
 
-    Why: every update takes and drops the file's `lockf`, two system calls that each let go of the
+    Why: every update takes and drops the file's lock, two system calls that each let go of the
     GIL and wait to get it back from the busy event loop. The small PUTs' committer stores a batch
     of blobs, three shards each, in one go (`ErasurePool.write_blobs`): one update per drive
     instead of one per shard. Other processes see the batch's counts when it is applied (the
@@ -70,8 +77,8 @@ class SharedCounters:
         except BaseException:
             os.close(fd)
             raise
-        self._fd = fd  # kept open for lockf
-        self._lock = threading.Lock()  # lockf excludes other processes, not this one's threads
+        self._fd = fd  # kept open for flock
+        self._lock = threading.Lock()  # flock excludes other processes, not this one's threads
 
     def read(self) -> tuple[int, int]:
         shards, size = _COUNTS.unpack_from(self._map, 0)
@@ -79,11 +86,11 @@ class SharedCounters:
 
     def set(self, shards: int, size: int) -> None:
         with self._lock:
-            fcntl.lockf(self._fd, fcntl.LOCK_EX)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
                 _COUNTS.pack_into(self._map, 0, shards, size)
             finally:
-                fcntl.lockf(self._fd, fcntl.LOCK_UN)
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def add(self, shards: int, size: int) -> None:
         held: dict[SharedCounters, list[int]] | None = getattr(_held, "updates", None)
@@ -93,9 +100,9 @@ class SharedCounters:
             pending[1] += size
             return
         with self._lock:
-            fcntl.lockf(self._fd, fcntl.LOCK_EX)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
                 count, total = _COUNTS.unpack_from(self._map, 0)
                 _COUNTS.pack_into(self._map, 0, count + shards, total + size)
             finally:
-                fcntl.lockf(self._fd, fcntl.LOCK_UN)
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
