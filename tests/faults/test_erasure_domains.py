@@ -471,7 +471,10 @@ def test_m_domains_offline(cluster: Cluster, tier: str, reliability: Recorder) -
 def test_copies_left_on_returned_domains_are_collected(cluster: Cluster) -> None:
     """The hot tier's shards rebuilt elsewhere left their old copies on the domains that came back:
     the shard collector removes them once their grace is over, and the counts follow the disk."""
-    assert cluster.copies_left_behind > 0  # counted by test_m_domains_offline[hot]
+    if cluster.copies_left_behind == 0:  # set (always > 0) by test_m_domains_offline[hot]
+        pytest.skip(
+            "needs test_m_domains_offline[hot] run before it in this process (the module in file order: --dist loadfile)"
+        )
 
     def copies_left() -> int:
         return sum(len(ps) - 1 for shards in cluster.shard_files("hot").values() for ps in shards.values())
