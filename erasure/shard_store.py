@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 import re
 import secrets
@@ -684,7 +685,9 @@ class PackingWriter:
 
     def __init__(self, store: LocalDrive, packs: PackSet, header: ShardHeader) -> None:
         self.store, self.packs, self.header = store, packs, header
-        self._frames: list[bytes] = []
+        # (checksum, block) per stripe: the block as the caller gave it when it cannot change
+        # (bytes, a read-only view), so that its bytes are copied once, into the record.
+        self._frames: list[tuple[bytes, bytes | memoryview]] = []
         self._size = HEADER_SIZE
         self._file: ShardFileWriter | None = None
         self._published = False
@@ -706,7 +709,9 @@ class PackingWriter:
             raise ValueError(
                 f"shard frames must be appended in order: got {stripe}, want {len(self._frames)}"
             )
-        self._frames.append(checksum.to_bytes(CHECKSUM_SIZE, "little") + bytes(block))
+        if not (isinstance(block, bytes) or (isinstance(block, memoryview) and block.readonly)):
+            block = bytes(block)  # a view of a mutable buffer: its owner may reuse it (a reader's)
+        self._frames.append((checksum.to_bytes(CHECKSUM_SIZE, "little"), block))
         self._size += CHECKSUM_SIZE + len(block)
         if self._size > self.packs.threshold:
             self._spill()
@@ -715,8 +720,8 @@ class PackingWriter:
         """Too big to pack: go on as an ordinary shard file."""
         writer = ShardFileWriter(self.store, self.header)
         try:
-            for stripe, frame in enumerate(self._frames):
-                writer.append(stripe, int.from_bytes(frame[:CHECKSUM_SIZE], "little"), frame[CHECKSUM_SIZE:])
+            for stripe, (checksum, block) in enumerate(self._frames):
+                writer.append(stripe, int.from_bytes(checksum, "little"), block)
         except BaseException:
             writer.discard()
             raise
@@ -727,8 +732,8 @@ class PackingWriter:
             return self._file.relocate(drive)
         moved = drive.create(self.header)
         try:
-            for stripe, frame in enumerate(self._frames):
-                moved.append(stripe, int.from_bytes(frame[:CHECKSUM_SIZE], "little"), frame[CHECKSUM_SIZE:])
+            for stripe, (checksum, block) in enumerate(self._frames):
+                moved.append(stripe, int.from_bytes(checksum, "little"), block)
         except BaseException:
             moved.discard()
             raise
@@ -752,7 +757,7 @@ class PackingWriter:
     def record_payload(self) -> bytes:
         """What its pack record holds: the header, then the frames."""
         self.store.check_online()
-        return b"".join([self.header.pack(), *self._frames])
+        return b"".join([self.header.pack(), *itertools.chain.from_iterable(self._frames)])
 
     def appended(self) -> FlushBarrier | None:
         """Its record is in the pack (by `publish` or by `publish_shards_many`)."""

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from erasure import ErasurePool, default_layout
+from erasure.checksum import block_checksum
 from erasure.errors import CorruptShard
 from erasure.pack import KEY_FILE, PACK_DIR, PackedRecord, PackSet, encode_record, load_pack_key, scan_pack
 from erasure.shard_format import HEADER_SIZE, ShardHeader
@@ -500,7 +501,8 @@ def test_a_batch_of_small_blobs_writes_each_drives_records_at_once(tmp_path: Pat
     writes: list[int] = []  # records per write
 
     def counting_pwritev(fd: int, buffers: list[bytes], offset: int, *flags: int) -> int:
-        writes.append(len(buffers))
+        assert len(buffers) % 2 == 0  # a record is two buffers: its head, its payload
+        writes.append(len(buffers) // 2)
         return real_pwritev(fd, buffers, offset, *flags)
 
     monkeypatch.setattr(os, "pwritev", counting_pwritev)
@@ -626,10 +628,11 @@ def test_a_batch_of_deletes_takes_one_thread_trip_and_one_write_per_drive(
         return await real_to_thread(fn, *args, **kwargs)
 
     real_pwritev = os.pwritev
-    writes: list[int] = []
+    writes: list[int] = []  # tombstones per write
 
     def counting_pwritev(fd: int, buffers: list[bytes], offset: int, *flags: int) -> int:
-        writes.append(len(buffers))
+        assert len(buffers) % 2 == 0  # a record is two buffers: its head, its payload
+        writes.append(len(buffers) // 2)
         return real_pwritev(fd, buffers, offset, *flags)
 
     batch = [(data_id, loc) for (data_id, _), loc in zip(blobs, locations, strict=True)]
@@ -669,3 +672,32 @@ def test_remove_many_tombstones_records_as_remove_does(tmp_path: Path) -> None:
     second.refresh()
     assert second.lookup("theirs", 0, refresh=False) is None
     assert {s.data_id for s in shards_under(tmp_path)} == {"opener", "opener2"}
+
+
+def test_a_packed_shard_keeps_its_frames_when_the_callers_buffer_is_reused(tmp_path: Path) -> None:
+    """A packed shard holds the blocks it is given until its record is written; a block that is
+    a view of a mutable buffer (a reader's, reused for the next stripe) is copied when appended,
+    so the record holds what was appended, not what the buffer holds at publish time."""
+    pool = make_pool(tmp_path)
+    drive = pool.store(next(iter(pool.topology)).id)
+    assert isinstance(drive, LocalDrive)
+    size = K * BLOCK + 4 * 1000  # two stripes: blocks of BLOCK bytes, then of 1,000
+    header = ShardHeader("reused", "ec", K, M, 0, BLOCK, size)
+    writer = drive.create(header)
+    buffer = bytearray(blob(BLOCK, 1))
+    first = bytes(buffer)
+    writer.append(0, block_checksum(first, 0, 0), memoryview(buffer))
+    buffer[:] = blob(BLOCK, 2)  # reused, as a reader reuses its block buffer
+    second = bytes(buffer[:1000])
+    writer.append(1, block_checksum(second, 1, 0), memoryview(buffer)[:1000])
+    buffer[:] = bytes(BLOCK)
+    barrier = writer.publish()
+    if barrier is not None:
+        barrier.wait()
+    assert packs(pool, drive.domain.id).lookup("reused", 0) is not None  # packed, not a file
+    reader = drive.open("reused", 0)
+    try:
+        assert reader.read_block(0) == first
+        assert reader.read_block(1) == second
+    finally:
+        reader.close()
