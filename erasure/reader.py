@@ -34,7 +34,7 @@ from erasure.drive import Drive, ShardReader
 from erasure.errors import CorruptShard, DataLost, DataNotFound, DomainOffline, ErasureError
 from erasure.location import Location
 from erasure.shard_store import LocalDrive
-from erasure.stripe import StripeLayout, StripeSlice
+from erasure.stripe import StripeLayout, StripeSlice, layout_of
 
 if TYPE_CHECKING:
     from erasure.pool import ErasurePool
@@ -220,7 +220,7 @@ def _join_blocks(files: list[ShardReader], loc: Location, size: int) -> bytes | 
     Views of the verified blocks, joined: the blob's bytes are copied once here, not once per
     block and then again by the join (a 1 MiB GET is memory-bandwidth bound on a busy box)."""
     parts: list[memoryview] = []
-    for piece in StripeLayout(size, loc.k, loc.block_size).locate(0, size):
+    for piece in layout_of(size, loc.k, loc.block_size).locate(0, size):
         for part in piece.blocks:
             block = files[part.shard].read_block_view(piece.stripe)
             whole = part.start == 0 and part.end == len(block)

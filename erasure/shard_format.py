@@ -17,7 +17,7 @@ import xxhash
 
 from erasure.checksum import CHECKSUM_SIZE
 from erasure.errors import CorruptShard
-from erasure.stripe import StripeLayout
+from erasure.stripe import StripeLayout, layout_of
 
 MAGIC = b"TSSH"
 VERSION = 1
@@ -40,7 +40,7 @@ class ShardHeader:
 
     @functools.cached_property  # frozen: the layout never changes; asked for many times a shard
     def geometry(self) -> StripeLayout:
-        return StripeLayout(self.size, self.k, self.block_size)
+        return layout_of(self.size, self.k, self.block_size)
 
     def pack(self) -> bytes:
         ident = self.data_id.encode()
@@ -62,7 +62,7 @@ class ShardHeader:
         return body + xxhash.xxh3_64_digest(body)
 
     @classmethod
-    def unpack(cls, raw: bytes) -> ShardHeader:
+    def unpack(cls, raw: bytes | bytearray) -> ShardHeader:
         if len(raw) < HEADER_SIZE:
             raise CorruptShard("truncated shard header")
         body, digest = raw[: HEADER_SIZE - CHECKSUM_SIZE], raw[HEADER_SIZE - CHECKSUM_SIZE : HEADER_SIZE]

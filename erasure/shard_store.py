@@ -817,7 +817,7 @@ class PackedShardReader:
 
     @classmethod
     def from_bytes(
-        cls, store: LocalDrive, packs: PackSet, raw: bytes, data_id: str, index: int
+        cls, store: LocalDrive, packs: PackSet, raw: bytes | bytearray, data_id: str, index: int
     ) -> PackedShardReader:
         """A reader of a record already read (`PackSet.read_at_hand`). It never looks again on
         damage (that reads the packs: blocking): CorruptShard, and the caller reads in a thread."""
@@ -832,8 +832,8 @@ class PackedShardReader:
         self._rec: PackedRecord | None = rec
         self._check(self._packs.read(rec), rec)
 
-    def _check(self, raw: bytes, rec: PackedRecord | None = None) -> None:
-        self._raw = raw
+    def _check(self, raw: bytes | bytearray, rec: PackedRecord | None = None) -> None:
+        self._raw = raw  # a bytearray only when read at hand: this reader's own, never changed
         if rec is not None and len(self._raw) != rec.length:
             raise CorruptShard(
                 f"packed shard {self._data_id}.{self._index} in {rec.pack} at {rec.offset}: truncated"
@@ -879,7 +879,7 @@ class PackedShardReader:
         """Frame `stripe` as stored, checksum and block, unverified (a node's answer; the gateway checks)."""
         geo = self.header.geometry
         at = frame_offset(geo.block_size, stripe)
-        return self._raw[at : at + CHECKSUM_SIZE + geo.block_len(stripe)]
+        return bytes(self._raw[at : at + CHECKSUM_SIZE + geo.block_len(stripe)])
 
     def close(self) -> None:
         self._raw = b""

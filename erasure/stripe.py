@@ -9,6 +9,7 @@ ceil(tail / k) bytes and only that is zero-padded, so a 1.5 MiB object does not 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 
@@ -88,6 +89,14 @@ class StripeLayout:
     def _check(self, stripe: int) -> None:
         if not 0 <= stripe < self.stripe_count:
             raise IndexError(f"stripe {stripe} outside 0..{self.stripe_count - 1}")
+
+
+@functools.lru_cache(maxsize=4096)
+def layout_of(size: int, k: int, block_size: int) -> StripeLayout:
+    """`StripeLayout(size, k, block_size)`, shared: it is immutable, and a small GET asks for it once
+    per shard header and once more to join the blocks (a dataclass built each time cost ~3 µs; a
+    few sizes recur: small objects, full blocks)."""
+    return StripeLayout(size, k, block_size)
 
 
 def split_stripe(data: bytes | memoryview, k: int, block_len: int) -> list[memoryview]:
