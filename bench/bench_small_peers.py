@@ -14,10 +14,9 @@ server) with that server alone (`--auth none` for nginx, SigV4 header auth for t
 that every server gets the same client; rounds are interleaved: each shape on every server in
 turn, the server order rotated each round. Shapes: 4 KiB PUT and GET at 16 and 64 clients, 1 MiB
 PUT and GET at 4 and 16 (`--clients-4k`, `--clients-1m`). GET objects are PUT once before the
-rounds (untimed); 4 KiB PUTs write fresh keys (kept), 1 MiB PUTs write fresh keys too (4,096 per
-round, `PUT_1M_KEYS`) and delete them afterwards (untimed), so the disk holds at most that much per
-server. Every run
-MD5-checks a sample of its keys (s3bench --verify).
+rounds (untimed); 4 KiB and 1 MiB PUTs write fresh keys and keep them (1 MiB: a key space of 4,096
+per round, `PUT_1M_KEYS`; the disk holds up to 4 GiB per round and server until the servers stop).
+Every run MD5-checks a sample of its keys (s3bench --verify).
 
 The report (stdout, markdown for bench/RESULTS.md): the exact command line, the machine and the
 load average during the run, per shape the median over the rounds of ops/s (4 KiB) or MiB/s
@@ -62,11 +61,12 @@ MiB = 1024 * 1024
 TOOL = REPO.parent / "shared" / "tools" / "s3bench.py"
 BUCKET = "smallpeers"
 PUT_4K_KEYS = 1_000_000  # key space of a 4 KiB PUT run: larger than any run, every PUT a new key
-# Key space of a 1 MiB PUT run, deleted afterwards (disk stays bounded: 4 GiB at most per run).
-# Larger than any S3 server writes in one run here (~2,000 at 230 MiB/s), so every timed PUT is a
-# new key, as in the 4 KiB runs; with 256 keys cycled it measured overwrites, whose old copies
-# some servers (tierstore: 30 s later) collect during whichever run comes next. nginx, the
-# ceiling, may wrap (a file overwritten in place).
+# Key space of a 1 MiB PUT run (4 GiB at most per run and server, kept until the servers stop and
+# their data directories go). Larger than any S3 server writes in one run here (~2,000 at
+# 230 MiB/s), so every timed PUT is a new key, as in the 4 KiB runs; with 256 keys cycled it measured
+# overwrites. Kept, not deleted after each run: a server that collects deleted data later
+# (tierstore: 30 s later) did that work inside its next timed run. nginx, the ceiling, may wrap (a
+# file overwritten in place).
 PUT_1M_KEYS = 4096
 MILLION_CHUNK = 10_000
 RUN_TIMEOUT = 900.0
@@ -271,9 +271,8 @@ def shape_args(shape: Shape, rnd: int, args: argparse.Namespace) -> list[str]:
         n = get_objects(shape.size, max(s.clients for s in args.shape_list if s.size == shape.size))
         return [*common, "--objects", str(n), "--prefix", f"get-{shape.size_h}/", "--skip-prepare", "--keep"]
     prefix = f"{shape.name}-r{rnd}/"
-    if shape.size >= MiB:
-        return [*common, "--objects", str(PUT_1M_KEYS), "--prefix", prefix]  # deleted after the run
-    return [*common, "--objects", str(PUT_4K_KEYS), "--prefix", prefix, "--keep"]
+    keys = PUT_1M_KEYS if shape.size >= MiB else PUT_4K_KEYS
+    return [*common, "--objects", str(keys), "--prefix", prefix, "--keep"]
 
 
 def prepare_gets(tool: Path, t: Target, shapes: list[Shape], json_out: Path | None) -> str | None:
