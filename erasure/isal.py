@@ -12,24 +12,23 @@ library is missing (Debian/Ubuntu: `apt install libisal2`) or `TIERSTORE_ISAL=0`
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 from collections.abc import Sequence
 
 import zfec
 
 Buffer = bytes | memoryview
+_SONAME = "libisal.so.2"  # ISA-L 2.x, the ABI of ec_init_tables / ec_encode_data used here
 
 
 def _load() -> ctypes.CDLL | None:
     """The ISA-L shared library with the two calls used here; None if absent or switched off."""
     if os.environ.get("TIERSTORE_ISAL", "1") == "0":
         return None
-    name = ctypes.util.find_library("isal")
-    if name is None:
-        return None
     try:
-        lib = ctypes.CDLL(name)  # CDLL: the calls release the GIL, as zfec's do
+        # By its soname, as the dynamic loader finds it: `ctypes.util.find_library` would run
+        # `ldconfig -p` in a subprocess at every import (every worker, every CLI call).
+        lib = ctypes.CDLL(_SONAME)  # CDLL: the calls release the GIL, as zfec's do
         init, encode = lib.ec_init_tables, lib.ec_encode_data
     except (OSError, AttributeError):
         return None

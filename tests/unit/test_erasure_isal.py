@@ -8,6 +8,7 @@ import os
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import zfec
@@ -61,5 +62,8 @@ def test_tierstore_isal_0_switches_it_off() -> None:
         "from erasure import isal; from erasure.codec import Codec; print(isal.AVAILABLE, Codec(4, 2)._fast)"
     )
     env = {**os.environ, "TIERSTORE_ISAL": "0"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    repo = Path(__file__).resolve().parents[2]  # `erasure` importable whatever pytest's cwd
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=repo, capture_output=True, text=True, check=True
+    )
     assert out.stdout.split() == ["False", "None"]
