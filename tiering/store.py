@@ -1350,10 +1350,12 @@ class ObjectStore:
         With `check_customer_key` (a client's read), an object sealed with a customer key (SSE-C)
         needs `customer_key` and the right one, and no other object may be given one.
         """
-        opened = self._open_at_hand(bucket, key, read_up_to, customer_key, version_id)
+        found = self._open_at_hand(bucket, key, read_up_to, customer_key, version_id)
         if read_up_to:
-            self.small_reads["at_hand" if opened is not None else "thread"] += 1
-        if opened is None:
+            self.small_reads["at_hand" if isinstance(found, OpenedObject) else "thread"] += 1
+        if isinstance(found, OpenedObject):
+            opened = found
+        else:
             opened = await self._read(
                 self._open,
                 bucket,
@@ -1363,35 +1365,39 @@ class ObjectStore:
                 customer_key,
                 check_customer_key,
                 version_id,
+                found,
             )
         self._pin(opened.segments)
         return opened
 
     def _open_at_hand(
         self, bucket: str, key: str, read_up_to: int, customer_key: bytes | None, version_id: str | None
-    ) -> OpenedObject | None:
+    ) -> OpenedObject | ObjectRecord | None:
         """`_open` on the event loop, for the plain small GET — an unencrypted, single-part object
         of at most `read_up_to` (and AT_HAND_MAX_BYTES) bytes, not archived, whose catalog row and
         bytes can both be had without waiting (Catalog.version_at_hand, TierBackend.read_at_hand);
-        None for anything else, and `_open` runs in a worker thread. Under many concurrent GETs
-        that thread trip, not the lookup or the read, was half of a 4 KiB GET's server CPU (the
-        worker takes the GIL back from the busy loop after every SQLite step and pread): 1,256 ->
-        595 µs per GET at 16 clients (bench/RESULTS.md)."""
+        for anything else `_open` runs in a worker thread, given the record when the row was at
+        hand (a bigger object's, or one whose bytes were not): the thread then reads its bytes
+        without looking the row up a second time (~10 % of a 1 MiB GET's server CPU). Under many
+        concurrent GETs that thread trip, not the lookup or the read, was half of a 4 KiB GET's
+        server CPU (the worker takes the GIL back from the busy loop after every SQLite step and
+        pread): 1,256 -> 595 µs per GET at 16 clients (bench/RESULTS.md)."""
         if not read_up_to or customer_key is not None:
             return None
         record = self.catalog.version_at_hand(bucket, key, version_id)
+        if record is None:
+            return None
         if (
-            record is None
-            or record.size > min(read_up_to, AT_HAND_MAX_BYTES)
+            record.size > min(read_up_to, AT_HAND_MAX_BYTES)
             or record.tier == COLD
             or record.meta.encryption is not None
             or len(record.segments) != 1
         ):
-            return None
+            return record
         tier = self.tiers.get(record.tier)
         data = tier.backend.read_at_hand(record.segments[0].stored) if tier is not None else None
         if data is None:
-            return None
+            return record
         opened = OpenedObject(record, self)
         opened.data = data
         return opened
@@ -1405,9 +1411,12 @@ class ObjectStore:
         customer_key: bytes | None = None,
         check_customer_key: bool = False,
         version_id: str | None = None,
+        record: ObjectRecord | None = None,
     ) -> OpenedObject:
-        """`open_object`'s lookup (and small read), in a worker thread."""
-        record = self.catalog.get_version(bucket, key, version_id)
+        """`open_object`'s lookup (and small read), in a worker thread; `record`: the version
+        asked for, already looked up on the event loop (`_open_at_hand`)."""
+        if record is None:
+            record = self.catalog.get_version(bucket, key, version_id)
         opened = OpenedObject(record, self, customer_key=customer_key)
         enc = opened.encryption
         if check_customer_key:
