@@ -95,6 +95,7 @@ _TAG_BYTES = 16
 # preadv2's "fail with EAGAIN rather than wait for the disk" (Linux); without it nothing reads at hand.
 _RWF_NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
 _MAX_WRITE_RECORDS = 512  # two buffers each (head, payload): IOV_MAX, 1024 on Linux
+_MAX_READ_BUFFERS = 1024  # IOV_MAX
 
 
 def _tag(key: bytes, head: bytes) -> bytes:
@@ -417,6 +418,36 @@ class PackSet:
         if fd is None:
             raise FileNotFoundError(rec.pack)
         return os.pread(fd, rec.length, rec.offset)
+
+    def read_into(self, data_id: str, index: int, buffers: Sequence[memoryview], at_hand: bool) -> bool:
+        """Scatter a record's payload over `buffers` (whose lengths add up to the record's) with
+        one preadv: a whole small blob's blocks land straight where the reader wants them, not in
+        a record's buffer that is then copied out. False, and nothing to rely on in `buffers`,
+        when this index does not know the record (the caller opens the shard then: that looks for
+        other processes' appends and for a file), its length differs, or the read comes up short.
+        `at_hand`: as `read_at_hand` — no lock, and only bytes in the page cache (RWF_NOWAIT).
+        Nothing is verified here: the caller checks the shard header and every block checksum.
+        """
+        if len(buffers) > _MAX_READ_BUFFERS:
+            return False
+        if at_hand:  # see read_at_hand: one atomic dict lookup, no lock
+            rec = self._index.get((data_id, index)) if self._loaded else None
+            fd = self._fds.get(rec.pack) if rec is not None else None
+            flags = _RWF_NOWAIT
+            if flags is None:
+                return False
+        else:
+            with self._lock:
+                self._load()
+                rec = self._index.get((data_id, index))
+                fd = self._fd(rec.pack) if rec is not None else None
+            flags = 0
+        if rec is None or fd is None or sum(len(b) for b in buffers) != rec.length:
+            return False
+        try:
+            return os.preadv(fd, buffers, rec.offset, flags) == rec.length
+        except OSError:  # EAGAIN: not cached (at hand); the opened shard's read says what is wrong
+            return False
 
     def read_at_hand(self, data_id: str, index: int) -> bytearray | None:
         """A record's payload if reading it cannot wait: this index already knows the record, its

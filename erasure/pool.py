@@ -362,14 +362,14 @@ class ErasurePool:
     async def open_reader(self, data_id: str, location: dict[str, Any], size: int) -> PoolReader:
         return await PoolReader.open(self, data_id, Location.from_dict(location), size)
 
-    def read_healthy(self, data_id: str, location: dict[str, Any], size: int) -> bytes | None:
+    def read_healthy(self, data_id: str, location: dict[str, Any], size: int) -> bytes | memoryview | None:
         """The whole blob when all its data shards read cleanly, else None (open a reader then).
 
         Blocking: call it from a worker thread. Meant for small blobs: the bytes are held whole.
         """
         return read_healthy(self, data_id, Location.from_dict(location), size)
 
-    def read_at_hand(self, data_id: str, location: dict[str, Any], size: int) -> bytes | None:
+    def read_at_hand(self, data_id: str, location: dict[str, Any], size: int) -> bytes | memoryview | None:
         """`read_healthy` without waiting for anything (no disk, no lock): callable on the event
         loop. None unless every data shard is a packed record in the page cache; then read in a thread."""
         return read_at_hand(self, data_id, Location.from_dict(location), size)

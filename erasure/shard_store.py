@@ -166,6 +166,15 @@ class LocalDrive:
         except CorruptShard:
             return None  # `open` looks again (another worker's heal) and says what is wrong
 
+    def read_packed_into(
+        self, data_id: str, index: int, buffers: Sequence[memoryview], at_hand: bool
+    ) -> bool:
+        """A packed shard's record scattered over `buffers` (`PackSet.read_into`), unverified;
+        False if this drive is offline, packs nothing, or cannot (then `open` the shard)."""
+        if not self.domain.online or self.packs is None:
+            return False
+        return self.packs.read_into(data_id, index, buffers, at_hand)
+
     def has(self, data_id: str, index: int) -> bool:
         self.check_online()
         if self.packs is not None and self.packs.lookup(data_id, index, refresh=False) is not None:

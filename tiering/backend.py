@@ -141,7 +141,7 @@ class TierBackend(ABC):
     async def open_reader(self, stored: StoredData) -> DataReader:
         """Open a blob for reading; raise `DataNotFound` if it is gone."""
 
-    def read_whole(self, stored: StoredData) -> bytes | None:
+    def read_whole(self, stored: StoredData) -> bytes | memoryview | None:
         """The whole blob, read in the calling worker thread — or None: then use `open_reader`.
 
         The small-object fast path (one thread trip for lookup and read). A backend answers None
@@ -157,7 +157,7 @@ class TierBackend(ABC):
         streams can no longer get an error status, only a cut connection."""
         return True
 
-    def read_at_hand(self, stored: StoredData) -> bytes | None:
+    def read_at_hand(self, stored: StoredData) -> bytes | memoryview | None:
         """`read_whole` if the bytes are at hand: answered on the event loop without waiting for
         a disk, a lock or a network (None: the blob is not, or this backend cannot tell)."""
         return None

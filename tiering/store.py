@@ -522,7 +522,9 @@ class OpenedObject:
     _store: ObjectStore
     tier: str = ""
     segments: tuple[Segment, ...] = ()
-    data: bytes | None = None  # the whole object, when `open_object(read_up_to=...)` read it
+    # The whole object, when `open_object(read_up_to=...)` read it: bytes, or a read-only view of a
+    # blob read straight into one buffer (erasure/reader.py `_read_packed`).
+    data: bytes | memoryview | None = None
     customer_key: bytes | None = None  # SSE-C: the key the request gave (checked)
     _data_key: bytes | None = None
     _closed: bool = False

@@ -163,7 +163,9 @@ def _respond(req: S3Request, opened: OpenedObject, send_body: bool, ckey: Custom
     )
 
 
-def _in_memory(opened: OpenedObject, body: bytes, status: int, headers: dict[str, str]) -> Response:
+def _in_memory(
+    opened: OpenedObject, body: bytes | memoryview, status: int, headers: dict[str, str]
+) -> Response:
     """An answer for bytes already read: one body message, and the pin released at once."""
     opened.close()
     headers["content-length"] = str(len(body))

@@ -231,7 +231,7 @@ class ErasureCodedBackend(TierBackend):
         reader = await _call(lambda: self.pool.open_reader(stored.data_id, stored.location, stored.size))
         return _Reader(reader)
 
-    def read_whole(self, stored: StoredData) -> bytes | None:
+    def read_whole(self, stored: StoredData) -> bytes | memoryview | None:
         return self.pool.read_healthy(stored.data_id, stored.location, stored.size)
 
     def readable_now(self, stored: StoredData) -> bool:
@@ -240,7 +240,7 @@ class ErasureCodedBackend(TierBackend):
         except ValueError:  # not an erasure location: the read says what is wrong with it
             return True
 
-    def read_at_hand(self, stored: StoredData) -> bytes | None:
+    def read_at_hand(self, stored: StoredData) -> bytes | memoryview | None:
         return self.pool.read_at_hand(stored.data_id, stored.location, stored.size)
 
     async def delete(self, stored: StoredData) -> None:

@@ -159,7 +159,7 @@ class LocalFilesBackend(TierBackend):
             raise DataNotFound(stored.data_id) from None
         return _FileReader(f)
 
-    def read_whole(self, stored: StoredData) -> bytes | None:
+    def read_whole(self, stored: StoredData) -> bytes | memoryview | None:
         try:
             with open(self.path_for(stored.data_id), "rb") as f:
                 data = f.read(stored.size + 1)

@@ -22,7 +22,7 @@ DEFAULT_CACHE_BYTES = 1 << 30
 
 
 class _MemoryReader(DataReader):
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes | memoryview) -> None:
         self._data = data
 
     async def stream(self, start: int, end: int) -> AsyncIterator[bytes | memoryview]:
@@ -73,13 +73,13 @@ class MemoryBackend(TierBackend):
         self.durable = LocalFilesBackend(root, fsync=fsync)
         self.cache_bytes = int(cache_bytes)
         self.max_cached_blob = self.cache_bytes // 4
-        self._cache: OrderedDict[str, bytes] = OrderedDict()
+        self._cache: OrderedDict[str, bytes | memoryview] = OrderedDict()
         self._cached = 0
         self._lock = threading.Lock()  # cache_put also runs from reader threads
         self.hits = 0
         self.misses = 0
 
-    def cache_put(self, data_id: str, data: bytes) -> None:
+    def cache_put(self, data_id: str, data: bytes | memoryview) -> None:
         if len(data) > self.max_cached_blob:
             return
         with self._lock:
@@ -91,7 +91,7 @@ class MemoryBackend(TierBackend):
                 _, evicted = self._cache.popitem(last=False)
                 self._cached -= len(evicted)
 
-    def _cache_get(self, data_id: str) -> bytes | None:
+    def _cache_get(self, data_id: str) -> bytes | memoryview | None:
         with self._lock:
             data = self._cache.get(data_id)
             if data is not None:
@@ -125,16 +125,18 @@ class MemoryBackend(TierBackend):
             return _MemoryReader(data)
         return await self.durable.open_reader(stored)
 
-    def read_whole(self, stored: StoredData) -> bytes | None:
+    def read_whole(self, stored: StoredData) -> bytes | memoryview | None:
         # Runs in worker threads: the counters move under the cache lock.
         return self._read_through(stored, self.durable.read_whole)
 
-    def read_at_hand(self, stored: StoredData) -> bytes | None:
+    def read_at_hand(self, stored: StoredData) -> bytes | memoryview | None:
         # On the event loop: the lock guards dict updates only, and a miss reads through to the
         # durable tier only if its bytes are at hand too.
         return self._read_through(stored, self.durable.read_at_hand)
 
-    def _read_through(self, stored: StoredData, read: Callable[[StoredData], bytes | None]) -> bytes | None:
+    def _read_through(
+        self, stored: StoredData, read: Callable[[StoredData], bytes | memoryview | None]
+    ) -> bytes | memoryview | None:
         """A cache hit, or the durable tier's bytes by `read` (cached for next time)."""
         data = self._cache_get(stored.data_id)
         if data is not None:

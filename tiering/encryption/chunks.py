@@ -198,9 +198,10 @@ class ChunkOpener:
 
 
 def open_blob(
-    key: bytes, object_id: bytes, part_number: int, blob: bytes, chunk_size: int = CHUNK_SIZE
+    key: bytes, object_id: bytes, part_number: int, blob: bytes | memoryview, chunk_size: int = CHUNK_SIZE
 ) -> bytes:
-    """A whole sealed blob's plaintext (the small-object path)."""
+    """A whole sealed blob's plaintext (the small-object path); `blob` may be a view of it."""
     plaintext_size(len(blob), chunk_size)  # a size no sealer makes is corrupt
-    opener = ChunkOpener(key, object_id, part_number, parse_header(blob[:HEADER_BYTES]), 0, chunk_size)
+    prefix = parse_header(bytes(blob[:HEADER_BYTES]))  # bytes: the nonces are built from it
+    opener = ChunkOpener(key, object_id, part_number, prefix, 0, chunk_size)
     return opener.feed(memoryview(blob)[HEADER_BYTES:]) + opener.finish()
