@@ -29,8 +29,9 @@ from tiering.checksums import checksum_type_of
 from tiering.records import ObjectRecord
 from tiering.store import OpenedObject
 
-# Objects up to this size are looked up and read in one worker-thread trip and answered from one
-# buffer. No more memory than a streamed read holds anyway: the erasure reader buffers a stripe.
+# Objects up to this size are looked up and read whole — on the event loop when their row and
+# bytes are at hand, else in one worker-thread trip — and answered from one buffer. No more memory
+# than a streamed read holds anyway: the erasure reader buffers a stripe.
 SMALL_GET_BYTES = 1 << 20
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import re
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
@@ -87,6 +89,25 @@ def test_small_gets_are_answered_at_hand_and_read_every_overwrite(
     assert answered >= 1  # this gateway answered some of them (a cluster run alternates gateways)
     if not expected:
         assert after[at_hand] == before.get(at_hand, 0)
+
+
+def test_gets_up_to_a_mebibyte_are_answered_at_hand_and_exact(server: ServerProcess, s3, bucket: str) -> None:
+    """Objects read whole (up to 1 MiB: erasure-coded, every data shard a packed record) are
+    answered at hand too, once cached, and byte-exact after every overwrite."""
+    if catalog_kind() != "sqlite" or node_cluster.cluster_mode():
+        pytest.skip("only the SQLite catalog on local drives answers at hand")
+    at_hand = 'tierstore_small_reads_total{path="at_hand"}'
+    before = scrape(server).get(at_hand, 0)
+    rng = random.Random(9)
+    for n in range(6):
+        body = rng.randbytes((1 << 20) - n * 100_003)  # 1 MiB down to ~500 KB: padded last blocks
+        s3.put_object(Bucket=bucket, Key="mebibyte/k", Body=body)
+        for _ in range(3):
+            assert s3.get_object(Bucket=bucket, Key="mebibyte/k")["Body"].read() == body
+    deadline = time.monotonic() + 20  # the first check of the catalog's files may still be due
+    while scrape(server).get(at_hand, 0) <= before:
+        assert time.monotonic() < deadline, "no 1 MiB GET was answered at hand"
+        assert s3.get_object(Bucket=bucket, Key="mebibyte/k")["Body"].read() == body
 
 
 def test_a_listing_paged_through_reads_ahead_and_still_shows_every_write(
