@@ -95,7 +95,7 @@ _TAG_BYTES = 16
 # preadv2's "fail with EAGAIN rather than wait for the disk" (Linux); without it nothing reads at hand.
 _RWF_NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
 _MAX_WRITE_RECORDS = 512  # two buffers each (head, payload): IOV_MAX, 1024 on Linux
-_MAX_READ_BUFFERS = 1024  # IOV_MAX
+MAX_READ_BUFFERS = 1024  # the most one preadv takes (IOV_MAX on Linux)
 
 
 def _tag(key: bytes, head: bytes) -> bytes:
@@ -428,14 +428,11 @@ class PackSet:
         `at_hand`: as `read_at_hand` — no lock, and only bytes in the page cache (RWF_NOWAIT).
         Nothing is verified here: the caller checks the shard header and every block checksum.
         """
-        if len(buffers) > _MAX_READ_BUFFERS:
+        if len(buffers) > MAX_READ_BUFFERS:
             return False
-        if at_hand:  # see read_at_hand: one atomic dict lookup, no lock
-            rec = self._index.get((data_id, index)) if self._loaded else None
-            fd = self._fds.get(rec.pack) if rec is not None else None
-            flags = _RWF_NOWAIT
-            if flags is None:
-                return False
+        if at_hand:
+            rec, fd = self._known_at_hand(data_id, index)
+            flags = _RWF_NOWAIT or 0  # a record known at hand implies the flag exists
         else:
             with self._lock:
                 self._load()
@@ -449,23 +446,29 @@ class PackSet:
         except OSError:  # EAGAIN: not cached (at hand); the opened shard's read says what is wrong
             return False
 
+    def _known_at_hand(self, data_id: str, index: int) -> tuple[PackedRecord | None, int | None]:
+        """The record and its open pack's descriptor, if this index already knows both and reads
+        at hand are possible here (RWF_NOWAIT); (None, None) otherwise. Without the lock, which
+        an append holds across its fdatasync and every thread-path read takes: under 64 concurrent
+        GETs, waiting for it (or giving up when it was taken) sent most GETs back to threads. One
+        dict lookup is atomic under the GIL; a change racing it makes a miss (the thread path then)
+        or reads a record replaced a moment ago, whose pack stays open (RETIRE_GRACE) and whose
+        bytes are verified like any — as `read` would."""
+        rec = self._index.get((data_id, index)) if self._loaded and _RWF_NOWAIT is not None else None
+        fd = self._fds.get(rec.pack) if rec is not None else None
+        return (rec, fd) if fd is not None else (None, None)
+
     def read_at_hand(self, data_id: str, index: int) -> bytearray | None:
         """A record's payload if reading it cannot wait: this index already knows the record, its
         pack is open, and the bytes are in the page cache (preadv2 with RWF_NOWAIT). None otherwise: then `lookup` and `read` from a worker thread.
         For the event loop's small GETs: a thread trip cost more than the read (see tiering/store.py).
         """
-        # Without the lock, which an append holds across its fdatasync and every thread-path read
-        # takes: under 64 concurrent GETs, waiting for it (or giving up when it was taken) sent
-        # most GETs back to threads. One dict lookup is atomic under the GIL; a change racing it
-        # makes a miss (the thread path then) or reads a record replaced a moment ago, whose pack
-        # stays open (RETIRE_GRACE) and whose bytes are verified like any — as `read` would.
-        rec = self._index.get((data_id, index)) if self._loaded else None
-        fd = self._fds.get(rec.pack) if rec is not None else None
-        if rec is None or fd is None or _RWF_NOWAIT is None:
+        rec, fd = self._known_at_hand(data_id, index)
+        if rec is None or fd is None:
             return None
         buf = bytearray(rec.length)
         try:
-            got = os.preadv(fd, [buf], rec.offset, _RWF_NOWAIT)
+            got = os.preadv(fd, [buf], rec.offset, _RWF_NOWAIT or 0)  # known at hand: it exists
         except OSError:  # EAGAIN: not cached; EOPNOTSUPP: no such flag here
             return None
         # The buffer itself (nobody else holds it), not a bytes copy of it: a 112 KiB GET's four

@@ -34,6 +34,7 @@ from erasure.codec import Buffer, Codec, codec_for, rebuild_blocks
 from erasure.drive import Drive, ShardReader
 from erasure.errors import CorruptShard, DataLost, DataNotFound, DomainOffline, ErasureError
 from erasure.location import Location
+from erasure.pack import MAX_READ_BUFFERS
 from erasure.shard_format import HEADER_SIZE, ShardHeader
 from erasure.shard_store import LocalDrive
 from erasure.stripe import StripeLayout, StripeSlice, layout_of
@@ -41,7 +42,6 @@ from erasure.stripe import StripeLayout, StripeSlice, layout_of
 if TYPE_CHECKING:
     from erasure.pool import ErasurePool
 
-_MAX_SCATTER = 1024  # buffers one preadv takes (IOV_MAX): a header, then a checksum and a block a stripe
 HEDGE_GRACE = 0.05  # seconds a hedged open waits for a slower data shard once k shards are open
 # TIERSTORE_HEDGED_READS=0 opens only k shards (a hung node then costs its timeout before the
 # others are tried): the baseline bench/bench_cluster.py measures hedging against.
@@ -237,7 +237,7 @@ def _read_packed(
     copied once (from the page cache), not twice, and no reader objects are built."""
     geo = layout_of(size, loc.k, loc.block_size)
     stripes = geo.stripe_count
-    if stripes == 0 or 1 + 2 * stripes > _MAX_SCATTER:
+    if stripes == 0 or 1 + 2 * stripes > MAX_READ_BUFFERS:  # a header, then a checksum and a block a stripe
         return None
     last = geo.block_len(stripes - 1)
     blob = bytearray((stripes - 1) * geo.stripe_bytes + loc.k * last)

@@ -30,14 +30,15 @@ def test_a_packed_blob_is_read_into_one_buffer_exactly(tmp_path: Path, size: int
     pool = make_pool(tmp_path)
     data = blob(size, size)
     loc = asyncio.run(put(pool, "obj", data))
-    for d in loc["shards"][: loc["k"]]:
-        assert packs(pool, d).lookup("obj", loc["shards"].index(d)) is not None  # packed, not files
+    for i, domain_id in enumerate(loc["shards"][: loc["k"]]):
+        assert packs(pool, domain_id).lookup("obj", i) is not None  # packed, not files
     whole = pool.read_healthy("obj", loc, size)
     assert isinstance(whole, memoryview)  # read scattered, not opened shard by shard and joined
     assert whole.readonly and whole == data
     assert bytes(whole) == data
     if hasattr(os, "RWF_NOWAIT"):
-        assert pool.read_at_hand("obj", loc, size) == data  # just written: in the page cache
+        at_hand = pool.read_at_hand("obj", loc, size)  # just written: in the page cache
+        assert isinstance(at_hand, memoryview) and at_hand == data  # scattered at hand too
     assert pool.heal_requests.empty()
 
 
