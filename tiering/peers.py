@@ -9,7 +9,7 @@ The sweep must never take a blob that a live process is about to commit, whereve
 **The live-process table** (`LiveProcess`, tiering.catalog.processes): each process registers a
 row — a random id, a host id (TIERSTORE_HOST_ID, else the host name), its pid, start time — and
 pushes its expiry PROCESS_TTL ahead every PROCESS_HEARTBEAT seconds. Every data id it makes ends
-in its id (`<32 hex>-<process id>`), so a blob says which process wrote it. Liveness is the row's
+in its id (`<time-ordered id>-<process id>`, tiering/data_ids.py), so a blob says which process wrote it. Liveness is the row's
 expiry, never a pid: a pid from another host means nothing here. A survivor sweeps a process
 only once its row has been expired for PROCESS_GRACE more seconds, and then reclaims only
 unreferenced blobs tagged with that process's id — never another's, live or not.
@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tiering.catalog.processes import ProcessRow
+from tiering.data_ids import new_data_id
 
 if TYPE_CHECKING:
     from tiering.catalog import Catalog
@@ -85,7 +86,7 @@ class LiveProcess:
         self.last_beat = 0.0  # the time of our last heartbeat the catalog took (0: none yet)
 
     def new_data_id(self) -> str:
-        return f"{secrets.token_hex(16)}-{self.id}"
+        return f"{new_data_id()}-{self.id}"
 
     def register(self) -> None:
         now = time.time()

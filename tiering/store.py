@@ -40,6 +40,7 @@ from tiering.catalog.versions import DeleteOutcome, VersionPage
 from tiering.changes import ChangeSignal
 from tiering.checksums import COMPOSITE, FULL_OBJECT, BodyDigests, combine_full_object, combine_part_checksums
 from tiering.conditions import DeleteCondition, write_condition
+from tiering.data_ids import new_data_id
 from tiering.encryption import SSE_C, SSE_S3, EncryptionRequest, ObjectEncryption
 from tiering.encryption.chunks import (
     HEADER_BYTES,
@@ -146,10 +147,6 @@ COMPLETED_UPLOAD_MEMORY = 24 * 3600.0
 PIN_PUBLISH_AFTER = RETIRE_GRACE_SECONDS / 3
 PIN_PUBLISH_INTERVAL = max(0.1, RETIRE_GRACE_SECONDS / 6)
 PIN_TTL = max(10.0, 3 * RETIRE_GRACE_SECONDS)
-
-
-def new_data_id() -> str:
-    return secrets.token_hex(16)
 
 
 def new_upload_id() -> str:

@@ -25,6 +25,7 @@ from tiering.backend import (
     TierBackend,
     register_backend,
 )
+from tiering.data_ids import spread_chars
 
 READ_CHUNK = 1 << 20  # large reads keep syscalls and thread hops per byte low
 WRITE_BUFFER = 1 << 20
@@ -122,7 +123,8 @@ class _FileReader(DataReader):
 
 @register_backend("files")
 class LocalFilesBackend(TierBackend):
-    """One file per blob under `root/<id[:2]>/<id[2:4]>/<id>`."""
+    """One file per blob under `root/<xx>/<yy>/<id>`, xxyy four random characters of the id
+    (`spread_chars`: a time-ordered id's first ones are its clock's, the same for days)."""
 
     kind = "files"
 
@@ -133,7 +135,8 @@ class LocalFilesBackend(TierBackend):
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
 
     def path_for(self, data_id: str) -> Path:
-        return self.root / data_id[:2] / data_id[2:4] / data_id
+        spread = spread_chars(data_id)
+        return self.root / spread[:2] / spread[2:4] / data_id
 
     async def create_writer(self, data_id: str, size_hint: int | None = None) -> DataWriter:
         return _FileWriter(self, data_id)
