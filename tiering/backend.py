@@ -128,6 +128,12 @@ class TierBackend(ABC):
         """
         return None
 
+    # True where the backend takes time-ordered data ids (tiering/data_ids.py: they keep the
+    # catalog's indexes writing one page per batch): only where nothing is derived from an id's
+    # first characters — files' directories, which earlier versions compute too; an external S3
+    # bucket's key-prefix partitions. Random ids elsewhere.
+    time_ordered_ids = False
+
     # True where `write_wholes` is worth it: several small blobs then share the backend's flushes
     # (the small PUTs' committer, tiering/small_writes.py, batches only for such backends).
     batches_small_writes = False

@@ -9,7 +9,7 @@ The sweep must never take a blob that a live process is about to commit, whereve
 **The live-process table** (`LiveProcess`, tiering.catalog.processes): each process registers a
 row — a random id, a host id (TIERSTORE_HOST_ID, else the host name), its pid, start time — and
 pushes its expiry PROCESS_TTL ahead every PROCESS_HEARTBEAT seconds. Every data id it makes ends
-in its id (`<time-ordered id>-<process id>`, tiering/data_ids.py), so a blob says which process wrote it. Liveness is the row's
+in its id (`<id>-<process id>`, tiering/data_ids.py), so a blob says which process wrote it. Liveness is the row's
 expiry, never a pid: a pid from another host means nothing here. A survivor sweeps a process
 only once its row has been expired for PROCESS_GRACE more seconds, and then reclaims only
 unreferenced blobs tagged with that process's id — never another's, live or not.
@@ -85,8 +85,8 @@ class LiveProcess:
         self.id = secrets.token_hex(6)
         self.last_beat = 0.0  # the time of our last heartbeat the catalog took (0: none yet)
 
-    def new_data_id(self) -> str:
-        return f"{new_data_id()}-{self.id}"
+    def new_data_id(self, time_ordered: bool) -> str:
+        return f"{new_data_id(time_ordered)}-{self.id}"
 
     def register(self) -> None:
         now = time.time()

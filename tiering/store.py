@@ -1115,7 +1115,8 @@ class ObjectStore:
         sealing: tuple[ObjectEncryption, bytes, int] | None = None,
     ) -> PendingWrite:
         # The backend writer is created when bytes arrive: a small body never needs one.
-        data_id = self.process.new_data_id() if self.process is not None else new_data_id()
+        ordered = self.tiers[tier].backend.time_ordered_ids
+        data_id = self.process.new_data_id(ordered) if self.process is not None else new_data_id(ordered)
         return PendingWrite(self, tier, data_id, size_hint, checksum_algorithm, sealing)
 
     # --- buckets ----------------------------------------------------------------------------

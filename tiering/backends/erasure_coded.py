@@ -213,6 +213,8 @@ class ErasureCodedBackend(TierBackend):
         return StoredData(data_id, len(data), location)
 
     batches_small_writes = True
+    # Shards are found through the packs' index and spread over directories by a hash of the id.
+    time_ordered_ids = True
 
     def write_wholes(self, blobs: list[tuple[str, bytes]]) -> list[StoredData | Exception]:
         results: list[StoredData | Exception] = []

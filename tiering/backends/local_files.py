@@ -25,7 +25,6 @@ from tiering.backend import (
     TierBackend,
     register_backend,
 )
-from tiering.data_ids import spread_chars
 
 READ_CHUNK = 1 << 20  # large reads keep syscalls and thread hops per byte low
 WRITE_BUFFER = 1 << 20
@@ -123,8 +122,7 @@ class _FileReader(DataReader):
 
 @register_backend("files")
 class LocalFilesBackend(TierBackend):
-    """One file per blob under `root/<xx>/<yy>/<id>`, xxyy four random characters of the id
-    (`spread_chars`: a time-ordered id's first ones are its clock's, the same for days)."""
+    """One file per blob under `root/<id[:2]>/<id[2:4]>/<id>`."""
 
     kind = "files"
 
@@ -135,8 +133,7 @@ class LocalFilesBackend(TierBackend):
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
 
     def path_for(self, data_id: str) -> Path:
-        spread = spread_chars(data_id)
-        return self.root / spread[:2] / spread[2:4] / data_id
+        return self.root / data_id[:2] / data_id[2:4] / data_id
 
     async def create_writer(self, data_id: str, size_hint: int | None = None) -> DataWriter:
         return _FileWriter(self, data_id)
