@@ -9,10 +9,10 @@ The sweep must never take a blob that a live process is about to commit, whereve
 **The live-process table** (`LiveProcess`, tiering.catalog.processes): each process registers a
 row — a random id, a host id (TIERSTORE_HOST_ID, else the host name), its pid, start time — and
 pushes its expiry PROCESS_TTL ahead every PROCESS_HEARTBEAT seconds. Every data id it makes ends
-in its id (`<id>-<process id>`, tiering/data_ids.py), so a blob says which process wrote it. Liveness is the row's
-expiry, never a pid: a pid from another host means nothing here. A survivor sweeps a process
-only once its row has been expired for PROCESS_GRACE more seconds, and then reclaims only
-unreferenced blobs tagged with that process's id — never another's, live or not.
+in its id (`<id>-<process id>`; the id before it: tiering/data_ids.py), so a blob says which process
+wrote it. Liveness is the row's expiry, never a pid: a pid from another host means nothing here.
+A survivor sweeps a process only once its row has been expired for PROCESS_GRACE more seconds, and
+then reclaims only unreferenced blobs tagged with that process's id — never another's, live or not.
 
 **Fencing**: the expired process may not be dead (stopped, cut off from the catalog). It refuses
 to commit a blob once its own last successful heartbeat is older than PROCESS_TTL -
