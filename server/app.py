@@ -25,7 +25,7 @@ from lifecycle.daemon import LEASE as LIFECYCLE_LEASE
 from lifecycle.mover import TokenBucket
 from lifecycle.runtime import Lifecycle
 from server import errors as s3
-from server import metrics_workers
+from server import metrics_workers, runtime_dir
 from server.admin import ADMIN_PREFIX, AdminApi
 from server.authorization import Authorizer
 from server.config import ServerConfig
@@ -122,6 +122,7 @@ def build_store(config: ServerConfig) -> ObjectStore:
         catalog,
         tiers,
         state_dir=config.catalog_path.parent,
+        runtime_dir=runtime_dir.for_data_dir(config.data_dir),
         clock=clock,
         keys=KeyService(config.encryption_keys),
     )
@@ -489,6 +490,8 @@ def create_app(config: ServerConfig, store: ObjectStore | None = None) -> ASGIAp
                 task.cancel()
             await lifecycle.close()
             await store.close()
+            if store.runtime_dir is not None:
+                runtime_dir.remove_if_unused(store.runtime_dir)
 
     app = FastAPI(
         lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None, **_NO_FRAMEWORK_TELEMETRY

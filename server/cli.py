@@ -23,7 +23,7 @@ from typing import Any
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server import config_check, logs, malloc_tuning, metrics_workers
+from server import config_check, logs, malloc_tuning, metrics_workers, runtime_dir
 from server.admin_cli import add_admin_parser, run_admin
 from server.app import build_lifecycle, build_store, create_app
 from server.config import ServerConfig, load_config
@@ -362,7 +362,8 @@ def _supervise(config: ServerConfig, argv: list[str], workers: int, reuse_port: 
         return 1
     # Workers re-read the command line (and so the configuration and the code) when started.
     command = [sys.executable, "-m", "server.cli", *argv]
-    metrics_dir = metrics_workers.prepare_dir(config.data_dir)
+    # In memory where the host has a place for it (server/runtime_dir.py), else in the data directory.
+    metrics_dir = metrics_workers.prepare_dir(runtime_dir.for_data_dir(config.data_dir) or config.data_dir)
     return Supervisor(command, sockets, workers, _banner(config, workers), metrics_dir).run()
 
 
@@ -385,6 +386,8 @@ async def run_lifecycle_only(config: ServerConfig) -> None:
         trimmer.cancel()
         await lifecycle.close()
         await store.close()
+        if store.runtime_dir is not None:
+            runtime_dir.remove_if_unused(store.runtime_dir)
 
 
 def _run(main: Coroutine[Any, Any, None]) -> None:

@@ -62,10 +62,12 @@ def multiprocess_dir() -> str | None:
     return os.environ.get(MULTIPROC_ENV) or None
 
 
-def prepare_dir(data_dir: Path) -> Path:
-    """A fresh directory for this supervisor's workers (`<data>/metrics/<pid>`); directories left
-    by supervisors that are gone (killed) are removed. A restart starts its counters at zero."""
-    root = data_dir / "metrics"
+def prepare_dir(parent: Path) -> Path:
+    """A fresh directory for this supervisor's workers (`<parent>/metrics/<pid>`, the parent being
+    the data directory's runtime directory, server/runtime_dir.py, or the data directory itself);
+    directories left by supervisors that are gone (killed) are removed. A restart starts its
+    counters at zero."""
+    root = parent / "metrics"
     root.mkdir(parents=True, exist_ok=True)
     for old in root.iterdir():
         if old.name.isdigit() and not _alive(int(old.name)):

@@ -40,7 +40,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from server import metrics_workers
+from server import metrics_workers, runtime_dir
 from server.logs import console
 
 log = logging.getLogger("tierstore.workers")
@@ -283,6 +283,7 @@ class Supervisor:
         finally:
             if self.metrics_dir is not None:
                 shutil.rmtree(self.metrics_dir, ignore_errors=True)
+                runtime_dir.remove_if_unused(self.metrics_dir.parent.parent)
 
     def _run(self) -> int:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

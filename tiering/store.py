@@ -16,6 +16,7 @@ import hmac
 import logging
 import os
 import secrets
+import shutil
 import socket
 import time
 from collections import Counter
@@ -718,6 +719,7 @@ class ObjectStore:
         tiers: dict[str, Tier],
         *,
         state_dir: Path | None = None,
+        runtime_dir: Path | None = None,
         clock: Callable[[], float] = time.time,
         keys: KeyService | None = None,
     ) -> None:
@@ -726,6 +728,9 @@ class ObjectStore:
         self.tiers = tiers
         self.clock = clock
         self.state_dir = state_dir
+        # What this host's processes share but never need after a restart (the drive counters),
+        # kept off the drives' file system where the server has such a place (server/runtime_dir.py).
+        self.runtime_dir = runtime_dir if runtime_dir is not None else state_dir
         # Small GETs (`open_object(read_up_to=...)`) by where they were answered: on the event
         # loop ("at_hand") or in a worker thread ("thread"): tierstore_small_reads_total.
         self.small_reads: Counter[str] = Counter()
@@ -771,10 +776,10 @@ class ObjectStore:
     async def start(self) -> None:
         await self.rebalancer.load()  # domains added/drained/removed and codes changed at runtime
         rows = await asyncio.to_thread(self.catalog.process_rows)
-        if self.state_dir is not None:
+        if self.runtime_dir is not None:
             # Shard counts of local drives, one per drive for every process on this host (workers).
             for pool in domains.erasure_pools(self).values():  # files opened: off the event loop
-                await asyncio.to_thread(pool.share_counters, self.state_dir / "drive-counters")
+                await asyncio.to_thread(pool.share_counters, self.runtime_dir / "drive-counters")
         for tier in self.tiers.values():
             tier.backend.judge_writers_elsewhere(judged_elsewhere(rows, host_id()))
             await tier.backend.start()
@@ -830,6 +835,14 @@ class ObjectStore:
                 await asyncio.to_thread(self.catalog.publish_pins, self._holder, [], 0.0)
         if self.registry is not None:
             self.registry.remove()
+            if (
+                self.runtime_dir is not None
+                and self.runtime_dir != self.state_dir
+                and not any(c.alive(time.time()) for c in await asyncio.to_thread(self.registry.scan))
+            ):
+                # The last process of this data directory to stop takes the drive counters along:
+                # in memory they would outlive it (the next start's scan sets them anew anyway).
+                await asyncio.to_thread(shutil.rmtree, self.runtime_dir / "drive-counters", True)
         if self.process is not None:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self.process.close)

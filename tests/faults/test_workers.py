@@ -35,6 +35,7 @@ from botocore.exceptions import ClientError
 
 from erasure import ErasurePool
 from erasure.shard_store import TMP_DIR
+from server import runtime_dir
 from server.app import build_store
 from server.config import load_config
 from tests.conftest import ACCESS_KEY, SECRET_KEY, ServerProcess, make_client
@@ -487,6 +488,41 @@ def test_every_worker_counts_every_workers_shards(spawn: Spawn) -> None:
         60,
         "every worker's counts to follow the collector's removals",
     )
+
+
+def _shared_mappings(pid: int) -> set[str]:
+    """The files a process has mapped shared (MAP_SHARED), from /proc/<pid>/maps."""
+    found = set()
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[1].endswith("s") and fields[5].startswith("/"):
+            found.add(fields[5])
+    return found
+
+
+def test_per_request_shared_files_stay_off_the_drives(spawn: Spawn) -> None:
+    """The drive counters and the workers' metrics, stored into on every request, are mapped from
+    the data directory's runtime directory in memory: every small PUT's flush of the drives' file
+    system wrote them back when they were in the data directory. Only the catalog's shared index
+    and the change token (read there by earlier versions during a rolling upgrade) stay there. The
+    last process out removes the runtime directory."""
+    server = spawn(extra_args=["--workers", "2"])
+    expected = runtime_dir.for_data_dir(server.data_dir)
+    if expected is None:
+        pytest.skip("no usable /dev/shm on this host: the files stay in the data directory")
+    make_client(server.endpoint).create_bucket(Bucket="mapped")
+    for n in range(8):
+        make_client(server.endpoint).put_object(Bucket="mapped", Key=f"k{n}", Body=b"x" * 4096)
+    data_dir = str(server.data_dir.resolve())
+    for pid in server.worker_pids():
+        mapped = _shared_mappings(pid)
+        on_drives = {Path(p).name for p in mapped if p.startswith(data_dir + "/")}
+        assert on_drives == {"catalog.db-shm", "changes"}, mapped
+        counters = [p for p in mapped if Path(p).parent == expected / "drive-counters"]
+        metrics = [p for p in mapped if Path(p).parent.parent == expected / "metrics"]
+        assert len(counters) >= 3 and metrics, mapped
+    server.stop()
+    assert not expected.exists()
 
 
 def test_every_worker_answers_the_same_heat(spawn: Spawn) -> None:

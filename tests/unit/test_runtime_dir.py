@@ -1,0 +1,95 @@
+"""A data directory's runtime directory (server/runtime_dir.py): one per data directory, private,
+never someone else's, gone with its data directory or with the last process that used it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from server import runtime_dir
+
+
+@pytest.fixture
+def shm(tmp_path: Path) -> Path:
+    """A stand-in for /dev/shm (world-writable, sticky) on the test's own file system."""
+    parent = tmp_path / "shm"
+    parent.mkdir()
+    parent.chmod(0o1777)
+    return parent
+
+
+def test_one_private_directory_per_data_directory(tmp_path: Path, shm: Path) -> None:
+    data, other = tmp_path / "data", tmp_path / "other"
+    data.mkdir()
+    other.mkdir()
+    (tmp_path / "link").symlink_to(data)
+    path = runtime_dir.for_data_dir(data, parent=shm)
+    assert path is not None and path.parent == shm
+    assert path.name.startswith(f"tierstore-{os.getuid()}-")
+    assert path.stat().st_mode & 0o777 == 0o700
+    assert (path / runtime_dir.OWNER_FILE).read_text() == str(data.resolve())
+    # Every process of the data directory finds the same one, whatever path it was given.
+    assert runtime_dir.for_data_dir(data, parent=shm) == path
+    assert runtime_dir.for_data_dir(tmp_path / "link", parent=shm) == path
+    assert runtime_dir.for_data_dir(other, parent=shm) not in (None, path)
+
+
+def test_a_name_taken_by_a_link_or_an_open_directory_is_not_used(tmp_path: Path, shm: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    path = runtime_dir.for_data_dir(data, parent=shm)
+    assert path is not None
+    path.chmod(0o777)  # someone could have put files in it
+    assert runtime_dir.for_data_dir(data, parent=shm) is None
+    for entry in path.iterdir():
+        entry.unlink()
+    path.rmdir()
+    elsewhere = tmp_path / "planted"
+    elsewhere.mkdir()
+    path.symlink_to(elsewhere)  # a link planted at the name is never followed
+    assert runtime_dir.for_data_dir(data, parent=shm) is None
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_no_usable_parent_means_the_data_directory(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    assert runtime_dir.for_data_dir(data, parent=tmp_path / "missing") is None
+
+
+def test_directories_of_deleted_data_directories_are_removed(tmp_path: Path, shm: Path) -> None:
+    kept_data, gone_data = tmp_path / "kept", tmp_path / "gone"
+    kept_data.mkdir()
+    gone_data.mkdir()
+    kept = runtime_dir.for_data_dir(kept_data, parent=shm)
+    gone = runtime_dir.for_data_dir(gone_data, parent=shm)
+    assert kept is not None and gone is not None
+    (gone / "drive-counters").mkdir()
+    (gone / "drive-counters" / "hot.d1").write_bytes(bytes(16))
+    starting = shm / f"tierstore-{os.getuid()}-{'0' * 16}"  # no owner file yet: a start in progress
+    starting.mkdir()
+    not_ours = shm / "tierstore-somebody-else"
+    not_ours.mkdir()
+    gone_data.rmdir()
+    third = tmp_path / "third"
+    third.mkdir()
+    assert runtime_dir.for_data_dir(third, parent=shm) is not None  # any start sweeps
+    assert not gone.exists()
+    assert kept.exists() and starting.exists() and not_ours.exists()
+
+
+def test_the_last_one_out_removes_an_unused_directory(tmp_path: Path, shm: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    path = runtime_dir.for_data_dir(data, parent=shm)
+    assert path is not None
+    (path / "metrics" / "123").mkdir(parents=True)
+    runtime_dir.remove_if_unused(path)  # another supervisor's metrics are still there
+    assert path.exists()
+    (path / "metrics" / "123").rmdir()
+    runtime_dir.remove_if_unused(path)
+    assert not path.exists()
+    runtime_dir.remove_if_unused(data)  # the fallback (the data directory) is never removed
+    assert data.exists()
