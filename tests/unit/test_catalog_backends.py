@@ -14,7 +14,7 @@ from tests import postgres
 from tiering.backend import StoredData
 from tiering.catalog import SCHEMA_VERSION, Catalog, SchemaTooNew
 from tiering.errors import BucketNotEmpty, BucketNotFound, PreconditionFailed
-from tiering.records import ObjectMeta, ObjectRecord, Segment
+from tiering.records import ObjectMeta, ObjectRecord, PartRecord, Segment, UploadRecord
 
 
 def _record(key: str, data: str, size: int = 1, tier: str = "hot") -> ObjectRecord:
@@ -104,6 +104,53 @@ def test_a_catalog_newer_than_the_code_is_refused(location: str | Path) -> None:
         postgres.session_server().sql(location, "UPDATE schema_version SET version = %s", (newer,))
     with pytest.raises(SchemaTooNew, match=f"schema version {newer}, newer than this tierstore's"):
         Catalog(location, durable=False)
+
+
+def _blob_indexes(catalog: Catalog, location: str | Path) -> set[str]:
+    if isinstance(location, Path):
+        rows = catalog._reader().execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'blobs'"
+        )
+    else:
+        rows = catalog._reader().execute("SELECT indexname FROM pg_indexes WHERE tablename = 'blobs'")
+    return {row[0] for row in rows}
+
+
+def test_a_version_7_catalog_loses_the_index_of_blobs_by_upload(location: str | Path) -> None:
+    """Schema 7 → 8: the index of `blobs` by upload id, which no query read and every blob written
+    updated, is dropped; a new catalog never has it. Blobs of objects and of parts work as before."""
+    from tiering.catalog import schema
+
+    old_index = "CREATE INDEX IF NOT EXISTS blobs_by_upload ON blobs (upload_id)"  # as version 7 had it
+    if isinstance(location, Path):
+        db = sqlite3.connect(location, isolation_level=None)
+        db.execute(schema.VERSION_TABLE)
+        for step in schema.SQLITE_MIGRATIONS[:7]:
+            step(db)
+        db.execute(old_index)
+        db.execute("INSERT INTO schema_version (version) VALUES (7)")
+        db.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(str(location), autocommit=True) as conn:
+            conn.execute(schema.VERSION_TABLE)
+            for step in schema.POSTGRES_MIGRATIONS[:7]:
+                step(conn)
+            conn.execute(old_index)
+            conn.execute("INSERT INTO schema_version (version) VALUES (7)")
+    catalog = Catalog(location, durable=False)
+    try:
+        assert catalog._reader().execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == 8
+        assert "blobs_by_upload" not in _blob_indexes(catalog, location)
+        catalog.create_bucket("b", "owner", "us-east-1")
+        catalog.commit_object(_record("k", "d1"))
+        assert catalog.stored_blob("id-k-d1") is not None
+        catalog.create_upload(UploadRecord("u1", "b", "m", 1.0, "hot", ObjectMeta(), None, "owner"))
+        catalog.put_part("u1", PartRecord(1, 1, "e-p1", 1.0, StoredData("part-1", 1, {}), None))
+        assert catalog.stored_blob("part-1") is not None  # a part's blob, found by its data id
+    finally:
+        catalog.close()
 
 
 def test_the_heal_queue_is_claimed_once_and_again_after_its_claim_runs_out(location: str | Path) -> None:

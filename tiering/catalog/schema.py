@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 class SchemaTooNew(RuntimeError):
@@ -175,7 +175,7 @@ SCHEMA = [
         key TEXT,
         upload_id TEXT
     )""",
-    "CREATE INDEX IF NOT EXISTS blobs_by_upload ON blobs (upload_id)",
+    # (Until version 8 also an index by upload_id, which no query used: see version 8.)
     # Failure domains of the erasure-coded tiers: config-declared ones are seeded at start, others
     # added at runtime (`tierstore admin domain add`); status active | draining | removed.
     """CREATE TABLE IF NOT EXISTS domains (
@@ -543,6 +543,17 @@ def _sqlite_version_7(db: sqlite3.Connection) -> None:
         db.execute(statement)
 
 
+# Version 8: no index of `blobs` by upload. Nothing ever looked a blob up by its upload (a part's
+# blob is found by its data id, an upload's parts in `parts`), yet every blob written added an
+# entry to it (upload_id NULL for every plain PUT): one WAL page in nine of a small PUT's commit
+# (bench/RESULTS.md, "Shared state off the drives"). Version 1 no longer creates it.
+BLOBS_BY_UPLOAD_DROPPED = "DROP INDEX IF EXISTS blobs_by_upload"
+
+
+def _sqlite_version_8(db: sqlite3.Connection) -> None:
+    db.execute(BLOBS_BY_UPLOAD_DROPPED)
+
+
 # Step n brings a catalog from version n - 1 to n (index 0: version 1).
 SQLITE_MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _sqlite_version_1,
@@ -552,6 +563,7 @@ SQLITE_MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _sqlite_version_5,
     _sqlite_version_6,
     _sqlite_version_7,
+    _sqlite_version_8,
 ]
 
 
@@ -623,6 +635,10 @@ def _postgres_version_7(db: Any) -> None:
     """SQLite's listing change counter: nothing on PostgreSQL (see LISTING_CHANGES)."""
 
 
+def _postgres_version_8(db: Any) -> None:
+    db.execute(BLOBS_BY_UPLOAD_DROPPED)
+
+
 POSTGRES_MIGRATIONS: list[Callable[[Any], None]] = [
     _postgres_version_1,
     _postgres_version_2,
@@ -631,6 +647,7 @@ POSTGRES_MIGRATIONS: list[Callable[[Any], None]] = [
     _postgres_version_5,
     _postgres_version_6,
     _postgres_version_7,
+    _postgres_version_8,
 ]
 
 
