@@ -100,7 +100,12 @@ def remove_orphans(parent: Path = SHARED_MEMORY, *, keep: Path | None = None) ->
         if not own.fullmatch(entry.name) or (keep is not None and entry.path == str(keep)):
             continue
         try:
-            if not entry.is_dir(follow_symlinks=False):
+            # Ours alone: another user may have made a directory of this name first (then ours
+            # was never used, see `for_data_dir`); it is not ours to remove.
+            if (
+                not entry.is_dir(follow_symlinks=False)
+                or entry.stat(follow_symlinks=False).st_uid != os.getuid()
+            ):
                 continue
             data_dir = Path(entry.path, OWNER_FILE).read_text(encoding="utf-8", errors="surrogateescape")
         except OSError:

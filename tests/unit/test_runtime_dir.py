@@ -72,12 +72,18 @@ def test_directories_of_deleted_data_directories_are_removed(tmp_path: Path, shm
     starting.mkdir()
     not_ours = shm / "tierstore-somebody-else"
     not_ours.mkdir()
+    foreign = shm / f"tierstore-{os.getuid()}-{'1' * 16}"  # our name, another user's directory
+    foreign.mkdir()
+    (foreign / runtime_dir.OWNER_FILE).write_text(str(gone_data))
+    if os.getuid() == 0:
+        os.chown(foreign, 65534, 65534)
     gone_data.rmdir()
     third = tmp_path / "third"
     third.mkdir()
     assert runtime_dir.for_data_dir(third, parent=shm) is not None  # any start sweeps
     assert not gone.exists()
     assert kept.exists() and starting.exists() and not_ours.exists()
+    assert foreign.exists() == (os.getuid() == 0)  # as root it belongs to nobody: left alone
 
 
 def test_the_last_one_out_removes_an_unused_directory(tmp_path: Path, shm: Path) -> None:
