@@ -2,11 +2,13 @@
 
 Each process used to count only its own writes on top of its start-up scan, so with several
 workers (`tierstore serve --workers N`) `admin domains` and the metrics answered differently
-depending on which worker was asked. Now the two numbers live in a 16-byte file in the host's
-state directory, one per drive: a scan sets them, every shard committed or removed adds to them,
-each under an exclusive `flock` of the file. The file is a status counter,
-not a record: it is not flushed to disk, and each process's start-up scan sets it anew from what
-is on the drive.
+depending on which worker was asked. Now the two numbers live in a 16-byte file per drive in a
+directory every process of the host finds alike (the server's: the data directory's runtime
+directory in memory, server/runtime_dir.py; else the catalog's folder): a scan sets them, every
+shard committed or removed adds to them, each under an exclusive `flock` of the file. The file is a
+status counter, not a record: it is not flushed to disk, and each process's start-up scan sets it
+anew from what is on the drive. (On the drives' file system every small PUT's `syncfs` wrote the
+mapped pages back, and the next update faulted: hence memory.)
 
 The file is mapped (MAP_SHARED), not read and written: every process sees the same page, and an
 update is a store into memory. A `pwrite` per shard used to be one more journalled write to the
