@@ -517,7 +517,8 @@ def test_per_request_shared_files_stay_off_the_drives(spawn: Spawn) -> None:
     for pid in server.worker_pids():
         mapped = _shared_mappings(pid)
         on_drives = {Path(p).name for p in mapped if p.startswith(data_dir + "/")}
-        assert on_drives == {"catalog.db-shm", "changes"}, mapped
+        # (no `-shm` with the catalog on PostgreSQL)
+        assert "changes" in on_drives and on_drives <= {"catalog.db-shm", "changes"}, mapped
         counters = [p for p in mapped if Path(p).parent == expected / "drive-counters"]
         metrics = [p for p in mapped if Path(p).parent.parent == expected / "metrics"]
         assert len(counters) >= 3 and metrics, mapped
