@@ -491,7 +491,7 @@ def create_app(config: ServerConfig, store: ObjectStore | None = None) -> ASGIAp
             await lifecycle.close()
             await store.close()
             if store.runtime_dir is not None:
-                runtime_dir.remove_if_unused(store.runtime_dir)
+                await asyncio.to_thread(runtime_dir.remove_if_unused, store.runtime_dir)
 
     app = FastAPI(
         lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None, **_NO_FRAMEWORK_TELEMETRY

@@ -387,7 +387,7 @@ async def run_lifecycle_only(config: ServerConfig) -> None:
         await lifecycle.close()
         await store.close()
         if store.runtime_dir is not None:
-            runtime_dir.remove_if_unused(store.runtime_dir)
+            await asyncio.to_thread(runtime_dir.remove_if_unused, store.runtime_dir)
 
 
 def _run(main: Coroutine[Any, Any, None]) -> None:

@@ -59,6 +59,19 @@ def test_no_usable_parent_means_the_data_directory(tmp_path: Path) -> None:
     assert runtime_dir.for_data_dir(data, parent=tmp_path / "missing") is None
 
 
+def test_too_little_free_memory_means_the_data_directory(
+    tmp_path: Path, shm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store into a mapped page of a full tmpfs is a SIGBUS: below the free-space floor the
+    files stay in the data directory, and nothing is created."""
+    data = tmp_path / "data"
+    data.mkdir()
+    free = os.statvfs(shm).f_bavail * os.statvfs(shm).f_frsize
+    monkeypatch.setattr(runtime_dir, "MIN_FREE_BYTES", free + (1 << 30))
+    assert runtime_dir.for_data_dir(data, parent=shm) is None
+    assert list(shm.iterdir()) == []
+
+
 def test_directories_of_deleted_data_directories_are_removed(tmp_path: Path, shm: Path) -> None:
     kept_data, gone_data = tmp_path / "kept", tmp_path / "gone"
     kept_data.mkdir()
