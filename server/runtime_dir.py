@@ -30,6 +30,7 @@ import os
 import re
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 SHARED_MEMORY = Path("/dev/shm")
@@ -90,12 +91,45 @@ def remove_if_unused(path: Path) -> None:
 def remove_orphans(parent: Path = SHARED_MEMORY, *, keep: Path | None = None) -> list[Path]:
     """Remove this user's runtime directories under `parent` whose data directory no longer
     exists; the ones removed. One whose owner file is not written yet (a start in progress) stays."""
+    return _remove_own(parent, lambda data_dir: not os.path.isdir(data_dir), keep)
+
+
+def remove_for_data_under(root: Path, parent: Path = SHARED_MEMORY) -> list[Path]:
+    """Remove this user's runtime directories under `parent` that belong to data directories
+    inside `root`, whether or not those still exist; the ones removed. For a test session's end:
+    the servers it killed with SIGKILL never removed theirs, and their data directories (pytest
+    keeps the last three sessions' temporary trees) keep `remove_orphans` from doing it. Only once
+    every server on those data directories is stopped (a running one would lose its counters)."""
+    inside = os.path.join(os.path.realpath(root), "")
+    return _remove_own(parent, lambda data_dir: os.path.join(data_dir, "").startswith(inside))
+
+
+def _remove_own(parent: Path, doomed: Callable[[str], bool], keep: Path | None = None) -> list[Path]:
+    """Remove this user's runtime directories under `parent` whose data directory is `doomed`."""
     own = re.compile(_OWN_NAME.format(uid=os.getuid()))
     removed: list[Path] = []
     try:
         entries = list(os.scandir(parent))
     except OSError:
         return removed
+    for entry in entries:
+        if not own.fullmatch(entry.name) or (keep is not None and entry.path == str(keep)):
+            continue
+        try:
+            # Ours alone: another user may have made a directory of this name first (then ours
+            # was never used, see `for_data_dir`); it is not ours to remove.
+            if (
+                not entry.is_dir(follow_symlinks=False)
+                or entry.stat(follow_symlinks=False).st_uid != os.getuid()
+            ):
+                continue
+            data_dir = Path(entry.path, OWNER_FILE).read_text(encoding="utf-8", errors="surrogateescape")
+        except OSError:
+            continue
+        if doomed(data_dir):
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(Path(entry.path))
+    return removed
     for entry in entries:
         if not own.fullmatch(entry.name) or (keep is not None and entry.path == str(keep)):
             continue

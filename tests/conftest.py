@@ -19,6 +19,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
+from server import runtime_dir
 from tests import node_cluster, postgres
 from tests import reliability as reliability_plugin
 from tests.reliability import reliability  # noqa: F401 - the fixture, for every test family
@@ -291,6 +292,17 @@ def make_client(endpoint: str, *, addressing: str = "path", verify: bool | str =
         verify=verify,
         config=Config(s3={"addressing_style": addressing}, retries={"max_attempts": 1}, **config),
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def runtime_dirs_removed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """At the session's end (every server of it stopped: this fixture is set up first, so it is
+    torn down last), the runtime directories of the session's data directories go from /dev/shm.
+    The servers tests kill with SIGKILL never remove theirs, and pytest keeps the last three
+    sessions' temporary trees, so the usual sweep of directories whose data is gone would not
+    either: a full CI run left over a hundred behind (~150 KB each)."""
+    yield
+    runtime_dir.remove_for_data_under(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(scope="session")

@@ -112,3 +112,23 @@ def test_the_last_one_out_removes_an_unused_directory(tmp_path: Path, shm: Path)
     assert not path.exists()
     runtime_dir.remove_if_unused(data)  # the fallback (the data directory) is never removed
     assert data.exists()
+
+
+def test_a_test_session_removes_the_runtime_directories_of_its_data_directories(
+    tmp_path: Path, shm: Path
+) -> None:
+    """The servers a session killed left theirs behind: removed if their data directory lies in the
+    session's tree (whether or not it still exists), never anyone else's."""
+    session, elsewhere = tmp_path / "session", tmp_path / "elsewhere"
+    kept_data = elsewhere / "data"
+    (session / "t1" / "data").mkdir(parents=True)
+    kept_data.mkdir(parents=True)
+    near_miss = tmp_path / "session-other" / "data"  # a name that merely starts like the session's
+    near_miss.mkdir(parents=True)
+    ours = runtime_dir.for_data_dir(session / "t1" / "data", parent=shm)
+    kept = runtime_dir.for_data_dir(kept_data, parent=shm)
+    kept_too = runtime_dir.for_data_dir(near_miss, parent=shm)
+    assert ours is not None and kept is not None and kept_too is not None
+    (ours / "drive-counters").mkdir()  # what a killed server leaves
+    assert runtime_dir.remove_for_data_under(session, parent=shm) == [ours]
+    assert not ours.exists() and kept.is_dir() and kept_too.is_dir()
