@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import functools
 import hashlib
 import hmac
@@ -778,8 +779,7 @@ class ObjectStore:
         rows = await asyncio.to_thread(self.catalog.process_rows)
         if self.runtime_dir is not None:
             # Shard counts of local drives, one per drive for every process on this host (workers).
-            for pool in domains.erasure_pools(self).values():  # files opened: off the event loop
-                await asyncio.to_thread(pool.share_counters, self.runtime_dir / "drive-counters")
+            await asyncio.to_thread(self._share_drive_counters, self.runtime_dir)
         for tier in self.tiers.values():
             tier.backend.judge_writers_elsewhere(judged_elsewhere(rows, host_id()))
             await tier.backend.start()
@@ -835,18 +835,34 @@ class ObjectStore:
                 await asyncio.to_thread(self.catalog.publish_pins, self._holder, [], 0.0)
         if self.registry is not None:
             self.registry.remove()
-            if (
-                self.runtime_dir is not None
-                and self.runtime_dir != self.state_dir
-                and not any(c.alive(time.time()) for c in await asyncio.to_thread(self.registry.scan))
-            ):
-                # The last process of this data directory to stop takes the drive counters along:
-                # in memory they would outlive it (the next start's scan sets them anew anyway).
-                await asyncio.to_thread(shutil.rmtree, self.runtime_dir / "drive-counters", True)
+            if self.runtime_dir is not None and self.runtime_dir != self.state_dir:
+                await asyncio.to_thread(self._remove_drive_counters_if_last, self.runtime_dir)
         if self.process is not None:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self.process.close)
         self.catalog.close()
+
+    def _share_drive_counters(self, runtime_dir: Path) -> None:
+        """Map the local drives' shared counter files (blocking: opens one file per drive).
+
+        Under the runtime directory's lock, and with this process's checkpoint written first: a
+        process of the same data directory stopping now either sees this one alive and leaves
+        the files be, or removes them before this one creates them anew. Unlocked, it could
+        unlink the files this one had just mapped, and the workers started later would count in
+        other files than this process."""
+        with _locked(runtime_dir):
+            if self.registry is not None:
+                self.registry.heartbeat()
+            for pool in domains.erasure_pools(self).values():
+                pool.share_counters(runtime_dir / "drive-counters")
+
+    def _remove_drive_counters_if_last(self, runtime_dir: Path) -> None:
+        """The last process of this data directory to stop takes the drive counters along: in
+        memory they would outlive it (the next start's scan sets them anew anyway)."""
+        assert self.registry is not None
+        with _locked(runtime_dir):
+            if not any(c.alive(time.time()) for c in self.registry.scan()):
+                shutil.rmtree(runtime_dir / "drive-counters", ignore_errors=True)
 
     # Crash detection (tiering.peers): each process keeps its own "running" checkpoint file with
     # a heartbeat, removed on an orderly close. Finding one whose process is gone means it died.
@@ -2048,6 +2064,17 @@ class ObjectStore:
             if_none_match=if_none_match,
             requested=requested,
         )
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """An exclusive lock on `directory` among the processes of this host (flock; blocking)."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # lets go of the lock
 
 
 __all__ = [

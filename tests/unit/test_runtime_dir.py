@@ -3,12 +3,16 @@ never someone else's, gone with its data directory or with the last process that
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
 import os
 from pathlib import Path
 
 import pytest
 
 from server import runtime_dir
+from server.app import build_store
+from server.config import load_config
 
 
 @pytest.fixture
@@ -132,3 +136,43 @@ def test_a_test_session_removes_the_runtime_directories_of_its_data_directories(
     (ours / "drive-counters").mkdir()  # what a killed server leaves
     assert runtime_dir.remove_for_data_under(session, parent=shm) == [ours]
     assert not ours.exists() and kept.is_dir() and kept_too.is_dir()
+
+
+def test_a_store_maps_and_removes_its_drive_counters_only_under_the_runtime_directorys_lock(
+    tmp_path: Path,
+) -> None:
+    """A process starting while the last one of its data directory stops: each side's step on the
+    drive counters (map them / see nobody alive and remove them) waits for the other's, so the
+    stopping one cannot unlink the files the starting one has just mapped."""
+    store = build_store(load_config(None, data_dir=tmp_path / "data"))
+    path = store.runtime_dir
+    assert path is not None and path != store.state_dir and path.parent == runtime_dir.SHARED_MEMORY
+    counters = path / "drive-counters"
+
+    async def scenario() -> None:
+        held = _lock(path)  # another process of the data directory, stopping or starting
+        start = asyncio.create_task(store.start())
+        await asyncio.sleep(0.5)
+        assert not start.done() and not counters.exists(), "mapped the counters without the lock"
+        os.close(held)
+        await asyncio.wait_for(start, 60)
+        assert any(counters.iterdir())
+        held = _lock(path)
+        close = asyncio.create_task(store.close())
+        await asyncio.sleep(0.5)
+        assert counters.is_dir(), "removed the counters without the lock"
+        os.close(held)
+        await asyncio.wait_for(close, 60)
+        assert not counters.exists()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        runtime_dir.remove_if_unused(path)
+    assert not path.exists()
+
+
+def _lock(directory: Path) -> int:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
