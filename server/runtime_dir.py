@@ -130,21 +130,3 @@ def _remove_own(parent: Path, doomed: Callable[[str], bool], keep: Path | None =
             shutil.rmtree(entry.path, ignore_errors=True)
             removed.append(Path(entry.path))
     return removed
-    for entry in entries:
-        if not own.fullmatch(entry.name) or (keep is not None and entry.path == str(keep)):
-            continue
-        try:
-            # Ours alone: another user may have made a directory of this name first (then ours
-            # was never used, see `for_data_dir`); it is not ours to remove.
-            if (
-                not entry.is_dir(follow_symlinks=False)
-                or entry.stat(follow_symlinks=False).st_uid != os.getuid()
-            ):
-                continue
-            data_dir = Path(entry.path, OWNER_FILE).read_text(encoding="utf-8", errors="surrogateescape")
-        except OSError:
-            continue
-        if not os.path.isdir(data_dir):
-            shutil.rmtree(entry.path, ignore_errors=True)
-            removed.append(Path(entry.path))
-    return removed
