@@ -779,7 +779,7 @@ class ObjectStore:
         rows = await asyncio.to_thread(self.catalog.process_rows)
         if self.runtime_dir is not None:
             # Shard counts of local drives, one per drive for every process on this host (workers).
-            await asyncio.to_thread(self._share_drive_counters, self.runtime_dir)
+            self.runtime_dir = await asyncio.to_thread(self._share_drive_counters, self.runtime_dir)
         for tier in self.tiers.values():
             tier.backend.judge_writers_elsewhere(judged_elsewhere(rows, host_id()))
             await tier.backend.start()
@@ -842,19 +842,29 @@ class ObjectStore:
                 await asyncio.to_thread(self.process.close)
         self.catalog.close()
 
-    def _share_drive_counters(self, runtime_dir: Path) -> None:
-        """Map the local drives' shared counter files (blocking: opens one file per drive).
+    def _share_drive_counters(self, runtime_dir: Path) -> Path:
+        """Map the local drives' shared counter files (blocking: opens one file per drive); the
+        runtime directory they are in.
 
         Under the runtime directory's lock, and with this process's checkpoint written first: a
         process of the same data directory stopping now either sees this one alive and leaves
         the files be, or removes them before this one creates them anew. Unlocked, it could
         unlink the files this one had just mapped, and the workers started later would count in
         other files than this process."""
-        with _locked(runtime_dir):
-            if self.registry is not None:
-                self.registry.heartbeat()
-            for pool in domains.erasure_pools(self).values():
-                pool.share_counters(runtime_dir / "drive-counters")
+        try:
+            with _locked(runtime_dir):
+                if self.registry is not None:
+                    self.registry.heartbeat()
+                for pool in domains.erasure_pools(self).values():
+                    pool.share_counters(runtime_dir / "drive-counters")
+            return runtime_dir
+        except FileNotFoundError:
+            if runtime_dir.is_dir() or self.state_dir is None or runtime_dir == self.state_dir:
+                raise
+        # The last other process of this data directory removed the runtime directory as it
+        # stopped, after the server had found it: the counters go where they are kept without one.
+        log.warning("runtime directory %s vanished: drive counters kept in %s", runtime_dir, self.state_dir)
+        return self._share_drive_counters(self.state_dir)
 
     def _remove_drive_counters_if_last(self, runtime_dir: Path) -> None:
         """The last process of this data directory to stop takes the drive counters along: in

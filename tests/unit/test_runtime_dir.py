@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -169,6 +170,30 @@ def test_a_store_maps_and_removes_its_drive_counters_only_under_the_runtime_dire
         asyncio.run(scenario())
     finally:
         runtime_dir.remove_if_unused(path)
+    assert not path.exists()
+
+
+def test_a_runtime_directory_removed_before_the_start_leaves_the_counters_in_the_data_directory(
+    tmp_path: Path,
+) -> None:
+    """The last other process of the data directory may remove the runtime directory between the
+    server finding it and the store starting: the store starts anyway, with the counters where they
+    are kept without one."""
+    store = build_store(load_config(None, data_dir=tmp_path / "data"))
+    path = store.runtime_dir
+    state = store.state_dir
+    assert path is not None and state is not None and path != state
+    shutil.rmtree(path)
+
+    async def scenario() -> None:
+        await store.start()
+        try:
+            assert store.runtime_dir == state
+            assert any((state / "drive-counters").iterdir())
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
     assert not path.exists()
 
 
