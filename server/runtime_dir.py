@@ -33,6 +33,8 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+from tiering.peers import locked_directory
+
 SHARED_MEMORY = Path("/dev/shm")
 PREFIX = "tierstore-"
 OWNER_FILE = "data-dir"  # the real path of the data directory this one belongs to
@@ -82,10 +84,14 @@ def remove_if_unused(path: Path) -> None:
         return
     with contextlib.suppress(OSError):
         (path / "metrics").rmdir()  # only if empty: another supervisor's directory stays
-    with contextlib.suppress(OSError):
+    # Under the lock a starting store takes to map its drive counters here (tiering/store.py): it
+    # either has put them here first (the directory stays, owner file and all) or finds the
+    # directory gone and keeps them in its state directory. Unlocked, the owner file could go while
+    # a starting process filled the directory, which then stayed, nameless to every later sweep.
+    with contextlib.suppress(OSError), locked_directory(path):
         if os.listdir(path) == [OWNER_FILE]:
             (path / OWNER_FILE).unlink()
-            path.rmdir()  # fails if a process starting now has just put its files here: it stays
+            path.rmdir()
 
 
 def remove_orphans(parent: Path = SHARED_MEMORY, *, keep: Path | None = None) -> list[Path]:

@@ -33,13 +33,14 @@ single file `checkpoint` ("running <time>" or "clean") of single-process version
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import re
 import secrets
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -161,6 +162,20 @@ class Checkpoint:
         if self.pid == os.getpid():
             return False  # an earlier process with our pid (a restarted container's pid 1)
         return pid_alive(self.pid)
+
+
+@contextlib.contextmanager
+def locked_directory(directory: Path) -> Iterator[None]:
+    """An exclusive lock on `directory` among this host's processes (`flock`; blocking: call it
+    from a worker thread). The processes of one data directory take their runtime directory's
+    (server/runtime_dir.py) to map or remove the drive counters in it, and to remove it: a process
+    starting and one stopping then never interleave those steps."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # lets go of the lock
 
 
 class ProcessRegistry:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import functools
 import hashlib
 import hmac
@@ -96,6 +95,7 @@ from tiering.peers import (
     ProcessRow,
     host_id,
     judged_elsewhere,
+    locked_directory,
     owner_of,
 )
 from tiering.rebalance import Rebalancer
@@ -852,11 +852,15 @@ class ObjectStore:
         unlink the files this one had just mapped, and the workers started later would count in
         other files than this process."""
         try:
-            with _locked(runtime_dir):
+            with locked_directory(runtime_dir):
                 if self.registry is not None:
                     self.registry.heartbeat()
+                # Not `parents`: a runtime directory removed since it was opened is not made again
+                # here, without its owner file and with default permissions (server/runtime_dir.py).
+                counters = runtime_dir / "drive-counters"
+                counters.mkdir(exist_ok=True)
                 for pool in domains.erasure_pools(self).values():
-                    pool.share_counters(runtime_dir / "drive-counters")
+                    pool.share_counters(counters)
             return runtime_dir
         except FileNotFoundError:
             if runtime_dir.is_dir() or self.state_dir is None or runtime_dir == self.state_dir:
@@ -870,7 +874,7 @@ class ObjectStore:
         """The last process of this data directory to stop takes the drive counters along: in
         memory they would outlive it (the next start's scan sets them anew anyway)."""
         assert self.registry is not None
-        with _locked(runtime_dir):
+        with locked_directory(runtime_dir):
             if not any(c.alive(time.time()) for c in self.registry.scan()):
                 shutil.rmtree(runtime_dir / "drive-counters", ignore_errors=True)
 
@@ -2074,17 +2078,6 @@ class ObjectStore:
             if_none_match=if_none_match,
             requested=requested,
         )
-
-
-@contextlib.contextmanager
-def _locked(directory: Path) -> Iterator[None]:
-    """An exclusive lock on `directory` among the processes of this host (flock; blocking)."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # lets go of the lock
 
 
 __all__ = [

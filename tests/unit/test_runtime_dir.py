@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
-import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -14,6 +14,7 @@ import pytest
 from server import runtime_dir
 from server.app import build_store
 from server.config import load_config
+from tiering.store import ObjectStore
 
 
 @pytest.fixture
@@ -139,15 +140,24 @@ def test_a_test_session_removes_the_runtime_directories_of_its_data_directories(
     assert not ours.exists() and kept.is_dir() and kept_too.is_dir()
 
 
+def _store_in_memory(tmp_path: Path) -> ObjectStore:
+    """A store whose runtime directory is in /dev/shm (the case these tests are about)."""
+    store = build_store(load_config(None, data_dir=tmp_path / "data"))
+    if store.runtime_dir is None or store.runtime_dir.parent != runtime_dir.SHARED_MEMORY:
+        store.catalog.close()
+        pytest.skip("no runtime directory in /dev/shm on this host (not Linux, or too little free)")
+    return store
+
+
 def test_a_store_maps_and_removes_its_drive_counters_only_under_the_runtime_directorys_lock(
     tmp_path: Path,
 ) -> None:
     """A process starting while the last one of its data directory stops: each side's step on the
     drive counters (map them / see nobody alive and remove them) waits for the other's, so the
     stopping one cannot unlink the files the starting one has just mapped."""
-    store = build_store(load_config(None, data_dir=tmp_path / "data"))
+    store = _store_in_memory(tmp_path)
     path = store.runtime_dir
-    assert path is not None and path != store.state_dir and path.parent == runtime_dir.SHARED_MEMORY
+    assert path is not None
     counters = path / "drive-counters"
 
     async def scenario() -> None:
@@ -173,27 +183,61 @@ def test_a_store_maps_and_removes_its_drive_counters_only_under_the_runtime_dire
     assert not path.exists()
 
 
-def test_a_runtime_directory_removed_before_the_start_leaves_the_counters_in_the_data_directory(
-    tmp_path: Path,
+@pytest.mark.parametrize("when", ["before the start", "while the start waits for the lock"])
+def test_a_runtime_directory_removed_meanwhile_leaves_the_counters_in_the_state_directory(
+    tmp_path: Path, when: str
 ) -> None:
     """The last other process of the data directory may remove the runtime directory between the
-    server finding it and the store starting: the store starts anyway, with the counters where they
-    are kept without one."""
-    store = build_store(load_config(None, data_dir=tmp_path / "data"))
-    path = store.runtime_dir
-    state = store.state_dir
-    assert path is not None and state is not None and path != state
-    shutil.rmtree(path)
+    server finding it and the store mapping its counters: the store starts anyway, with the counters
+    where they are kept without one, and does not make the directory again (it would lack its owner
+    file and its private mode)."""
+    store = _store_in_memory(tmp_path)
+    path, state = store.runtime_dir, store.state_dir
+    assert path is not None and state is not None
+
+    def remove() -> None:  # what `remove_if_unused` does, the lock being ours already
+        (path / runtime_dir.OWNER_FILE).unlink()
+        path.rmdir()
 
     async def scenario() -> None:
-        await store.start()
+        if when == "before the start":
+            remove()
+            await store.start()
+        else:
+            held = _lock(path)
+            start = asyncio.create_task(store.start())
+            await asyncio.sleep(0.5)  # it has opened the directory and waits for the lock
+            remove()
+            os.close(held)
+            await asyncio.wait_for(start, 60)
         try:
-            assert store.runtime_dir == state
+            assert store.runtime_dir == state and not path.exists()
             assert any((state / "drive-counters").iterdir())
         finally:
             await store.close()
 
     asyncio.run(scenario())
+    assert not path.exists()
+
+
+def test_removing_an_unused_runtime_directory_waits_for_its_lock(tmp_path: Path, shm: Path) -> None:
+    """`remove_if_unused` takes the lock a starting store maps its counters under: a store that got
+    there first keeps the directory (owner file and all), one that comes later finds it gone."""
+    data = tmp_path / "data"
+    data.mkdir()
+    path = runtime_dir.for_data_dir(data, parent=shm)
+    assert path is not None
+    held = _lock(path)
+    remover = threading.Thread(target=runtime_dir.remove_if_unused, args=(path,))
+    remover.start()
+    remover.join(0.5)
+    assert remover.is_alive() and (path / runtime_dir.OWNER_FILE).is_file(), "removed without the lock"
+    (path / "drive-counters").mkdir()  # the starting store, holding the lock, put its counters here
+    os.close(held)
+    remover.join(30)
+    assert (path / runtime_dir.OWNER_FILE).is_file() and (path / "drive-counters").is_dir()
+    (path / "drive-counters").rmdir()
+    runtime_dir.remove_if_unused(path)
     assert not path.exists()
 
 
