@@ -363,7 +363,7 @@ def _supervise(config: ServerConfig, argv: list[str], workers: int, reuse_port: 
     # Workers re-read the command line (and so the configuration and the code) when started.
     command = [sys.executable, "-m", "server.cli", *argv]
     # In memory where the host has a place for it (server/runtime_dir.py), else in the data directory.
-    metrics_dir = metrics_workers.prepare_dir(runtime_dir.for_data_dir(config.data_dir) or config.data_dir)
+    metrics_dir = metrics_workers.prepare_dir(runtime_dir.for_data_dir(config.data_dir), config.data_dir)
     return Supervisor(command, sockets, workers, _banner(config, workers), metrics_dir).run()
 
 

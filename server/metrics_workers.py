@@ -32,6 +32,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from erasure.stats import CODEC
+from tiering.peers import locked_directory
 
 log = logging.getLogger("tierstore.metrics")
 
@@ -62,13 +63,27 @@ def multiprocess_dir() -> str | None:
     return os.environ.get(MULTIPROC_ENV) or None
 
 
-def prepare_dir(parent: Path) -> Path:
-    """A fresh directory for this supervisor's workers (`<parent>/metrics/<pid>`, the parent being
-    the data directory's runtime directory, server/runtime_dir.py, or the data directory itself);
-    directories left by supervisors that are gone (killed) are removed. A restart starts its
-    counters at zero."""
-    root = parent / "metrics"
-    root.mkdir(parents=True, exist_ok=True)
+def prepare_dir(runtime: Path | None, data_dir: Path) -> Path:
+    """A fresh directory for this supervisor's workers, `<parent>/metrics/<pid>`: the parent is the
+    data directory's runtime directory in memory (server/runtime_dir.py), or `data_dir` where
+    there is none or it is gone. Directories left by supervisors that are gone (killed) are
+    removed. A restart starts its counters at zero."""
+    if runtime is not None:
+        # Under the runtime directory's lock, and never making it: a process of this data directory
+        # that stops now removes it while it holds nothing but its owner file (under the same lock:
+        # runtime_dir.remove_if_unused). Made again here, it had no owner file and mode 0755, and no
+        # sweep ever removed it (nor would the next start use it).
+        try:
+            with locked_directory(runtime):
+                return _fresh(runtime / "metrics")
+        except FileNotFoundError:  # removed before this start locked it (or its empty `metrics`)
+            log.info("runtime directory %s removed meanwhile: worker metrics in the data directory", runtime)
+    return _fresh(data_dir / "metrics", parents=True)
+
+
+def _fresh(root: Path, *, parents: bool = False) -> Path:
+    """`root/<pid>`, empty; `root` made if need be (its parents too only when told)."""
+    root.mkdir(parents=parents, exist_ok=True)
     for old in root.iterdir():
         if old.name.isdigit() and not _alive(int(old.name)):
             shutil.rmtree(old, ignore_errors=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from server import runtime_dir
+from server import metrics_workers, runtime_dir
 from server.app import build_store
 from server.config import load_config
 from tiering.store import ObjectStore
@@ -239,6 +239,42 @@ def test_removing_an_unused_runtime_directory_waits_for_its_lock(tmp_path: Path,
     (path / "drive-counters").rmdir()
     runtime_dir.remove_if_unused(path)
     assert not path.exists()
+
+
+def test_worker_metrics_never_make_a_removed_runtime_directory_again(tmp_path: Path, shm: Path) -> None:
+    """A supervisor starting while the last process of its data directory stops: the runtime
+    directory it was handed is gone when it makes its workers' metrics directory. The metrics go to
+    the data directory, and the runtime directory is not made again (it was, through a mkdir with
+    parents: no owner file, mode 0755, never removed by a sweep nor used by a later start)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    path = runtime_dir.for_data_dir(data, parent=shm)
+    assert path is not None
+    runtime_dir.remove_if_unused(path)
+    assert not path.exists()
+    metrics = metrics_workers.prepare_dir(path, data)
+    assert not path.exists(), "the removed runtime directory was made again"
+    assert metrics == data / "metrics" / str(os.getpid()) and metrics.is_dir()
+
+
+def test_worker_metrics_are_made_under_the_runtime_directorys_lock(tmp_path: Path, shm: Path) -> None:
+    """The metrics directory is made holding the lock a stopping process removes an unused runtime
+    directory under, so the two never interleave; with the lock free it lands in the runtime directory."""
+    data = tmp_path / "data"
+    data.mkdir()
+    path = runtime_dir.for_data_dir(data, parent=shm)
+    assert path is not None
+    made: list[Path] = []
+    held = _lock(path)
+    maker = threading.Thread(target=lambda: made.append(metrics_workers.prepare_dir(path, data)))
+    maker.start()
+    maker.join(0.5)
+    try:
+        assert maker.is_alive() and not (path / "metrics").exists(), "made without the lock"
+    finally:
+        os.close(held)
+        maker.join(30)
+    assert made == [path / "metrics" / str(os.getpid())] and made[0].is_dir()
 
 
 def _lock(directory: Path) -> int:
