@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import uvloop  # noqa: E402
 
+from server import runtime_dir  # noqa: E402
 from server.app import build_store  # noqa: E402
 from server.config import load_config  # noqa: E402
 from tiering.records import ObjectMeta  # noqa: E402
@@ -50,8 +51,8 @@ def _spin(ms: float) -> None:
 async def one_round(concurrency: int, duration: float, loop_work_ms: float) -> dict[str, float]:
     data_dir = Path(tempfile.mkdtemp(prefix="bench-small-commits-"))
     store = build_store(load_config(None, data_dir=data_dir))
-    await store.start()
     try:
+        await store.start()
         await store.create_bucket("bench", "bench", "us-east-1")
         body = os.urandom(BODY_BYTES)
         latencies: list[float] = []
@@ -79,6 +80,9 @@ async def one_round(concurrency: int, duration: float, loop_work_ms: float) -> d
         batches, writes = committer.batches - batches0, committer.writes - writes0
     finally:
         await store.close()
+        # As the server stops (server/app.py): its runtime directory in /dev/shm goes with it.
+        if store.runtime_dir is not None:
+            await asyncio.to_thread(runtime_dir.remove_if_unused, store.runtime_dir)
         shutil.rmtree(data_dir, ignore_errors=True)
     cpu = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
     latencies.sort()

@@ -4,7 +4,7 @@ never someone else's, gone with its data directory or with the last process that
 from __future__ import annotations
 
 import asyncio
-import fcntl
+import contextlib
 import os
 import threading
 from pathlib import Path
@@ -14,6 +14,7 @@ import pytest
 from server import metrics_workers, runtime_dir
 from server.app import build_store
 from server.config import load_config
+from tiering.peers import locked_directory
 from tiering.store import ObjectStore
 
 
@@ -165,14 +166,14 @@ def test_a_store_maps_and_removes_its_drive_counters_only_under_the_runtime_dire
         start = asyncio.create_task(store.start())
         await asyncio.sleep(0.5)
         assert not start.done() and not counters.exists(), "mapped the counters without the lock"
-        os.close(held)
+        held.close()
         await asyncio.wait_for(start, 60)
         assert any(counters.iterdir())
         held = _lock(path)
         close = asyncio.create_task(store.close())
         await asyncio.sleep(0.5)
         assert counters.is_dir(), "removed the counters without the lock"
-        os.close(held)
+        held.close()
         await asyncio.wait_for(close, 60)
         assert not counters.exists()
 
@@ -208,7 +209,7 @@ def test_a_runtime_directory_removed_meanwhile_leaves_the_counters_in_the_state_
             start = asyncio.create_task(store.start())
             await asyncio.sleep(0.5)  # it has opened the directory and waits for the lock
             remove()
-            os.close(held)
+            held.close()
             await asyncio.wait_for(start, 60)
         try:
             assert store.runtime_dir == state and not path.exists()
@@ -233,7 +234,7 @@ def test_removing_an_unused_runtime_directory_waits_for_its_lock(tmp_path: Path,
     remover.join(0.5)
     assert remover.is_alive() and (path / runtime_dir.OWNER_FILE).is_file(), "removed without the lock"
     (path / "drive-counters").mkdir()  # the starting store, holding the lock, put its counters here
-    os.close(held)
+    held.close()
     remover.join(30)
     assert (path / runtime_dir.OWNER_FILE).is_file() and (path / "drive-counters").is_dir()
     (path / "drive-counters").rmdir()
@@ -272,12 +273,14 @@ def test_worker_metrics_are_made_under_the_runtime_directorys_lock(tmp_path: Pat
     try:
         assert maker.is_alive() and not (path / "metrics").exists(), "made without the lock"
     finally:
-        os.close(held)
+        held.close()
         maker.join(30)
     assert made == [path / "metrics" / str(os.getpid())] and made[0].is_dir()
 
 
-def _lock(directory: Path) -> int:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    return fd
+def _lock(directory: Path) -> contextlib.ExitStack:
+    """Hold `directory`'s lock as another process of the data directory would (the product's own
+    `locked_directory`: an flock of its own open file, so this process's threads wait for it too)."""
+    held = contextlib.ExitStack()
+    held.enter_context(locked_directory(directory))
+    return held
