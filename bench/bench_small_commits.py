@@ -1,6 +1,6 @@
 """Small PUTs through the committer alone, in this process: no HTTP, no client, no second worker.
 
-    python bench/bench_small_commits.py [--concurrency 16] [--duration 6] [--rounds 3] [--loop-work-ms 0 0.25]
+    .venv/bin/python bench/bench_small_commits.py [--concurrency 16] [--duration 6] [--rounds 3] [--loop-work-ms 0 0.25]
 
 What it is for: telling a small PUT's own storage cost (placement, pack appends, the drives'
 flush, the catalog rows and the WAL's fsync: tiering/small_writes.py) apart from what the server
