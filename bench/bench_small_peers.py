@@ -46,7 +46,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -54,6 +54,7 @@ from bench_peers import LoadSampler, machine_info  # noqa: E402
 from nginx import Nginx  # noqa: E402
 from peers import PEER_SPECS, PEERS_DIR, Peer  # noqa: E402
 from servers import REPO, Server, Tierstore  # noqa: E402
+from settle import MAX_WAIT_S, QUIET_BUSY, Settled, settle  # noqa: E402
 
 KiB = 1024
 MiB = 1024 * 1024
@@ -70,6 +71,7 @@ PUT_4K_KEYS = 1_000_000  # key space of a 4 KiB PUT run: larger than any run, ev
 PUT_1M_KEYS = 4096
 MILLION_CHUNK = 10_000
 RUN_TIMEOUT = 900.0
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,27 @@ def shapes_for(clients_4k: list[int], clients_1m: list[int]) -> list[Shape]:
     for op in ("put", "get"):
         out += [Shape(op, MiB, c) for c in clients_1m]
     return out
+
+
+def turns(targets: list[T], rnd: int) -> list[T]:
+    """The order the servers take their turns in round `rnd`: rotated by one each round, and
+    reversed every other round, so that a server does not always follow the same one (with a
+    rotation alone, each server always ran right after the same neighbour: tierstore after Ceph
+    and its post-PUT background work, SeaweedFS after nginx)."""
+    rotated = targets[rnd % len(targets) :] + targets[: rnd % len(targets)]
+    return rotated[::-1] if rnd % 2 else rotated
+
+
+def settling_line(settles: list[Settled]) -> str:
+    waits = [x.waited_s for x in settles]
+    dirty = [x.dirty_kib / 1024 for x in settles]
+    loud = sum(not x.quiet for x in settles)
+    return (
+        f"- **Settling before each run** (bench/settle.py): {len(settles)} runs; waited median "
+        f"{statistics.median(waits):.1f} s, max {max(waits):.1f} s; dirty pages flushed median "
+        f"{statistics.median(dirty):,.0f} MiB, max {max(dirty):,.0f} MiB; not quiet within "
+        f"{MAX_WAIT_S:g} s: {loud}"
+    )
 
 
 def get_objects(size: int, clients: int) -> int:
@@ -364,8 +387,15 @@ def side_by_side_report(
     lines = [
         f"Each cell: median over {args.rounds} round(s) of the run's ops/s (4 KiB) or MiB/s (1 MiB); "
         f"one s3bench run = {args.warmup:g} s warm-up + {args.duration:g} s window; rounds interleaved "
-        "(each shape on every server in turn, order rotated each round). Ratios: median of the "
-        "per-round ratios. ERR: a run had errors or a bad MD5 (no number).",
+        "(each shape on every server in turn, the order rotated each round and reversed every other "
+        "round). "
+        + (
+            "No settling between runs (--no-settle). "
+            if args.no_settle
+            else "Before every run the box settles (bench/settle.py: `sync`, then up to "
+            f"{MAX_WAIT_S:g} s for the CPUs to fall below {100 * QUIET_BUSY:g} % busy). "
+        )
+        + "Ratios: median of the per-round ratios. ERR: a run had errors or a bad MD5 (no number).",
         "",
     ]
     ts_names = [n for n in names if n.startswith("tierstore")]
@@ -551,6 +581,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=float, default=10.0, help="seconds of each run's timed window")
     ap.add_argument("--warmup", type=float, default=1.0, help="seconds of load before each window")
+    ap.add_argument(
+        "--no-settle",
+        action="store_true",
+        help="start each run right after the last one (no sync, no wait for quiet CPUs: bench/settle.py)",
+    )
     ap.add_argument("--clients-4k", default="16,64", help="client counts of the 4 KiB shapes")
     ap.add_argument("--clients-1m", default="4,16", help="client counts of the 1 MiB shapes")
     ap.add_argument(
@@ -605,6 +640,7 @@ def main(argv: list[str] | None = None) -> int:
     failures: dict[str, str] = {}
     runs: list[Run] = []
     million_lines: list[str] = []
+    settles: list[Settled] = []
     examples: dict[str, str] = {}
     exit_code = 0
     t_start = time.monotonic()
@@ -650,9 +686,12 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 targets.append(t)
             for rnd in range(args.rounds):
-                order = targets[rnd % len(targets) :] + targets[: rnd % len(targets)]
+                order = turns(targets, rnd)
                 for shape in shapes:
                     for t in order:
+                        settled = None if args.no_settle else settle()
+                        if settled is not None:
+                            settles.append(settled)
                         rc, recs, err, run_argv = s3bench(
                             args.tool, t, shape_args(shape, rnd, args), args.json_out
                         )
@@ -675,7 +714,8 @@ def main(argv: list[str] | None = None) -> int:
                             f"  r{rnd} {shape.name:<13} {t.name:<13} {rec['ops_per_s']:9,.1f} ops/s {rec['mib_per_s']:8,.1f} MiB/s "
                             f"P50 {lat.get('p50', 0):7.2f} P99 {lat.get('p99', 0):7.2f} ms  srv "
                             f"{rec.get('server_cpu_ms_per_op', 0) or 0:.3f} ms/op  md5 {ver.get('md5_ok', '-')}/"
-                            f"{ver.get('checked', '-')}{flag}",
+                            f"{ver.get('checked', '-')}{flag}"
+                            + (f"  [{settled.describe()}]" if settled is not None else ""),
                             flush=True,
                         )
         if shapes:
@@ -726,6 +766,7 @@ def main(argv: list[str] | None = None) -> int:
             if examples
             else ""
         ),
+        *([settling_line(settles)] if settles else []),
         "",
     ]
     if shapes:
