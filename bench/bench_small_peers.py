@@ -43,6 +43,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,6 +210,21 @@ class Target:
     @property
     def auth(self) -> str:
         return "none" if self.kind == "nginx" else "header"
+
+
+def tier_objects(t: Target) -> str:
+    """Objects per tier as a tierstore's /metrics counts them ("" for other servers). A GET run
+    reads its working set from whichever tier the lifecycle has put it in by then: hot after the
+    PUT, gpu-direct (memory) once a lifecycle pass (every 60 s by default) found it hot."""
+    if t.kind != "tierstore":
+        return ""
+    try:
+        with urllib.request.urlopen(f"{t.server.endpoint}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return ""
+    counts = re.findall(r'^tierstore_tier_objects\{tier="([^"]+)"\} (\S+)$', text, re.M)
+    return ", ".join(f"{tier} {float(n):,.0f}" for tier, n in counts if float(n))
 
 
 def describe(t: Target) -> str:
@@ -692,6 +708,7 @@ def main(argv: list[str] | None = None) -> int:
                         settled = None if args.no_settle else settle()
                         if settled is not None:
                             settles.append(settled)
+                        tiers = tier_objects(t) if shape.op == "get" else ""
                         rc, recs, err, run_argv = s3bench(
                             args.tool, t, shape_args(shape, rnd, args), args.json_out
                         )
@@ -715,7 +732,8 @@ def main(argv: list[str] | None = None) -> int:
                             f"P50 {lat.get('p50', 0):7.2f} P99 {lat.get('p99', 0):7.2f} ms  srv "
                             f"{rec.get('server_cpu_ms_per_op', 0) or 0:.3f} ms/op  md5 {ver.get('md5_ok', '-')}/"
                             f"{ver.get('checked', '-')}{flag}"
-                            + (f"  [{settled.describe()}]" if settled is not None else ""),
+                            + (f"  [{settled.describe()}]" if settled is not None else "")
+                            + (f"  [objects by tier before the run: {tiers}]" if tiers else ""),
                             flush=True,
                         )
         if shapes:
