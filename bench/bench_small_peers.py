@@ -12,8 +12,10 @@ All of them run at once. A peer that does not start is reported, not fatal.
 The load comes from the lean client ../shared/tools/s3bench.py, one invocation per (round, shape,
 server) with that server alone (`--auth none` for nginx, SigV4 header auth for the others), so
 that every server gets the same client; rounds are interleaved: each shape on every server in
-turn, the server order rotated each round. Shapes: 4 KiB PUT and GET at 16 and 64 clients, 1 MiB
-PUT and GET at 4 and 16 (`--clients-4k`, `--clients-1m`). GET objects are PUT once before the
+turn, the server order rotated each round and reversed every other round, and before every run
+the box settles (bench/settle.py: `sync`, then a bounded wait for quiet CPUs; `--no-settle` skips
+it). Shapes: 4 KiB PUT and GET at 16 and 64 clients, 1 MiB PUT and GET at 4 and 16 (`--clients-4k`,
+`--clients-1m`). GET objects are PUT once before the
 rounds (untimed); 4 KiB and 1 MiB PUTs write fresh keys and keep them (1 MiB: a key space of 4,096
 per round, `PUT_1M_KEYS`; the disk holds up to 4 GiB per round and server until the servers stop).
 Every run MD5-checks a sample of its keys (s3bench --verify).
@@ -111,8 +113,8 @@ def shapes_for(clients_4k: list[int], clients_1m: list[int]) -> list[Shape]:
 def turns(targets: list[T], rnd: int) -> list[T]:
     """The order the servers take their turns in round `rnd`: rotated by one each round, and
     reversed every other round, so that a server does not always follow the same one (with a
-    rotation alone, each server always ran right after the same neighbour: tierstore after Ceph
-    and its post-PUT background work, SeaweedFS after nginx)."""
+    rotation alone, each server always ran right after the same neighbour: tierstore after Ceph,
+    SeaweedFS after nginx)."""
     rotated = targets[rnd % len(targets) :] + targets[: rnd % len(targets)]
     return rotated[::-1] if rnd % 2 else rotated
 

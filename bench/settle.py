@@ -2,8 +2,8 @@
 
 Side-by-side runs take turns on one machine, every server up at once. What one server leaves
 behind lands in the next one's window: dirty pages that the kernel writes back (or that the next
-server's own `syncfs`/`fsync` has to write first: a flush covers the whole file system), and
-background work (Ceph's OSDs compacting and flushing after a PUT run, a collector, a checkpoint).
+server's own `syncfs` has to write first: it flushes the whole file system), and whatever
+background work a server still does after its run (a collector, a checkpoint, a peer's daemons).
 `settle()` flushes every dirty page (`sync`) and then waits, up to a bound, until the CPUs are
 quiet, and says what it found. The same for every server before every run: the order of turns
 no longer decides who pays.
@@ -15,7 +15,7 @@ import os
 import time
 from dataclasses import dataclass
 
-QUIET_BUSY = 0.25  # CPU busy fraction (all cores) counted as quiet: the idle peers' own ticking fits under it
+QUIET_BUSY = 0.25  # CPU busy fraction (all cores) counted as quiet; every peer up and idle: 1-10 % here
 WINDOW_S = 0.5  # one measurement of the CPUs
 MAX_WAIT_S = 15.0  # a box that does not quiet down by then is measured as it is (reported)
 
