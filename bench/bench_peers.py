@@ -11,7 +11,8 @@ Targets, all started here and stopped in a finally (temp dirs removed):
   peers          ../shared/peers start.sh/stop.sh: moto, seaweedfs, ceph (CEPH_OSDS=3 CEPH_EC=2+1),
                  swift (SWIFT_DEFAULT_POLICY=ec), each optional (--peers)
 
-Shapes (interleaved per shape, order rotated each round, medians of the rounds):
+Shapes (interleaved per shape, the order rotated each round and reversed every other round, the box
+settled before every run (bench/settle.py; --no-settle: back to back), medians of the rounds):
   get/put 64 MiB at 2 and 4 clients; get/put 4 KiB at 16 and 32 clients; gpu-direct 4 KiB GET
   (EXPRESS_ONEZONE objects, tierstore only) at 1 and 16 clients; then ListObjectsV2 on a bucket filled
   as fast as each server takes 0-byte PUTs within a time budget (full pass keys/s, first- and
@@ -52,6 +53,7 @@ from nginx import Nginx  # noqa: E402
 from peers import PEER_SPECS, Peer  # noqa: E402
 from rawhttp import CheckError, Conn, LoadResult, Request, Response, Signer, parse_list, qs  # noqa: E402
 from servers import Server, Tierstore  # noqa: E402
+from settle import settle, turns  # noqa: E402
 
 KiB = 1024
 MiB = 1024 * 1024
@@ -783,6 +785,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--rounds", type=int)
     ap.add_argument(
+        "--no-settle",
+        action="store_true",
+        help="start each run right after the last one (no sync, no wait for quiet CPUs: bench/settle.py)",
+    )
+    ap.add_argument(
         "--shapes", help="comma list of shape-name prefixes (e.g. get-4KiB,gpu); 'none' for no shapes"
     )
     ap.add_argument("--no-list", action="store_true")
@@ -895,17 +902,19 @@ def main(argv: list[str] | None = None) -> int:
 
         # ---- interleaved shapes
         for rnd in range(rounds):
-            order = targets[rnd % len(targets) :] + targets[: rnd % len(targets)]
+            order = turns(targets, rnd)
             for shape in shapes:
                 for t in order:
                     if shape.op == "gget" and t.kind != "tierstore":
                         continue
+                    settled = None if args.no_settle else settle()
                     r = run_shape(t, shape, rnd, small, large)
                     rows.append(Row(t.name, shape.name, rnd, r))
                     flag = f"  ERRORS {r.errors}: {r.error_samples[:1]}" if r.errors else ""
                     print(
                         f"  r{rnd} {shape.name:<17} {t.name:<13} {r.ops:5d} ops {r.wall_s:5.2f}s {r.ops_s:9.1f} ops/s "
-                        f"{r.mib_s:8.1f} MiB/s  P50 {r.p50_ms:8.2f}  P99 {r.p99_ms:8.2f} ms{flag}",
+                        f"{r.mib_s:8.1f} MiB/s  P50 {r.p50_ms:8.2f}  P99 {r.p99_ms:8.2f} ms{flag}"
+                        + (f"  [{settled.describe()}]" if settled is not None else ""),
                         flush=True,
                     )
                     if rawhttp.STOP.is_set():
@@ -933,8 +942,9 @@ def main(argv: list[str] | None = None) -> int:
                 lists[t.name] = {"fill": fill, "rounds": []}
                 print(f"bench_peers: {t.name} LIST bucket: {fill}", flush=True)
             for rnd in range(rounds):
-                order = ltargets[rnd % max(1, len(ltargets)) :] + ltargets[: rnd % max(1, len(ltargets))]
-                for t in order:
+                for t in turns(ltargets, rnd) if ltargets else []:
+                    if not args.no_settle:
+                        settle()
                     n = lists[t.name]["fill"]["keys"]
                     full = list_full_pass(t, n, plan.list_pass_budget_s)
                     pages = list_pages(t, n, plan.list_page_reps)

@@ -49,7 +49,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -57,7 +57,7 @@ from bench_peers import LoadSampler, machine_info  # noqa: E402
 from nginx import Nginx  # noqa: E402
 from peers import PEER_SPECS, PEERS_DIR, Peer  # noqa: E402
 from servers import REPO, Server, Tierstore  # noqa: E402
-from settle import MAX_WAIT_S, QUIET_BUSY, Settled, settle  # noqa: E402
+from settle import MAX_WAIT_S, QUIET_BUSY, Settled, settle, turns  # noqa: E402
 
 KiB = 1024
 MiB = 1024 * 1024
@@ -74,7 +74,6 @@ PUT_4K_KEYS = 1_000_000  # key space of a 4 KiB PUT run: larger than any run, ev
 PUT_1M_KEYS = 4096
 MILLION_CHUNK = 10_000
 RUN_TIMEOUT = 900.0
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -108,15 +107,6 @@ def shapes_for(clients_4k: list[int], clients_1m: list[int]) -> list[Shape]:
     for op in ("put", "get"):
         out += [Shape(op, MiB, c) for c in clients_1m]
     return out
-
-
-def turns(targets: list[T], rnd: int) -> list[T]:
-    """The order the servers take their turns in round `rnd`: rotated by one each round, and
-    reversed every other round, so that a server does not always follow the same one (with a
-    rotation alone, each server always ran right after the same neighbour: tierstore after Ceph,
-    SeaweedFS after nginx)."""
-    rotated = targets[rnd % len(targets) :] + targets[: rnd % len(targets)]
-    return rotated[::-1] if rnd % 2 else rotated
 
 
 def settling_line(settles: list[Settled]) -> str:

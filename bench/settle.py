@@ -5,8 +5,8 @@ behind lands in the next one's window: dirty pages that the kernel writes back (
 server's own `syncfs` has to write first: it flushes the whole file system), and whatever
 background work a server still does after its run (a collector, a checkpoint, a peer's daemons).
 `settle()` flushes every dirty page (`sync`) and then waits, up to a bound, until the CPUs are
-quiet, and says what it found. The same for every server before every run: the order of turns
-no longer decides who pays.
+quiet, and says what it found. The same for every server before every run; and `turns()` changes
+who follows whom from round to round: the order of turns no longer decides who pays.
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
 
 QUIET_BUSY = 0.25  # CPU busy fraction (all cores) counted as quiet; every peer up and idle: 1-10 % here
 WINDOW_S = 0.5  # one measurement of the CPUs
@@ -72,3 +75,12 @@ def settle(max_wait_s: float = MAX_WAIT_S, quiet_busy: float = QUIET_BUSY) -> Se
     while busy >= quiet_busy and time.monotonic() - start < max_wait_s:
         busy = busy_fraction()
     return Settled(dirty, sync_s, time.monotonic() - start, busy, busy < quiet_busy)
+
+
+def turns(targets: list[T], rnd: int) -> list[T]:
+    """The order the servers take their turns in round `rnd`: rotated by one each round, and
+    reversed every other round, so that a server does not always follow the same one (with a
+    rotation alone, each server always ran right after the same neighbour: in bench_small_peers
+    tierstore after Ceph, SeaweedFS after nginx)."""
+    rotated = targets[rnd % len(targets) :] + targets[: rnd % len(targets)]
+    return rotated[::-1] if rnd % 2 else rotated
