@@ -942,7 +942,7 @@ def main(argv: list[str] | None = None) -> int:
                 lists[t.name] = {"fill": fill, "rounds": []}
                 print(f"bench_peers: {t.name} LIST bucket: {fill}", flush=True)
             for rnd in range(rounds):
-                for t in turns(ltargets, rnd) if ltargets else []:
+                for t in turns(ltargets, rnd):
                     if not args.no_settle:
                         settle()
                     n = lists[t.name]["fill"]["keys"]

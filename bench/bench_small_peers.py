@@ -51,6 +51,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_peers import LoadSampler, machine_info  # noqa: E402
@@ -215,8 +217,13 @@ def tier_objects(t: Target) -> str:
             text = response.read().decode()
     except OSError:
         return ""
-    counts = re.findall(r'^tierstore_tier_objects\{tier="([^"]+)"\} (\S+)$', text, re.M)
-    return ", ".join(f"{tier} {float(n):,.0f}" for tier, n in counts if float(n))
+    counts = [
+        (sample.labels["tier"], sample.value)
+        for family in text_string_to_metric_families(text)
+        if family.name == "tierstore_tier_objects"
+        for sample in family.samples
+    ]
+    return ", ".join(f"{tier} {n:,.0f}" for tier, n in counts if n)
 
 
 def describe(t: Target) -> str:

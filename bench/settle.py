@@ -52,10 +52,9 @@ def _dirty_kib() -> int:
 def _cpu_times() -> tuple[int, int]:
     """(busy, total) jiffies of all CPUs since boot; iowait counts as idle."""
     with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:9]]
-    user, nice, system, idle, iowait, irq, softirq, steal = fields
+        fields = [int(x) for x in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
     total = sum(fields)
-    return total - idle - iowait, total
+    return total - fields[3] - fields[4], total
 
 
 def busy_fraction(window_s: float = WINDOW_S) -> float:
@@ -82,5 +81,7 @@ def turns(targets: list[T], rnd: int) -> list[T]:
     reversed every other round, so that a server does not always follow the same one (with a
     rotation alone, each server always ran right after the same neighbour: in bench_small_peers
     tierstore after Ceph, SeaweedFS after nginx)."""
+    if not targets:
+        return []
     rotated = targets[rnd % len(targets) :] + targets[: rnd % len(targets)]
     return rotated[::-1] if rnd % 2 else rotated
