@@ -23,7 +23,7 @@ from typing import Any
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server import config_check, logs, malloc_tuning, metrics_workers, runtime_dir
+from server import compiled_build, config_check, logs, malloc_tuning, metrics_workers, runtime_dir
 from server.admin_cli import add_admin_parser, run_admin
 from server.app import build_lifecycle, build_store, create_app
 from server.config import ServerConfig, load_config
@@ -427,6 +427,14 @@ def _main(argv: list[str] | None = None) -> int:
     if args.command == "node":
         return run_node(args)
     if args.command in ("serve", "lifecycle"):
+        stale = compiled_build.stale_modules()
+        if stale:
+            print(
+                f"tierstore: compiled modules older than their source: {', '.join(stale)}; "
+                f"{compiled_build.REBUILD}",
+                file=sys.stderr,
+            )
+            return 2
         # Before any thread exists: a thread that allocates before the arena limit keeps an arena.
         malloc_tuning.tune()
         try:
@@ -453,6 +461,11 @@ def _main(argv: list[str] | None = None) -> int:
         logs.configure(config.log_level)
         for warning in config.warnings:
             logs.console.warning("%s", warning)
+        if not args.listen_fds:  # once, not once per worker
+            compiled = compiled_build.compiled_modules()
+            logs.console.info(
+                "build: %s", f"{len(compiled)} modules compiled (setup.py)" if compiled else "plain Python"
+            )
         config.data_dir.mkdir(parents=True, exist_ok=True)
         if args.command == "lifecycle":
             _run(run_lifecycle_only(config))

@@ -19,7 +19,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from server import runtime_dir
+from server import compiled_build, runtime_dir
 from tests import node_cluster, postgres
 from tests import reliability as reliability_plugin
 from tests.reliability import reliability  # noqa: F401 - the fixture, for every test family
@@ -68,6 +68,11 @@ def catalog_kind() -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    stale = compiled_build.stale_modules()
+    if stale:  # the tests would run the old compiled code, not the source under test
+        pytest.exit(
+            f"compiled modules older than their source: {', '.join(stale)}; {compiled_build.REBUILD}", 2
+        )
     reliability_plugin.register(config)
     config.addinivalue_line(
         "markers", "sqlite_only: needs the SQLite catalog (reads its file); skipped on PostgreSQL"
@@ -80,6 +85,15 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--soak"):
         # The property tests read this when imported (tests/fuzzing.py): long random runs.
         os.environ.setdefault("TIERSTORE_FUZZ", "soak")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    compiled = compiled_build.compiled_modules()
+    return (
+        f"tierstore build: {len(compiled)} modules compiled (setup.py)"
+        if compiled
+        else "tierstore build: plain Python"
+    )
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -68,7 +68,8 @@ class SmallWriteCommitter:
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)
         self._queue: list[SmallWrite] = []
-        self._thread: threading.Thread | None = None
+        # Not `_thread`: the compiled build (setup.py) makes it a C field named `__thread`, a C keyword.
+        self._committer_thread: threading.Thread | None = None
         self._closed = False
         self.batches = 0  # batches committed, and the writes in them: their ratio is the batching
         self.writes = 0
@@ -82,9 +83,9 @@ class SmallWriteCommitter:
             if self._closed:  # the server is stopping: this PUT is retried elsewhere or later (503)
                 raise TierUnavailable("the server is shutting down")
             self._queue.append(write)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="small-writes", daemon=True)
-                self._thread.start()
+            if self._committer_thread is None:
+                self._committer_thread = threading.Thread(target=self._run, name="small-writes", daemon=True)
+                self._committer_thread.start()
             self._ready.notify()
         try:
             await asyncio.shield(write._future)
@@ -101,7 +102,7 @@ class SmallWriteCommitter:
         with self._lock:
             self._closed = True
             self._ready.notify()
-            thread = self._thread
+            thread = self._committer_thread
         if thread is not None:
             await asyncio.to_thread(thread.join)
 

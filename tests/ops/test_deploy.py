@@ -6,6 +6,7 @@ import ipaddress
 import json
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,44 @@ def test_dockerfile_runs_as_non_root_with_a_health_check() -> None:
     assert "pip install ." in text and "USER tierstore" in text
     assert "HEALTHCHECK" in text and "/_tierstore/health" in text
     assert 'VOLUME ["/data"]' in text
+
+
+def test_dockerfile_copies_what_pip_install_builds_with(tmp_path: Path) -> None:
+    """The image's `pip install .` sees only what the Dockerfile copies: the same copies here, then
+    the same build (a wheel, without the dependencies or a download)."""
+    pytest.importorskip("setuptools", reason="the build without isolation uses this venv's setuptools")
+    source = tmp_path / "src"
+    for line in (DEPLOY / "Dockerfile").read_text().splitlines():
+        if not line.startswith("COPY "):
+            continue
+        *paths, destination = line.split()[1:]
+        for path in paths:
+            origin = DEPLOY.parent / path
+            target = source / destination / (origin.name if destination.endswith("/") else "")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if origin.is_dir():
+                shutil.copytree(origin, target, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+            else:
+                shutil.copy(origin, target)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path / "wheel"),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert [w.name.split("-")[0] for w in (tmp_path / "wheel").glob("*.whl")] == ["tierstore"]
 
 
 CLUSTER = DEPLOY / "cluster"

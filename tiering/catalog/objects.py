@@ -9,6 +9,8 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from tiering.catalog.base import (
     EMPTY_ETAG,
     OBJECT_COLUMNS,
@@ -31,6 +33,8 @@ from tiering.records import (
 )
 
 
+# Compiled in the compiled build (setup.py); the Catalog that mixes it in is not.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ObjectsCatalog(VersionsCatalog):
     def get_object(self, bucket: str, key: str) -> ObjectRecord:
         row = (

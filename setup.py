@@ -1,0 +1,71 @@
+"""Optional compiled build: `TIERSTORE_COMPILE=1 pip install -e .` compiles the modules below with
+mypyc (C extensions next to the sources); without it, or without a C compiler, everything runs as
+plain Python, the same code.
+
+Why: a small PUT's server CPU is ~60 % interpreted Python spread over ~700 calls, no one of them
+worth a change of its own (bench/RESULTS.md, "A compiled build"). Compiling the modules a
+4 KiB PUT spends its time in takes that work out of the interpreter.
+
+What is not here, and why:
+- modules with async generators (server/app.py, server/context.py, server/responses.py,
+  server/signature/payload.py, tiering/store.py, tiering/backends/erasure_coded.py): mypyc does
+  not compile them yet;
+- classes that subclass another library's Python class (server/metrics.py's collectors,
+  server/coalesced_writes.py's transport, server/connection_limits.py's protocol,
+  server/request_headers.py's headers): a compiled subclass of an interpreted class is not
+  supported reliably (the transport crashed the worker);
+- erasure/durability.py: the fault tests replace its `_flush` to inject a failed flush, and compiled
+  code calls its own module's functions directly, past any replacement;
+- tiering/records.py: its dataclasses are copied through `__dict__`, which compiled classes lack;
+- erasure/shard_store.py: mypyc 2.4.1 fails on `cls.__new__(cls)` (an internal error).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from setuptools import setup
+
+COMPILED_MODULES = [
+    "erasure/checksum.py",
+    "erasure/drive_counters.py",
+    "erasure/drive_health.py",
+    "erasure/pack.py",
+    "erasure/placement.py",
+    "erasure/pool.py",
+    "erasure/shard_format.py",
+    "erasure/topology.py",
+    "erasure/writer.py",
+    "server/handlers/common.py",
+    "server/handlers/put.py",
+    "server/header_text.py",
+    "server/http_semantics.py",
+    "server/router.py",
+    "server/signature/canonical.py",
+    "server/signature/dates.py",
+    "server/signature/keys.py",
+    "server/signature/sigv4.py",
+    "server/signature/verify.py",
+    "tiering/catalog/objects.py",
+    "tiering/catalog/sqlite.py",
+    "tiering/checksums.py",
+    "tiering/small_writes.py",
+]
+
+
+def ext_modules() -> list[Any]:
+    if os.environ.get("TIERSTORE_COMPILE") != "1":
+        return []
+    if os.environ.get("TIERSTORE_LISTING_BUILD_REQUIREMENTS") == "1":
+        return []  # setuptools listing what to install for the build: mypy is not there yet
+    from mypyc.build import mypycify  # the build requirement deploy/build_backend.py adds
+
+    # pip builds in an environment of its own, without the dependencies: their types are unknown
+    # to the compiler there (treated as Any, called the way the interpreter would). Ours are what
+    # the compiled code is made of.
+    options = ["--ignore-missing-imports", "--no-warn-unused-ignores"]
+    return mypycify([*options, *COMPILED_MODULES], opt_level="3")
+
+
+setup(ext_modules=ext_modules())
