@@ -35,6 +35,7 @@ COMPILED_MODULES = [
     "erasure/placement.py",
     "erasure/pool.py",
     "erasure/shard_format.py",
+    "erasure/shard_store.py",
     "erasure/topology.py",
     "erasure/writer.py",
     "server/handlers/common.py",
@@ -50,6 +51,7 @@ COMPILED_MODULES = [
     "tiering/catalog/objects.py",
     "tiering/catalog/sqlite.py",
     "tiering/checksums.py",
+    "tiering/records.py",
     "tiering/small_writes.py",
 ]
 

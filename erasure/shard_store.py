@@ -240,8 +240,9 @@ class LocalDrive:
             return 0
         for entry in entries:
             with self._lock:
-                if entry.name in self._active_tmp:
-                    continue
+                active = entry.name in self._active_tmp
+            if active:
+                continue
             try:
                 mtime = entry.stat().st_mtime
                 elsewhere = judged_elsewhere is not None and judged_elsewhere(entry.name.rsplit(".", 4)[0])
@@ -266,8 +267,9 @@ class LocalDrive:
             if len(parts) != 5 or parts[4] != "tmp" or not writer(parts[0]):
                 continue
             with self._lock:
-                if entry.name in self._active_tmp:
-                    continue  # ours, open: never (the caller's writer is not us)
+                active = entry.name in self._active_tmp
+            if active:
+                continue  # ours, open: never (the caller's writer is not us)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(entry.path)
                 removed += 1
@@ -811,12 +813,25 @@ class PackedShardReader:
     """
 
     def __init__(
-        self, store: LocalDrive, packs: PackSet, rec: PackedRecord, data_id: str, index: int
+        self,
+        store: LocalDrive,
+        packs: PackSet,
+        rec: PackedRecord | None,
+        data_id: str,
+        index: int,
+        *,
+        raw: bytes | bytearray | None = None,
     ) -> None:
         self.store = store
         self._packs = packs
         self._data_id = data_id
         self._index = index
+        self._rec: PackedRecord | None = rec
+        if raw is not None:  # read already (from_bytes)
+            self._looked_again = True
+            self._check(raw)
+            return
+        assert rec is not None
         self._looked_again = False
         try:
             self._load(rec)
@@ -830,15 +845,10 @@ class PackedShardReader:
     ) -> PackedShardReader:
         """A reader of a record already read (`PackSet.read_at_hand`). It never looks again on
         damage (that reads the packs: blocking): CorruptShard, and the caller reads in a thread."""
-        reader = cls.__new__(cls)
-        reader.store, reader._packs, reader._data_id, reader._index = store, packs, data_id, index
-        reader._looked_again = True
-        reader._rec = None
-        reader._check(raw)
-        return reader
+        return cls(store, packs, None, data_id, index, raw=raw)
 
     def _load(self, rec: PackedRecord) -> None:
-        self._rec: PackedRecord | None = rec
+        self._rec = rec
         self._check(self._packs.read(rec), rec)
 
     def _check(self, raw: bytes | bytearray, rec: PackedRecord | None = None) -> None:

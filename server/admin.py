@@ -7,6 +7,7 @@ with); answers JSON. Bucket names cannot contain "_", so these paths never shado
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
@@ -238,7 +239,7 @@ class AdminApi:
                 "restore": record.restore.to_json() | {"segments": len(record.restore.segments)}
                 if record.restore
                 else None,
-                "moves": [m.__dict__ for m in history],
+                "moves": [dataclasses.asdict(m) for m in history],
             }
         )
 

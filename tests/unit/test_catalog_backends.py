@@ -3,6 +3,7 @@ PostgreSQL (a real server, tests/postgres.py), and a catalog newer than the code
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -180,14 +181,22 @@ def test_a_bucket_deleted_while_objects_commit_into_it_leaves_no_object_behind(l
         catalog.create_bucket(bucket, "owner", "us-east-1")
         start = threading.Barrier(5)
         outcome: list[str] = []
+        unexpected: list[BaseException] = []  # a thread's exception is otherwise only a warning
 
-        def put(n: int, bucket: str = bucket, start: threading.Barrier = start) -> None:
+        def put(
+            n: int,
+            bucket: str = bucket,
+            start: threading.Barrier = start,
+            unexpected: list[BaseException] = unexpected,
+        ) -> None:
             start.wait()
             record = _record(f"k{n}", "x")
             try:
-                catalog.commit_object(ObjectRecord(**{**record.__dict__, "bucket": bucket}))
+                catalog.commit_object(dataclasses.replace(record, bucket=bucket))
             except BucketNotFound:
                 pass
+            except BaseException as exc:
+                unexpected.append(exc)
 
         def delete(
             bucket: str = bucket, start: threading.Barrier = start, outcome: list[str] = outcome
@@ -206,6 +215,7 @@ def test_a_bucket_deleted_while_objects_commit_into_it_leaves_no_object_behind(l
             t.start()
         for t in threads:
             t.join()
+        assert unexpected == []
         if outcome == ["deleted"]:
             assert catalog.count_objects(bucket) == (0, 0), round_
             with pytest.raises(BucketNotFound):

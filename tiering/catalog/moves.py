@@ -121,16 +121,14 @@ class MovesCatalog(VersionsCatalog):
                 "INSERT INTO moves (bucket, key, at, from_tier, to_tier, size, reason) VALUES (?,?,?,?,?,?,?)",
                 (bucket, key, now, current.tier, tier, current.size, reason),
             )
-        return ObjectRecord(
-            **{
-                **current.__dict__,
-                "tier": tier,
-                "segments": segments,
-                "meta": meta,
-                "tier_since": now,
-                "restore": restore,
-                "generation": generation,
-            }
+        return dataclasses.replace(
+            current,
+            tier=tier,
+            segments=segments,
+            meta=meta,
+            tier_since=now,
+            restore=restore,
+            generation=generation,
         )
 
     @transaction
@@ -165,7 +163,7 @@ class MovesCatalog(VersionsCatalog):
                 "UPDATE objects SET restore = ?, generation = ? WHERE bucket = ? AND key = ?",
                 (_dumps(restore.to_json()) if restore else None, generation, bucket, key),
             )
-        return ObjectRecord(**{**current.__dict__, "restore": restore, "generation": generation})
+        return dataclasses.replace(current, restore=restore, generation=generation)
 
     def _set_noncurrent_restore(
         self,
@@ -187,7 +185,7 @@ class MovesCatalog(VersionsCatalog):
             "UPDATE object_versions SET restore = ?, generation = ? WHERE bucket = ? AND key = ? AND version_id = ?",
             (_dumps(restore.to_json()) if restore else None, generation, bucket, key, version_id),
         )
-        return ObjectRecord(**{**version.__dict__, "restore": restore, "generation": generation})
+        return dataclasses.replace(version, restore=restore, generation=generation)
 
     def _swap_restore_blobs(
         self,

@@ -158,17 +158,15 @@ class ObjectsCatalog(VersionsCatalog):
                 record.meta.storage_class,
             ),
         )
-        return ObjectRecord(
-            **{
-                **record.__dict__,
-                "version_id": version_id,
-                "generation": generation,
-                "heat": heat,
-                "heat_at": now,
-                "last_access": now,
-                "tier_since": now,
-                "restore": None,
-            }
+        return dataclasses.replace(
+            record,
+            version_id=version_id,
+            generation=generation,
+            heat=heat,
+            heat_at=now,
+            last_access=now,
+            tier_since=now,
+            restore=None,
         )
 
     @transaction
@@ -194,9 +192,7 @@ class ObjectsCatalog(VersionsCatalog):
                 "generation = ? WHERE bucket = ? AND key = ?",
                 (_dumps(meta.to_json()), _dumps(meta.tags), meta.storage_class, now, generation, bucket, key),
             )
-        return ObjectRecord(
-            **{**current.__dict__, "meta": meta, "last_modified": now, "generation": generation}
-        )
+        return dataclasses.replace(current, meta=meta, last_modified=now, generation=generation)
 
     @transaction
     def put_tags(self, bucket: str, key: str, tags: dict[str, str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import Any
@@ -166,7 +167,7 @@ class TopologyCatalog(CatalogBase):
                 "UPDATE objects SET segments = ?, generation = ? WHERE bucket = ? AND key = ?",
                 (_dumps([s.to_json() for s in segments]), generation, bucket, key),
             )
-        return ObjectRecord(**{**current.__dict__, "segments": segments, "generation": generation})
+        return dataclasses.replace(current, segments=segments, generation=generation)
 
     def blobs_on_domain(self, tier: str, domain_id: str, limit: int = 1000) -> list[str]:
         """Data ids of live blobs whose recorded location names `domain_id` (an admin-time scan)."""

@@ -13,6 +13,7 @@ never collects it; a blob is retired only when the last version that uses it is 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 import string
@@ -818,15 +819,8 @@ class VersionsCatalog(CatalogBase):
                 ),
             )
             self._db_move_history(db, bucket, key, now, current.tier, tier, current.size, reason)
-        return ObjectRecord(
-            **{
-                **current.__dict__,
-                "tier": tier,
-                "segments": segments,
-                "generation": generation,
-                "tier_since": now,
-                "restore": restore,
-            }
+        return dataclasses.replace(
+            current, tier=tier, segments=segments, generation=generation, tier_since=now, restore=restore
         )
 
     @staticmethod
