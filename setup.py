@@ -1,23 +1,27 @@
 """Optional compiled build: `TIERSTORE_COMPILE=1 pip install -e .` compiles the modules below with
-mypyc (C extensions next to the sources); without it, or without a C compiler, everything runs as
-plain Python, the same code.
+mypyc (C extensions beside the sources; a C compiler is needed then). Without it everything runs as
+plain Python: the same source either way, and CI tests both (.ci/run).
 
 Why: a small PUT's server CPU is ~60 % interpreted Python spread over ~700 calls, no one of them
 worth a change of its own (bench/RESULTS.md, "A compiled build"). Compiling the modules a
-4 KiB PUT spends its time in takes that work out of the interpreter.
+4 KiB PUT spends its time in takes part of that work out of the interpreter.
+
+What a compiled module's code may not do (mypyc 2.4.1; the build fails loudly on the first four):
+async generators; `continue` or `break` inside a `with` or `try`/`finally` block; `cls.__new__`;
+an attribute named `_thread` (its C field would be `__thread`, a C keyword). And at run time: no
+`__dict__` on its classes (`dataclasses.replace`, not `**record.__dict__`); a class the interpreted
+code subclasses needs `@mypyc_attr(allow_interpreted_subclasses=True)`; calls inside a compiled
+module go straight to its functions, so a test cannot replace one of them with monkeypatch.
 
 What is not here, and why:
 - modules with async generators (server/app.py, server/context.py, server/responses.py,
-  server/signature/payload.py, tiering/store.py, tiering/backends/erasure_coded.py): mypyc does
-  not compile them yet;
+  server/signature/payload.py, tiering/store.py, tiering/backends/erasure_coded.py);
 - classes that subclass another library's Python class (server/metrics.py's collectors,
   server/coalesced_writes.py's transport, server/connection_limits.py's protocol,
   server/request_headers.py's headers): a compiled subclass of an interpreted class is not
   supported reliably (the transport crashed the worker);
-- erasure/durability.py: the fault tests replace its `_flush` to inject a failed flush, and compiled
-  code calls its own module's functions directly, past any replacement;
-- tiering/records.py: its dataclasses are copied through `__dict__`, which compiled classes lack;
-- erasure/shard_store.py: mypyc 2.4.1 fails on `cls.__new__(cls)` (an internal error).
+- erasure/durability.py: the unit tests replace its `_flush` to inject a failed flush, which a
+  compiled durability.py would not see.
 """
 
 from __future__ import annotations
