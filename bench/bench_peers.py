@@ -717,7 +717,16 @@ def machine_info() -> dict[str, Any]:
         "kernel": platform.release(),
         "git_head": git("rev-parse", "--short", "HEAD"),
         "git_dirty_server_files": len(dirty.splitlines()) if dirty else 0,
+        # setup.py's optional compiled build, as the tierstore started from this checkout runs it
+        "tierstore_build": compiled_build_of(repo),
     }
+
+
+def compiled_build_of(repo: Path) -> str:
+    from server.compiled_build import compiled_modules
+
+    compiled = compiled_modules(repo)
+    return f"{len(compiled)} modules compiled" if compiled else "plain Python"
 
 
 class LoadSampler(threading.Thread):

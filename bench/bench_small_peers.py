@@ -766,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
         f"### Small objects (#17 item 4), {meta['date'][:10]}",
         "",
         f"- **Command**: `{meta['command']}` (git {m['git_head']}, {m['git_dirty_server_files']} modified "
-        f"server files), {time.monotonic() - t_start:,.0f} s in all",
+        f"server files; tierstore build: {m['tierstore_build']}), {time.monotonic() - t_start:,.0f} s in all",
         f"- **Machine**: {m['nproc']} × {m['cpu_model']}, {m['mem']}, Python {m['python']}, kernel {m['kernel']}; "
         f"every server and the client on it at once",
         f"- **Load average (1 min) during the run**: min {ld['min']:.1f} / median {ld['median']:.1f} / max "
