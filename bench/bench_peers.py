@@ -55,6 +55,8 @@ from rawhttp import CheckError, Conn, LoadResult, Request, Response, Signer, par
 from servers import Server, Tierstore  # noqa: E402
 from settle import settle, turns  # noqa: E402
 
+from server import compiled_build  # noqa: E402
+
 KiB = 1024
 MiB = 1024 * 1024
 BUCKET = "feedgpus"
@@ -718,15 +720,8 @@ def machine_info() -> dict[str, Any]:
         "git_head": git("rev-parse", "--short", "HEAD"),
         "git_dirty_server_files": len(dirty.splitlines()) if dirty else 0,
         # setup.py's optional compiled build, as the tierstore started from this checkout runs it
-        "tierstore_build": compiled_build_of(repo),
+        "tierstore_build": compiled_build.describe(repo),
     }
-
-
-def compiled_build_of(repo: Path) -> str:
-    from server.compiled_build import compiled_modules
-
-    compiled = compiled_modules(repo)
-    return f"{len(compiled)} modules compiled" if compiled else "plain Python"
 
 
 class LoadSampler(threading.Thread):

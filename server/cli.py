@@ -427,13 +427,9 @@ def _main(argv: list[str] | None = None) -> int:
     if args.command == "node":
         return run_node(args)
     if args.command in ("serve", "lifecycle"):
-        stale = compiled_build.stale_modules()
+        stale = compiled_build.stale_message()
         if stale:
-            print(
-                f"tierstore: compiled modules older than their source: {', '.join(stale)}; "
-                f"{compiled_build.REBUILD}",
-                file=sys.stderr,
-            )
+            print(f"tierstore: {stale}", file=sys.stderr)
             return 2
         # Before any thread exists: a thread that allocates before the arena limit keeps an arena.
         malloc_tuning.tune()
@@ -462,10 +458,7 @@ def _main(argv: list[str] | None = None) -> int:
         for warning in config.warnings:
             logs.console.warning("%s", warning)
         if not args.listen_fds:  # once, not once per worker
-            compiled = compiled_build.compiled_modules()
-            logs.console.info(
-                "build: %s", f"{len(compiled)} modules compiled (setup.py)" if compiled else "plain Python"
-            )
+            logs.console.info("build: %s", compiled_build.describe())
         config.data_dir.mkdir(parents=True, exist_ok=True)
         if args.command == "lifecycle":
             _run(run_lifecycle_only(config))

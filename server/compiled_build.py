@@ -44,3 +44,15 @@ def stale_modules(root: Path | None = None) -> list[str]:
         for name, extension, source in _extensions(root)
         if source.exists() and source.stat().st_mtime > extension.stat().st_mtime
     ]
+
+
+def describe(root: Path | None = None) -> str:
+    """The build in a few words, for logs and reports."""
+    count = len(compiled_modules(root))
+    return f"{count} module{'' if count == 1 else 's'} compiled (setup.py)" if count else "plain Python"
+
+
+def stale_message(root: Path | None = None) -> str | None:
+    """Why this tree must not run (compiled modules older than their source), or None."""
+    stale = stale_modules(root)
+    return f"compiled modules older than their source: {', '.join(stale)}; {REBUILD}" if stale else None

@@ -68,11 +68,9 @@ def catalog_kind() -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    stale = compiled_build.stale_modules()
+    stale = compiled_build.stale_message()
     if stale:  # the tests would run the old compiled code, not the source under test
-        pytest.exit(
-            f"compiled modules older than their source: {', '.join(stale)}; {compiled_build.REBUILD}", 2
-        )
+        pytest.exit(stale, 2)
     reliability_plugin.register(config)
     config.addinivalue_line(
         "markers", "sqlite_only: needs the SQLite catalog (reads its file); skipped on PostgreSQL"
@@ -88,12 +86,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    compiled = compiled_build.compiled_modules()
-    return (
-        f"tierstore build: {len(compiled)} modules compiled (setup.py)"
-        if compiled
-        else "tierstore build: plain Python"
-    )
+    return f"tierstore build: {compiled_build.describe()}"
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

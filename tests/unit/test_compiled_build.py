@@ -28,7 +28,8 @@ def test_plain_tree_has_no_compiled_modules(tmp_path: Path) -> None:
     (tmp_path / "server").mkdir()
     (tmp_path / "server" / "app.py").write_text("")
     assert compiled_build.compiled_modules(tmp_path) == []
-    assert compiled_build.stale_modules(tmp_path) == []
+    assert compiled_build.stale_modules(tmp_path) == [] and compiled_build.stale_message(tmp_path) is None
+    assert compiled_build.describe(tmp_path) == "plain Python"
 
 
 def test_extension_names_the_module_it_replaces(tmp_path: Path) -> None:
@@ -37,6 +38,7 @@ def test_extension_names_the_module_it_replaces(tmp_path: Path) -> None:
     os.utime(extension, (2_000, 2_000))  # built after the source was last written
     assert compiled_build.compiled_modules(tmp_path) == ["erasure.writer"]
     assert compiled_build.stale_modules(tmp_path) == []
+    assert compiled_build.describe(tmp_path) == "1 module compiled (setup.py)"
 
 
 def test_source_edited_after_the_build_is_stale(tmp_path: Path) -> None:
