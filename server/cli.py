@@ -457,7 +457,7 @@ def _main(argv: list[str] | None = None) -> int:
         logs.configure(config.log_level)
         for warning in config.warnings:
             logs.console.warning("%s", warning)
-        if not args.listen_fds:  # once, not once per worker
+        if args.command == "lifecycle" or not args.listen_fds:  # once, not once per worker
             logs.console.info("build: %s", compiled_build.describe())
         config.data_dir.mkdir(parents=True, exist_ok=True)
         if args.command == "lifecycle":
