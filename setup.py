@@ -1,6 +1,10 @@
 """Optional compiled build: `TIERSTORE_COMPILE=1 pip install -e .` compiles the modules below with
 mypyc (C extensions beside the sources; a C compiler is needed then). Without it everything runs as
-plain Python: the same source either way, and CI tests both (.ci/run).
+plain Python: the same source either way. Experimental: CI runs plain Python only, because on the
+compiled build a PUT that misses its write quorum kills the server ("TypeError: invalid exception
+object" from uvloop's handle; tests/faults/test_bad_drives.py::
+test_a_put_short_of_its_quorum_says_which_drives_failed_and_why). The unit tests, the cluster pass and
+all but that test of the PostgreSQL pass did pass compiled (bench/RESULTS.md, "A compiled build").
 
 Why: a small PUT's server CPU is ~60 % interpreted Python spread over ~700 calls, no one of them
 worth a change of its own (bench/RESULTS.md, "A compiled build"). Compiling the modules a
