@@ -424,13 +424,14 @@ def _main(argv: list[str] | None = None) -> int:
         return run_admin(args)
     if args.command == "config":
         return config_check.check(args.file)
-    if args.command == "node":
-        return run_node(args)
-    if args.command in ("serve", "lifecycle"):
+    if args.command in ("serve", "lifecycle", "node"):  # what runs the (possibly compiled) store code
         stale = compiled_build.stale_message()
         if stale:
             print(f"tierstore: {stale}", file=sys.stderr)
             return 2
+    if args.command == "node":
+        return run_node(args)
+    if args.command in ("serve", "lifecycle"):
         # Before any thread exists: a thread that allocates before the arena limit keeps an arena.
         malloc_tuning.tune()
         try:

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("server", "tiering", "erasure", "lifecycle")
 REBUILD = (
     "rebuild (TIERSTORE_COMPILE=1 pip install -e .) or go back to plain Python "
-    "(find server tiering erasure lifecycle -name '*.so' -delete)"
+    "(find server tiering erasure lifecycle -name '*.so' -delete; rm -f ./*__mypyc.*.so)"
 )
 
 

@@ -59,3 +59,7 @@ def test_serve_refuses_a_stale_build(
     err = capsys.readouterr().err
     assert "erasure.writer" in err and "TIERSTORE_COMPILE=1 pip install -e ." in err
     assert not (tmp_path / "data").exists()  # refused before anything started
+    # A storage node runs the same (compiled) drive code: refused too.
+    node = ["node", "--data-catalog", str(tmp_path / "c"), "--listen", "127.0.0.1:1", "--name", "n1"]
+    assert cli.main([*node, "--data", str(tmp_path / "node-data")]) == 2
+    assert "compiled modules older than their source: erasure.writer" in capsys.readouterr().err
