@@ -1,10 +1,7 @@
 """Optional compiled build: `TIERSTORE_COMPILE=1 pip install -e .` compiles the modules below with
 mypyc (C extensions beside the sources; a C compiler is needed then). Without it everything runs as
-plain Python: the same source either way. Experimental: CI runs plain Python only, because on the
-compiled build a PUT that misses its write quorum kills the server ("TypeError: invalid exception
-object" from uvloop's handle; tests/faults/test_bad_drives.py::
-test_a_put_short_of_its_quorum_says_which_drives_failed_and_why). The unit tests, the cluster pass and
-all but that test of the PostgreSQL pass did pass compiled (bench/RESULTS.md, "A compiled build").
+plain Python: the same source either way. Experimental: plain Python is the default, and CI runs the
+unit tests and the cluster, PostgreSQL and client passes on the compiled build too.
 
 Why: a small PUT's server CPU is ~60 % interpreted Python spread over ~700 calls, no one of them
 worth a change of its own (bench/RESULTS.md, "A compiled build"). Compiling the modules a
@@ -16,6 +13,15 @@ an attribute named `_thread` (its C field would be `__thread`, a C keyword). And
 `__dict__` on its classes (`dataclasses.replace`, not `**record.__dict__`); a class the interpreted
 code subclasses needs `@mypyc_attr(allow_interpreted_subclasses=True)`; calls inside a compiled
 module go straight to its functions, so a test cannot replace one of them with monkeypatch.
+
+And no exception may be re-raised implicitly after an `await` that suspended since it was caught:
+no bare `raise` after an `await` in an `except` block, no `await` in a `finally` block, no `async
+with` (its exit awaits, then re-raises). Compiled, the re-raise takes the exception the thread
+state holds when the coroutine resumes, which is not the caught one when it came from an awaited
+future: a PUT refused for its write quorum re-raised a stale exception instead, under uvloop an
+invalid object that killed the server ("TypeError: invalid exception object"). Name the exception
+and raise it (`except BaseException as failure: await cleanup(); raise failure`).
+tests/unit/test_compiled_rules.py checks the source for these.
 
 What is not here, and why:
 - modules with async generators (server/app.py, server/context.py, server/responses.py,

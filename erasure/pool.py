@@ -506,9 +506,12 @@ class ErasurePool:
         """Convenience for tests and small blobs: the whole blob in memory."""
         reader = await self.open_reader(data_id, location, size)
         try:
-            return b"".join([chunk async for chunk in reader.stream(0, size)])
-        finally:
+            data = b"".join([chunk async for chunk in reader.stream(0, size)])
+        except BaseException as failure:  # not `finally: await`: see setup.py
             await reader.close()
+            raise failure
+        await reader.close()
+        return data
 
     # -- rebalancing (erasure.rebalance) ----------------------------------------------------
 

@@ -102,9 +102,9 @@ class PoolWriter:
                 blocks = [self._take(self._pool.block_size) for _ in range(self._loc.k)]
                 await self._settle()  # one stripe in flight at a time: bounded memory, frames in order
                 self._inflight = asyncio.ensure_future(self._flush(blocks))
-        except BaseException:
+        except BaseException as failure:
             await self.abort()
-            raise
+            raise failure  # not a bare raise: see setup.py (compiled, it would raise another exception)
 
     async def finish(self) -> dict[str, Any]:
         self._check_open()
@@ -114,9 +114,9 @@ class PoolWriter:
                 await _blocking(self._write_whole, self._take(self.size))
             else:
                 await self._finish_stream()
-        except BaseException:
+        except BaseException as failure:
             await self.abort()
-            raise
+            raise failure  # not a bare raise: see setup.py
         self._state = "finished"
         self._release_placement()
         assert self._loc is not None
@@ -489,9 +489,9 @@ async def _blocking(fn: Callable[..., T], *args: Any) -> T:
     task = asyncio.ensure_future(asyncio.to_thread(fn, *args))
     try:
         return await asyncio.shield(task)
-    except asyncio.CancelledError:
+    except asyncio.CancelledError as cancelled:
         await asyncio.wait([task])
-        raise
+        raise cancelled  # not a bare raise: see setup.py
 
 
 def _create(

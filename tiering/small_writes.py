@@ -89,9 +89,9 @@ class SmallWriteCommitter:
             self._ready.notify()
         try:
             await asyncio.shield(write._future)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as cancelled:
             await asyncio.wait([write._future])
-            raise
+            raise cancelled  # not a bare raise: see setup.py (compiled, it would raise another exception)
         if write.error is not None:
             raise write.error
         assert write.result is not None

@@ -57,9 +57,9 @@ async def put_object(req: S3Request) -> Response:
             if_match=if_match,
             if_none_match=if_none_match,
         )
-    except BaseException:
+    except BaseException as failure:
         await pending.abort()
-        raise
+        raise failure  # not a bare raise: see setup.py (compiled, it would raise another exception)
     headers = {
         "etag": f'"{record.etag}"',
         "x-tierstore-tier": record.tier,
