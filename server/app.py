@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import itertools
 import logging
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fastapi import FastAPI
-from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
@@ -25,7 +22,7 @@ from lifecycle.daemon import LEASE as LIFECYCLE_LEASE
 from lifecycle.mover import TokenBucket
 from lifecycle.runtime import Lifecycle
 from server import errors as s3
-from server import metrics_workers, runtime_dir
+from server import metrics_workers, path_convertor, runtime_dir
 from server.admin import ADMIN_PREFIX, AdminApi
 from server.authorization import Authorizer
 from server.config import ServerConfig
@@ -78,21 +75,6 @@ def anonymous_auth(headers: object) -> AuthContext:
 
 
 ALL_METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS", "PATCH"]
-
-
-class _AnyPath(Convertor[str]):
-    """Any path at all: S3 keys may hold newlines, which Starlette's "path" (".*") never matches."""
-
-    regex = "(?s:.*)"
-
-    def convert(self, value: str) -> str:
-        return value
-
-    def to_string(self, value: str) -> str:
-        return value
-
-
-register_url_convertor("s3path", _AnyPath())
 
 
 def build_store(config: ServerConfig) -> ObjectStore:
@@ -241,15 +223,24 @@ class Gateway:
         live = await asyncio.to_thread(runs.live_pids)
         request = await asyncio.to_thread(runs.post)  # every worker flushes its accesses
         try:
-            if holder_pid is not None and holder_pid != os.getpid() and holder_pid in live:
-                done = await runs.wait_done(request, holder_pid)  # the holder runs it
-                if done is not None:
-                    return done
-            await runs.wait_acks(request)
-            report = await asyncio.shield(daemon.run_pass())  # ours, or nobody's lease: run it here
-            return {"pass": report.to_json()}
-        finally:
+            result = await self._lifecycle_pass_for(runs, request, holder_pid, live)
+        except BaseException as failure:  # not `finally: await`: see setup.py
             await asyncio.to_thread(runs.forget, request)
+            raise failure
+        await asyncio.to_thread(runs.forget, request)
+        return result
+
+    async def _lifecycle_pass_for(
+        self, runs: LifecycleRuns, request: str, holder_pid: int | None, live: set[int]
+    ) -> dict[str, Any]:
+        if holder_pid is not None and holder_pid != os.getpid() and holder_pid in live:
+            done = await runs.wait_done(request, holder_pid)  # the holder runs it
+            if done is not None:
+                return done
+        await runs.wait_acks(request)
+        # Ours, or nobody's lease: run it here.
+        report = await asyncio.shield(self.lifecycle.daemon.run_pass())
+        return {"pass": report.to_json()}
 
     async def _holds_lifecycle_lease(self) -> bool:
         held = await asyncio.to_thread(self.store.catalog.lease, LIFECYCLE_LEASE, time.time())
@@ -266,25 +257,32 @@ class Gateway:
         caches, so that whichever worker answers, it answers as the one that made the change."""
         if self.store.changes.token() == self._changes_seen:
             return  # the common case: one 8-byte read
-        async with self._catching_up:
+        # Not `async with`: its exit would re-raise after an await (see setup.py); a lock's
+        # release does not suspend.
+        await self._catching_up.acquire()
+        try:
             token = self.store.changes.token()
-            if token == self._changes_seen:
-                return  # a concurrent request caught up meanwhile
-            self.authorizer.forget_all()
-            self.cors.forget_all()
-            clock = self.lifecycle.clock
+            if token != self._changes_seen:  # else a concurrent request caught up meanwhile
+                await self._reload_changes()
+                self._changes_seen = token
+        finally:
+            self._catching_up.release()
 
-            def reload() -> None:
-                self.credentials.reload()
-                clock.reload()
+    async def _reload_changes(self) -> None:
+        self.authorizer.forget_all()
+        self.cors.forget_all()
+        clock = self.lifecycle.clock
 
-            await asyncio.to_thread(reload)
-            await self.authorizer.reload_user_policies()
-            await domains.load_domain_state(self.store, reset=False)
-            # A drain through another worker: no shard of ours is placed on it from now on, and our
-            # writes still writing there are published for its `drain --wait` (tiering/rebalance.py).
-            await self.store.rebalancer.follow()
-            self._changes_seen = token
+        def reload() -> None:
+            self.credentials.reload()
+            clock.reload()
+
+        await asyncio.to_thread(reload)
+        await self.authorizer.reload_user_policies()
+        await domains.load_domain_state(self.store, reset=False)
+        # A drain through another worker: no shard of ours is placed on it from now on, and our
+        # writes still writing there are published for its `drain --wait` (tiering/rebalance.py).
+        await self.store.rebalancer.follow()
 
     def authenticate_request(self, request: Request) -> AuthContext:
         """Check the signature of a non-S3 request (admin API, status page): same keys, same rules."""
@@ -399,7 +397,7 @@ class Gateway:
         )
         try:
             return await handler(req)
-        except ObjectNotFound:
+        except ObjectNotFound as missing:
             # S3 tells a missing key (404) only to a caller that may list the bucket; to anyone
             # else it answers 403, so that keys cannot be probed for.
             if routed.bucket and identity is not None and not identity.is_admin:
@@ -410,7 +408,7 @@ class Gateway:
                     request=request,
                     query={"prefix": routed.key or ""},
                 )
-            raise
+            raise missing  # not a bare raise: see setup.py
 
     async def _preflight(self, request: Request, raw_path: str) -> Response:
         """A CORS preflight (OPTIONS), answered from the bucket's rules: no signature needed."""
@@ -471,30 +469,44 @@ class S3FastLane:
         await response(scope, receive, send)
 
 
+class Lifespan:
+    """The app's lifespan: the store, the lifecycle and the gateway's background tasks run while
+    the app serves. A class rather than an `asynccontextmanager` generator: this module runs
+    compiled (setup.py), and mypyc compiles no async generators."""
+
+    def __init__(self, store: ObjectStore, lifecycle: Lifecycle, gateway: Gateway) -> None:
+        self.store = store
+        self.lifecycle = lifecycle
+        self.gateway = gateway
+        self.tasks: list[asyncio.Task[None]] = []
+
+    async def __aenter__(self) -> None:
+        await self.store.start()
+        await self.lifecycle.start()
+        mirror = self.gateway.metrics.start_mirror()
+        self.tasks = [*self.gateway.background_tasks(), *([mirror] if mirror else [])]
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await self.lifecycle.close()
+        await self.store.close()
+        if self.store.runtime_dir is not None:
+            await asyncio.to_thread(runtime_dir.remove_if_unused, self.store.runtime_dir)
+
+
 def create_app(config: ServerConfig, store: ObjectStore | None = None) -> ASGIApp:
     """The ASGI app. The store starts and stops with the app (its collector runs meanwhile)."""
     store = store or build_store(config)
     lifecycle = build_lifecycle(config, store, run_daemon=config.lifecycle.enabled)
     gateway = Gateway(config, store, lifecycle)
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await store.start()
-        await lifecycle.start()
-        mirror = gateway.metrics.start_mirror()
-        tasks = [*gateway.background_tasks(), *([mirror] if mirror else [])]
-        try:
-            yield
-        finally:
-            for task in tasks:
-                task.cancel()
-            await lifecycle.close()
-            await store.close()
-            if store.runtime_dir is not None:
-                await asyncio.to_thread(runtime_dir.remove_if_unused, store.runtime_dir)
-
     app = FastAPI(
-        lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None, **_NO_FRAMEWORK_TELEMETRY
+        lifespan=lambda _: Lifespan(store, lifecycle, gateway),
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        **_NO_FRAMEWORK_TELEMETRY,
     )
     app.state.gateway = gateway
     # One catch-all route: S3 routing depends on query sub-resources and the Host header,
@@ -503,6 +515,7 @@ def create_app(config: ServerConfig, store: ObjectStore | None = None) -> ASGIAp
     app.router.routes.append(StarletteRoute(ADMIN_PREFIX + "{rest:path}", admin.handle, methods=ALL_METHODS))
     OpsEndpoints(gateway).install(app)  # /metrics, /_tierstore/health, the status page
     # Reached only through the fast lane's hand-offs (e.g. /metrics signed = bucket "metrics").
+    path_convertor.register()
     app.router.routes.append(StarletteRoute("/{path:s3path}", gateway.handle, methods=ALL_METHODS))
     return RequestObserver(
         S3FastLane(app, gateway), metrics=gateway.metrics, access_log_enabled=config.access_log
