@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from erasure.drive import Drive, DriveFactory
-from erasure.drive_counters import batched_updates
 from erasure.drive_health import DriveHealth, DriveHealthSettings
 from erasure.durability import FlushBarrier
 from erasure.errors import DataLost, DataNotFound, DomainOffline, ErasureError
@@ -351,12 +350,11 @@ class ErasurePool:
         # thread and back. Several: the flusher threads flush them in parallel.
         background = len(barriers) > 1
         tickets = {key: barrier.request(background) for key, barrier in barriers.items()}
-        with batched_updates():  # the drives' shard counts: one update each for the whole batch
-            for n, writer in staged:
-                try:
-                    results[n] = writer.end_blob(tickets)
-                except Exception as exc:
-                    results[n] = exc
+        for n, writer in staged:
+            try:
+                results[n] = writer.end_blob(tickets)
+            except Exception as exc:
+                results[n] = exc
         return results
 
     async def open_reader(self, data_id: str, location: dict[str, Any], size: int) -> PoolReader:
