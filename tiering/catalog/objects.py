@@ -18,7 +18,7 @@ from tiering.catalog.base import (
     _dumps,
 )
 from tiering.catalog.database import Conn, transaction
-from tiering.catalog.versions import ENABLED, NULL, VersionsCatalog, new_version_id
+from tiering.catalog.versions import ENABLED, NULL, VERSIONING_CONFIG, VersionsCatalog, new_version_id
 from tiering.conditions import DeleteCondition, write_condition
 from tiering.errors import (
     BucketNotFound,
@@ -93,12 +93,14 @@ class ObjectsCatalog(VersionsCatalog):
         if_none_match: str | None,
         expected_generation: int | None = None,
     ) -> ObjectRecord:
-        if (
-            db.execute(
-                f"SELECT 1 FROM buckets WHERE name = ?{self._db.key_share}", (record.bucket,)
-            ).fetchone()
-            is None
-        ):
+        # The bucket and its versioning state in one statement: each statement lets go of the GIL
+        # and waits to get it back from the busy event loop (the small PUTs' committer runs this).
+        bucket = db.execute(
+            "SELECT (SELECT value FROM bucket_config WHERE bucket = buckets.name AND name = ?) "
+            f"FROM buckets WHERE name = ?{self._db.key_share}",
+            (VERSIONING_CONFIG, record.bucket),
+        ).fetchone()
+        if bucket is None:
             raise BucketNotFound(record.bucket)
         # The current row is locked as it is read: a concurrent writer of the key that committed
         # since this transaction's snapshot then fails it here with a serialization failure (run
@@ -119,7 +121,7 @@ class ObjectsCatalog(VersionsCatalog):
         # A write is an access: the new version inherits the key's heat, bumped.
         heat = bump(current.heat, current.heat_at, now) if current else 1.0
         # Versioning (versions.py): the old current version may stay, as a noncurrent one.
-        state = self._versioning_in(db, record.bucket)
+        state = bucket[0] or ""  # as `_versioning_in` reads it
         version_id = new_version_id() if state == ENABLED else NULL
         if state == ENABLED:
             # Object Lock: a version that names no retention gets the bucket's default one.
