@@ -14,6 +14,7 @@ import pytest
 
 from tiering.backend import StoredData
 from tiering.catalog import Catalog
+from tiering.catalog.database import Conn
 from tiering.errors import PreconditionFailed
 from tiering.records import ObjectMeta, ObjectRecord, Segment
 
@@ -109,3 +110,31 @@ def test_the_counter_survives_reopening_and_starts_past_an_older_catalog(tmp_pat
         db.execute("UPDATE objects SET generation = 41 WHERE key = 'k'")
     reopened = Catalog(path, durable=False)
     assert reopened.commit_object(_record("k3", "y")).generation > 41
+
+
+def test_generations_reserved_by_a_rolled_back_piece_are_never_handed_out(catalog: Catalog) -> None:
+    """SQLite reserves generations a block at a time per write transaction. A piece of a batch
+    that reserved a block and then failed is rolled back — and the reservation with it: the next
+    piece must not take values from that block, or a later transaction, reserving the same values
+    again, would hand out one a committed row already has."""
+    database = catalog._db
+    handed_out: list[int] = []
+
+    def reserve_then_fail(db: Conn) -> None:
+        handed_out.append(database.next_generation(db))
+        raise PreconditionFailed("etag")
+
+    def reserve(db: Conn) -> int:
+        return database.next_generation(db)
+
+    done = database.write_batch([reserve_then_fail, reserve])
+    assert isinstance(done[0][1], PreconditionFailed) and done[1][1] is None
+    committed = done[1][0]
+
+    def reserve_many(db: Conn) -> list[int]:
+        return [database.next_generation(db) for _ in range(100)]
+
+    later = database.write_batch([reserve_many])[0][0]
+    assert committed not in later
+    assert min(later) > committed  # and they still grow with the commit order
+    assert len(set(later)) == len(later)

@@ -34,6 +34,10 @@ _KEEP_CACHED_BYTES = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") //
 _sync_data: Callable[[int], None] = getattr(os, "fdatasync", os.fsync)
 
 
+# Generations one write transaction reserves at once (`SqliteDatabase.next_generation`).
+GENERATION_BLOCK = 32
+
+
 class _Combined:
     """One caller's work in a combined write transaction, and what became of it."""
 
@@ -86,6 +90,9 @@ class SQLiteDatabase(Database):
         self.fsyncs = 0
         self._wal_fd = os.open(f"{path}-wal", os.O_RDONLY) if durable else -1
         self._queue_lock = threading.Lock()
+        # Generations reserved by the open write transaction and not handed out yet (see
+        # `next_generation`); emptied whenever a transaction begins or anything is rolled back.
+        self._generations: list[int] = []
         self._queued: list[_Combined] = []  # work waiting for `_write_combined`'s next batch
         # The event loop's lookups (`row_at_hand`): its connection, its thread, the cache check.
         self._at_hand: sqlite3.Connection | None = None
@@ -206,11 +213,11 @@ class SQLiteDatabase(Database):
     def write(self, *, relaxed: bool = False, snapshot: bool = False) -> Iterator[Conn]:
         with self._writing():
             conn = self._writer
-            conn.execute("BEGIN IMMEDIATE")
+            self._begin(conn)
             try:
                 yield conn
             except BaseException:
-                conn.execute("ROLLBACK")
+                self._roll_back(conn, "ROLLBACK")
                 raise
             conn.execute("COMMIT")
             sequence = self._count_commit()
@@ -267,14 +274,14 @@ class SQLiteDatabase(Database):
         lets go of the GIL and waits to get it back from the busy event loop."""
         conn = self._writer
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            self._begin(conn)
             if len(batch) == 1 or not self._run_straight(conn, batch):
                 self._run_pieces(conn, batch)
             conn.execute("COMMIT")
         except BaseException as exc:  # BEGIN or COMMIT failed (I/O error, disk full): nothing landed
             if conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
+                    self._roll_back(conn, "ROLLBACK")
             for op in batch:
                 op.error = op.error or exc
         sequence = self._count_commit()
@@ -282,29 +289,27 @@ class SQLiteDatabase(Database):
             op.sequence = sequence
             op.done = True
 
-    @staticmethod
-    def _run_straight(conn: sqlite3.Connection, batch: list[_Combined]) -> bool:
+    def _run_straight(self, conn: sqlite3.Connection, batch: list[_Combined]) -> bool:
         """Every piece in the open transaction, no savepoints; False (all rolled back, the
         transaction open again) if one raised."""
         for op in batch:
             try:
                 op.result = op.fn(conn)
             except Exception:
-                conn.execute("ROLLBACK")
-                conn.execute("BEGIN IMMEDIATE")
+                self._roll_back(conn, "ROLLBACK")
+                self._begin(conn)
                 for piece in batch:
                     piece.result = None
                 return False
         return True
 
-    @staticmethod
-    def _run_pieces(conn: sqlite3.Connection, batch: list[_Combined]) -> None:
+    def _run_pieces(self, conn: sqlite3.Connection, batch: list[_Combined]) -> None:
         for op in batch:
             conn.execute("SAVEPOINT piece")
             try:
                 op.result = op.fn(conn)
             except BaseException as exc:
-                conn.execute("ROLLBACK TO piece")
+                self._roll_back(conn, "ROLLBACK TO piece")
                 op.error = exc
             conn.execute("RELEASE piece")
 
@@ -349,11 +354,29 @@ class SQLiteDatabase(Database):
 
     # --- the dialect ------------------------------------------------------------------------
 
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        self._generations.clear()
+        conn.execute("BEGIN IMMEDIATE")
+
+    def _roll_back(self, conn: sqlite3.Connection, statement: str) -> None:
+        """ROLLBACK, or ROLLBACK TO a savepoint: a reservation of generations may be undone with it."""
+        self._generations.clear()
+        conn.execute(statement)
+
     def next_generation(self, db: Conn) -> int:
-        row = db.execute(
-            "UPDATE counters SET value = value + 1 WHERE name = 'generation' RETURNING value"
-        ).fetchone()
-        return int(row[0])
+        """Reserved a block at a time (GENERATION_BLOCK) for the rest of the write transaction:
+        a batch of small PUTs commits in one, and each statement lets go of the GIL and waits to
+        get it back from the busy event loop. The values a transaction leaves unused are gaps;
+        committed generations still grow with the commit order (each transaction reserves its
+        own block, after the last one committed)."""
+        if not self._generations:
+            row = db.execute(
+                "UPDATE counters SET value = value + ? WHERE name = 'generation' RETURNING value",
+                (GENERATION_BLOCK,),
+            ).fetchone()
+            last = int(row[0])
+            self._generations = list(range(last, last - GENERATION_BLOCK, -1))  # popped from the end
+        return self._generations.pop()
 
     def upsert_object_sql(self, columns: str, placeholders: str) -> str:
         # INSERT OR REPLACE, never ON CONFLICT DO UPDATE: see USAGE_SCHEMA (schema.py).
