@@ -673,12 +673,7 @@ class Metrics:
         )
         self._request_counts: dict[tuple[str, int], Any] = {}
         self._children: dict[tuple[int, str], Any] = {}
-        self.in_flight = Gauge(
-            "tierstore_http_requests_in_flight",
-            "HTTP requests being served",
-            registry=own,
-            multiprocess_mode="livesum",
-        )
+        self.in_flight = InFlight()
         Gauge(
             "tierstore_build_info",
             "The running version (always 1)",
@@ -704,9 +699,15 @@ class Metrics:
             # so that a scrape right after a PUT sees it whichever worker answers.
             self.codec = metrics_workers.CodecCounters()
             local = StorageCollector(store, self.view, shared=False, codec=False)
-            self.mirror = metrics_workers.Mirror([local, connection_limits.STATS, *process])
+            self.mirror = metrics_workers.Mirror([local, connection_limits.STATS, self.in_flight, *process])
         else:
-            for collector in (*process, StorageCollector(store, self.view), connection_limits.STATS):
+            collectors = (
+                *process,
+                StorageCollector(store, self.view),
+                connection_limits.STATS,
+                self.in_flight,
+            )
+            for collector in collectors:
                 self.registry.register(collector)
         self.bucket_registry.register(BucketCollector(self.view))
 
@@ -766,6 +767,20 @@ def _setup_access_log() -> None:
     access_log.propagate = False
 
 
+class InFlight(Collector):
+    """The HTTP requests this process is serving: a plain count, read when scraped (mirrored into
+    the shared metrics under a supervisor: server/metrics_workers.py), rather than two locked
+    updates of a shared file per request (prometheus_client's multi-process gauge)."""
+
+    def __init__(self) -> None:
+        self.count = 0  # changed on the event loop only
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily("tierstore_http_requests_in_flight", "HTTP requests being served")
+        family.add_metric([], self.count)
+        yield family
+
+
 class RequestObserver:
     """ASGI middleware: body bytes in and out, time to first byte, in-flight count, access log.
 
@@ -811,11 +826,11 @@ class RequestObserver:
                 seen["out"] += len(body)
             await send(message)
 
-        self.metrics.in_flight.inc()
+        self.metrics.in_flight.count += 1
         try:
             await self.app(scope, counting_receive, counting_send)
         finally:
-            self.metrics.in_flight.dec()
+            self.metrics.in_flight.count -= 1
             operation = str(state.get("operation") or _path_operation(scope["path"]))
             metrics = self.metrics
             if seen["in"]:
