@@ -14,13 +14,14 @@ an attribute named `_thread` (its C field would be `__thread`, a C keyword). And
 code subclasses needs `@mypyc_attr(allow_interpreted_subclasses=True)`; calls inside a compiled
 module go straight to its functions, so a test cannot replace one of them with monkeypatch.
 
-And no exception may be re-raised implicitly after an `await` that suspended since it was caught:
-no bare `raise` after an `await` in an `except` block, no `await` in a `finally` block, no `async
-with` (its exit awaits, then re-raises). Compiled, the re-raise takes the exception the thread
-state holds when the coroutine resumes, which is not the caught one when it came from an awaited
-future: a PUT refused for its write quorum re-raised a stale exception instead, under uvloop an
-invalid object that killed the server ("TypeError: invalid exception object"). Name the exception
-and raise it (`except BaseException as failure: await cleanup(); raise failure`).
+And no coroutine may suspend while it handles an exception: no `await` in an `except` or
+`finally` block, no `async with` (its exit awaits with the body's exception at hand). Compiled, a
+coroutine keeps no exception state of its own: resumed, it finds another frame's, and its re-raise
+takes that (and so does the context of the next exception it raises), and leaving the block
+restores the saved state into the wrong frame. A PUT refused for its write quorum re-raised a
+stale exception instead, under uvloop an invalid object that killed the server ("TypeError:
+invalid exception object"). Catch, leave the block, then clean up and raise the caught exception:
+`except BaseException as exc: failure = exc`, then `await cleanup(); raise failure` after it.
 tests/unit/test_compiled_rules.py checks the source for these.
 
 What is not here, and why:

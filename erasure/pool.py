@@ -505,11 +505,13 @@ class ErasurePool:
         reader = await self.open_reader(data_id, location, size)
         try:
             data = b"".join([chunk async for chunk in reader.stream(0, size)])
-        except BaseException as failure:  # not `finally: await`: see setup.py
+        except BaseException as exc:  # not `finally: await`, closed outside the handler: see setup.py
+            failure = exc
+        else:
             await reader.close()
-            raise failure
+            return data
         await reader.close()
-        return data
+        raise failure
 
     # -- rebalancing (erasure.rebalance) ----------------------------------------------------
 

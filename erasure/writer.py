@@ -102,9 +102,12 @@ class PoolWriter:
                 blocks = [self._take(self._pool.block_size) for _ in range(self._loc.k)]
                 await self._settle()  # one stripe in flight at a time: bounded memory, frames in order
                 self._inflight = asyncio.ensure_future(self._flush(blocks))
-        except BaseException as failure:
-            await self.abort()
-            raise failure  # not a bare raise: see setup.py (compiled, it would raise another exception)
+        except BaseException as exc:  # cleaned up outside the handler: see setup.py
+            failure = exc
+        else:
+            return
+        await self.abort()
+        raise failure
 
     async def finish(self) -> dict[str, Any]:
         self._check_open()
@@ -114,13 +117,15 @@ class PoolWriter:
                 await _blocking(self._write_whole, self._take(self.size))
             else:
                 await self._finish_stream()
-        except BaseException as failure:
-            await self.abort()
-            raise failure  # not a bare raise: see setup.py
-        self._state = "finished"
-        self._release_placement()
-        assert self._loc is not None
-        return self._loc.to_dict()
+        except BaseException as exc:  # cleaned up outside the handler: see setup.py
+            failure = exc
+        else:
+            self._state = "finished"
+            self._release_placement()
+            assert self._loc is not None
+            return self._loc.to_dict()
+        await self.abort()
+        raise failure
 
     def write_blob(self, data: Buffer) -> dict[str, Any]:
         """The whole blob at once, instead of `write`s and `finish`: blocking, for a worker thread.
@@ -489,9 +494,10 @@ async def _blocking(fn: Callable[..., T], *args: Any) -> T:
     task = asyncio.ensure_future(asyncio.to_thread(fn, *args))
     try:
         return await asyncio.shield(task)
-    except asyncio.CancelledError as cancelled:
-        await asyncio.wait([task])
-        raise cancelled  # not a bare raise: see setup.py
+    except asyncio.CancelledError as exc:  # waited for outside the handler: see setup.py
+        cancelled = exc
+    await asyncio.wait([task])
+    raise cancelled
 
 
 def _create(

@@ -224,11 +224,13 @@ class Gateway:
         request = await asyncio.to_thread(runs.post)  # every worker flushes its accesses
         try:
             result = await self._lifecycle_pass_for(runs, request, holder_pid, live)
-        except BaseException as failure:  # not `finally: await`: see setup.py
+        except BaseException as exc:  # not `finally: await`, cleaned up outside the handler: see setup.py
+            failure = exc
+        else:
             await asyncio.to_thread(runs.forget, request)
-            raise failure
+            return result
         await asyncio.to_thread(runs.forget, request)
-        return result
+        raise failure
 
     async def _lifecycle_pass_for(
         self, runs: LifecycleRuns, request: str, holder_pid: int | None, live: set[int]
@@ -397,18 +399,19 @@ class Gateway:
         )
         try:
             return await handler(req)
-        except ObjectNotFound as missing:
-            # S3 tells a missing key (404) only to a caller that may list the bucket; to anyone
-            # else it answers 403, so that keys cannot be probed for.
-            if routed.bucket and identity is not None and not identity.is_admin:
-                await self.authorizer.check(
-                    identity,
-                    Operation.ListObjectsV2,
-                    routed.bucket,
-                    request=request,
-                    query={"prefix": routed.key or ""},
-                )
-            raise missing  # not a bare raise: see setup.py
+        except ObjectNotFound as exc:  # checked outside the handler: see setup.py
+            missing = exc
+        # S3 tells a missing key (404) only to a caller that may list the bucket; to anyone
+        # else it answers 403, so that keys cannot be probed for.
+        if routed.bucket and identity is not None and not identity.is_admin:
+            await self.authorizer.check(
+                identity,
+                Operation.ListObjectsV2,
+                routed.bucket,
+                request=request,
+                query={"prefix": routed.key or ""},
+            )
+        raise missing
 
     async def _preflight(self, request: Request, raw_path: str) -> Response:
         """A CORS preflight (OPTIONS), answered from the bucket's rules: no signature needed."""

@@ -89,13 +89,15 @@ class SmallWriteCommitter:
             self._ready.notify()
         try:
             await asyncio.shield(write._future)
-        except asyncio.CancelledError as cancelled:
-            await asyncio.wait([write._future])
-            raise cancelled  # not a bare raise: see setup.py (compiled, it would raise another exception)
-        if write.error is not None:
-            raise write.error
-        assert write.result is not None
-        return write.result
+        except asyncio.CancelledError as exc:  # waited for outside the handler: see setup.py
+            cancelled = exc
+        else:
+            if write.error is not None:
+                raise write.error
+            assert write.result is not None
+            return write.result
+        await asyncio.wait([write._future])
+        raise cancelled
 
     async def close(self) -> None:
         """Commit what is queued, then stop the thread."""

@@ -57,9 +57,13 @@ async def put_object(req: S3Request) -> Response:
             if_match=if_match,
             if_none_match=if_none_match,
         )
-    except BaseException as failure:
+    except BaseException as exc:  # aborted outside the handler: see setup.py
+        failure: BaseException | None = exc
+    else:
+        failure = None
+    if failure is not None:
         await pending.abort()
-        raise failure  # not a bare raise: see setup.py (compiled, it would raise another exception)
+        raise failure
     headers = {
         "etag": f'"{record.etag}"',
         "x-tierstore-tier": record.tier,
