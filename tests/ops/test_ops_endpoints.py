@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
-from server.app import Gateway
+from server.app import authenticate_request
 from server.credentials import StaticCredentials
 from server.status import OpsEndpoints
 from tests.conftest import ACCESS_KEY, SECRET_KEY
@@ -183,7 +183,9 @@ def endpoints(mode: str) -> OpsEndpoints:
         credentials=StaticCredentials({ACCESS_KEY: SECRET_KEY}),
         max_skew=timedelta(minutes=15),
     )
-    gateway.authenticate_request = lambda request: Gateway.authenticate_request(gateway, request)  # type: ignore[arg-type]
+    gateway.authenticate_request = lambda request: authenticate_request(
+        request, gateway.credentials, gateway.max_skew
+    )
     return OpsEndpoints(gateway)  # type: ignore[arg-type]
 
 
