@@ -37,12 +37,14 @@ reason: they belong to the file descriptor, not the process, and are never waite
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import mmap
 import os
 import struct
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 _COUNTS = struct.Struct("<qq")  # shards, bytes
@@ -73,45 +75,45 @@ class SharedCounters:
         self._lock = threading.Lock()  # this object's own slot, among this process's threads
 
     def read(self) -> tuple[int, int]:
-        shards = size = 0
-        for count, total in _COUNTS.iter_unpack(self._map):
-            shards += count
-            size += total
-        return shards, size
+        return self._sum()
 
     def set(self, shards: int, size: int) -> None:
         """Make the counts (shards, size): slot 0 takes the difference from the other slots."""
-        with self._lock:
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-            try:
-                others_shards, others_size = self._sum_without(_SHARED_SLOT)
-                _COUNTS.pack_into(self._map, 0, shards - others_shards, size - others_size)
-            finally:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        with self._lock, self._shared_slot_locked():
+            others_shards, others_size = self._sum(without=_SHARED_SLOT)
+            _COUNTS.pack_into(self._map, 0, shards - others_shards, size - others_size)
 
     def add(self, shards: int, size: int) -> None:
-        offset = self._slot * _COUNTS.size
         with self._lock:
             if self._slot != _SHARED_SLOT:
-                count, total = _COUNTS.unpack_from(self._map, offset)
-                _COUNTS.pack_into(self._map, offset, count + shards, total + size)
+                self._add_to_own_slot(shards, size)  # no other open file writes it: no flock
                 return
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-            try:
-                count, total = _COUNTS.unpack_from(self._map, offset)
-                _COUNTS.pack_into(self._map, offset, count + shards, total + size)
-            finally:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            with self._shared_slot_locked():
+                self._add_to_own_slot(shards, size)
 
     def close(self) -> None:
         """Give the slot back (what it added stays in the file)."""
         self._map.close()
         os.close(self._fd)
 
-    def _sum_without(self, slot: int) -> tuple[int, int]:
+    def _add_to_own_slot(self, shards: int, size: int) -> None:
+        offset = self._slot * _COUNTS.size
+        count, total = _COUNTS.unpack_from(self._map, offset)
+        _COUNTS.pack_into(self._map, offset, count + shards, total + size)
+
+    @contextlib.contextmanager
+    def _shared_slot_locked(self) -> Iterator[None]:
+        """Slot 0 excludes the other processes' `set`s and slot-less adds by the file's `flock`."""
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _sum(self, without: int | None = None) -> tuple[int, int]:
         shards = size = 0
         for n, (count, total) in enumerate(_COUNTS.iter_unpack(self._map)):
-            if n != slot:
+            if n != without:
                 shards += count
                 size += total
         return shards, size
