@@ -26,7 +26,9 @@ tests/unit/test_compiled_rules.py checks the source for these.
 
 What is not here, and why:
 - modules with async generators (server/context.py, server/responses.py,
-  server/signature/payload.py, tiering/store.py, tiering/backends/erasure_coded.py);
+  server/signature/payload.py, tiering/store.py, tiering/backends/erasure_coded.py,
+  erasure/reader.py's streaming reader, server/handlers/byteranges.py): what a small GET runs per
+  request was moved out of them (erasure/whole_reads.py, server/handlers/get.py) to compile;
 - classes that subclass another library's Python class (server/metrics.py's collectors,
   server/coalesced_writes.py's transport, server/connection_limits.py's protocol,
   server/request_headers.py's headers): a compiled subclass of an interpreted class is not
@@ -46,15 +48,18 @@ COMPILED_MODULES = [
     "erasure/checksum.py",
     "erasure/drive_counters.py",
     "erasure/drive_health.py",
+    "erasure/location.py",
     "erasure/pack.py",
     "erasure/placement.py",
     "erasure/pool.py",
     "erasure/shard_format.py",
     "erasure/shard_store.py",
     "erasure/topology.py",
+    "erasure/whole_reads.py",
     "erasure/writer.py",
     "server/app.py",
     "server/handlers/common.py",
+    "server/handlers/get.py",
     "server/handlers/put.py",
     "server/header_text.py",
     "server/http_semantics.py",

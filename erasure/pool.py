@@ -35,10 +35,11 @@ from erasure.errors import DataLost, DataNotFound, DomainOffline, ErasureError
 from erasure.heal import HealResult, heal
 from erasure.location import Location
 from erasure.pack import PackSet
-from erasure.reader import PoolReader, read_at_hand, read_healthy
+from erasure.reader import PoolReader
 from erasure.rebalance import Throttle, move_shard, plan_moves
 from erasure.shard_store import LocalDrive, local_drive, publish_shards_many
 from erasure.topology import LEVELS, Domain, Topology
+from erasure.whole_reads import read_at_hand, read_healthy
 from erasure.writer import PoolWriter
 
 DEFAULT_BLOCK_SIZE = 1 << 20

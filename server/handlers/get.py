@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
 
 from starlette.responses import Response
 
 from server.context import S3Request
 from server.encryption import SSE, CustomerKey, customer_key, response_headers
 from server.errors import InvalidArgument, InvalidPartNumber, InvalidRange, InvalidRequest
+from server.handlers.byteranges import multirange_body, part_header
 from server.handlers.common import version_headers, version_param
 from server.handlers.multipart import part_number_param
 from server.handlers.object_lock import lock_headers
@@ -47,24 +47,6 @@ def part_range(record: ObjectRecord, part_number: int) -> ByteRange:
             return ByteRange(offset, offset + size)
         offset += size
     raise InvalidPartNumber()
-
-
-async def _multirange(
-    opened: OpenedObject, ranges: list[ByteRange], boundary: str, content_type: str
-) -> AsyncIterator[bytes | memoryview]:
-    size = opened.record.size
-    for r in ranges:
-        yield _part_header(boundary, content_type, r, size)
-        async for chunk in opened.stream(r.start, r.end):
-            yield chunk
-        yield b"\r\n"
-    yield f"--{boundary}--\r\n".encode()
-
-
-def _part_header(boundary: str, content_type: str, r: ByteRange, size: int) -> bytes:
-    return (
-        f"--{boundary}\r\nContent-Type: {content_type}\r\nContent-Range: {r.content_range(size)}\r\n\r\n"
-    ).encode()
 
 
 @handles(Operation.GetObject, Operation.HeadObject)
@@ -151,11 +133,11 @@ def _respond(req: S3Request, opened: OpenedObject, send_body: bool, ckey: Custom
         )
     boundary = secrets.token_hex(12)
     content_type = record.meta.content_type
-    length = sum(len(_part_header(boundary, content_type, r, record.size)) + r.length + 2 for r in ranges)
+    length = sum(len(part_header(boundary, content_type, r, record.size)) + r.length + 2 for r in ranges)
     length += len(f"--{boundary}--\r\n")
     headers["content-type"] = f"multipart/byteranges; boundary={boundary}"
     return StreamedBody(
-        _multirange(opened, ranges, boundary, content_type),
+        multirange_body(opened, ranges, boundary, content_type),
         status_code=206,
         headers=headers,
         content_length=length,
