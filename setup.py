@@ -65,6 +65,7 @@ COMPILED_MODULES = [
     "server/http_semantics.py",
     "server/router.py",
     "server/signature/canonical.py",
+    "server/signature/context.py",
     "server/signature/dates.py",
     "server/signature/keys.py",
     "server/signature/sigv4.py",

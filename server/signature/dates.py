@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from functools import lru_cache
 
 AMZ_DATE_FORMAT = "%Y%m%dT%H%M%SZ"
 
 
+# Remembered: every request a client signs within one second carries the same value, and the
+# result (a datetime, or None) is immutable.
+@lru_cache(maxsize=256)
 def parse_amz_date(value: str) -> datetime | None:
     """Parse "20130524T000000Z"; None when it is not exactly that form."""
     # By hand rather than strptime: this runs on every signed request, and strptime was ~2 % of a

@@ -1,8 +1,9 @@
 """HMAC helpers and the SigV4 signing-key cache.
 
 Deriving a signing key costs four HMACs per request; the key only changes per (secret, day,
-region, service), so a small LRU makes the hot path one HMAC. The cache is keyed by the secret
-itself (not the access key) so that a rotated secret can never be served a stale key.
+region, service), so a small LRU makes the hot path one HMAC (itself copied from one keyed once).
+The cache is keyed by the secret itself (not the access key) so that a rotated secret can never
+be served a stale key.
 """
 
 from __future__ import annotations
@@ -19,8 +20,18 @@ def hmac_sha256(key: bytes, message: str) -> bytes:
 
 
 def hmac_sha256_hex(key: bytes, message: str) -> str:
+    mac = _keyed(key).copy()
     # surrogateescape: header bytes that are not UTF-8 (see wire_text) are signed as themselves.
-    return hmac.new(key, message.encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()
+    mac.update(message.encode("utf-8", "surrogateescape"))
+    return mac.hexdigest()
+
+
+@lru_cache(maxsize=1024)
+def _keyed(key: bytes) -> hmac.HMAC:
+    """An HMAC-SHA256 keyed with `key` and nothing hashed yet, copied for each message: keying
+    one costs more than the short message it then signs, and a signing key signs every request
+    (and chunk) of its day. Only signing keys come here, cached themselves by `signing_key`."""
+    return hmac.new(key, digestmod=hashlib.sha256)
 
 
 def sha256_hex(data: str | bytes) -> str:
