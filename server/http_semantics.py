@@ -330,11 +330,15 @@ def content_md5(headers: Mapping[str, str]) -> str | None:
     return raw.hex()
 
 
+# Each algorithm's header, named once rather than on every PUT.
+_CHECKSUM_HEADERS = tuple((algorithm, f"x-amz-checksum-{algorithm.lower()}") for algorithm in ALGORITHMS)
+
+
 def requested_checksum_algorithm(headers: Mapping[str, str]) -> str | None:
     """The additional checksum a client asks for (header value, trailer name, or SDK hint)."""
     get = headers.get
-    for algorithm in ALGORITHMS:
-        if get(f"x-amz-checksum-{algorithm.lower()}") is not None:
+    for algorithm, header in _CHECKSUM_HEADERS:
+        if get(header) is not None:
             return algorithm
     trailer = get("x-amz-trailer")
     if trailer:

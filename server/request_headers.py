@@ -3,8 +3,9 @@
 Starlette's `Headers` scans the raw header list and lower-cases and encodes the name on every
 lookup; one signed 4 KiB GET asks for about twenty headers (signature, routing, CORS, encryption,
 conditions), which was ~10 % of the gateway's own CPU per request. `RequestHeaders` decodes the
-list once into a dict of first values and answers `[]`, `get` and `in` from it. Everything else
-(`getlist`, `raw`, `items`, equality) is Starlette's, over the same list.
+list once into a dict of first values and answers `[]`, `get` and `in` from it, and keeps the
+decoded pairs for `items` (a PUT reads them all for its metadata). Everything else (`getlist`,
+`raw`, equality) is Starlette's, over the same list.
 """
 
 from __future__ import annotations
@@ -24,10 +25,9 @@ class RequestHeaders(Headers):
 
     def __init__(self, scope: Scope) -> None:
         super().__init__(scope=scope)
-        first: dict[str, str] = {}
-        for name, value in reversed(self._list):
-            first[name.decode("latin-1")] = value.decode("latin-1")
-        self._first = first
+        pairs = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in self._list]
+        self._pairs = pairs
+        self._first = dict(reversed(pairs))
 
     def __getitem__(self, key: str) -> str:
         try:
@@ -40,3 +40,6 @@ class RequestHeaders(Headers):
 
     def get(self, key: str, default: Any = None) -> Any:
         return self._first.get(key.lower(), default)
+
+    def items(self) -> list[tuple[str, str]]:  # type: ignore[override]  # Starlette's returns a list too
+        return list(self._pairs)
