@@ -24,6 +24,23 @@ class Location:
     shards: list[str | None]
     missing: set[int] = field(default_factory=set)
 
+    def __init__(
+        self,
+        layout: str,
+        k: int,
+        m: int,
+        block_size: int,
+        shards: list[str | None],
+        missing: set[int] | None = None,
+    ) -> None:
+        # Written out, not generated: one per blob written or read (tiering/records.py says why).
+        self.layout = layout
+        self.k = k
+        self.m = m
+        self.block_size = block_size
+        self.shards = shards
+        self.missing = set() if missing is None else missing
+
     @property
     def width(self) -> int:
         return self.k + self.m

@@ -159,6 +159,13 @@ class PackedRecord:
     length: int
     digest: int  # xxh3_64 of the payload, checked when it is read
 
+    def __init__(self, pack: str, offset: int, length: int, digest: int) -> None:
+        # Written out, not generated: one per shard appended or indexed (tiering/records.py says why).
+        object.__setattr__(self, "pack", pack)
+        object.__setattr__(self, "offset", offset)
+        object.__setattr__(self, "length", length)
+        object.__setattr__(self, "digest", digest)
+
     def intact(self, payload: bytes) -> bool:
         return len(payload) == self.length and xxhash.xxh3_64_intdigest(payload) == self.digest
 

@@ -38,6 +38,19 @@ class ShardHeader:
     block_size: int
     size: int
 
+    def __init__(
+        self, data_id: str, layout: str, k: int, m: int, index: int, block_size: int, size: int
+    ) -> None:
+        # Written out, not generated: built for every shard written or read (tiering/records.py
+        # says why).
+        object.__setattr__(self, "data_id", data_id)
+        object.__setattr__(self, "layout", layout)
+        object.__setattr__(self, "k", k)
+        object.__setattr__(self, "m", m)
+        object.__setattr__(self, "index", index)
+        object.__setattr__(self, "block_size", block_size)
+        object.__setattr__(self, "size", size)
+
     @functools.cached_property  # frozen: the layout never changes; asked for many times a shard
     def geometry(self) -> StripeLayout:
         return layout_of(self.size, self.k, self.block_size)

@@ -20,6 +20,15 @@ class Route:
     key: str | None
     virtual_host_bucket: str | None  # set when the bucket came from the Host header
 
+    def __init__(
+        self, operation: Op, bucket: str | None, key: str | None, virtual_host_bucket: str | None
+    ) -> None:
+        # Written out, not generated: one per request (tiering/records.py says why).
+        object.__setattr__(self, "operation", operation)
+        object.__setattr__(self, "bucket", bucket)
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "virtual_host_bucket", virtual_host_bucket)
+
 
 def parse_query(query_string: str) -> dict[str, str]:
     """Decode a raw query string; the first value wins. Form rules: "+" is a space, as in SigV4."""

@@ -52,3 +52,26 @@ class AuthContext:
     amz_date: str | None = None  # "20130524T000000Z"
     seed_signature: str | None = None
     region: str | None = None
+
+    def __init__(
+        self,
+        access_key: str,
+        payload_mode: PayloadMode,
+        payload_sha256: str | None,
+        scheme: AuthScheme = "sigv4-header",
+        signing_key: bytes | None = None,
+        scope: str | None = None,
+        amz_date: str | None = None,
+        seed_signature: str | None = None,
+        region: str | None = None,
+    ) -> None:
+        # Written out, not generated: built once a request (see tiering/records.py on why).
+        object.__setattr__(self, "access_key", access_key)
+        object.__setattr__(self, "payload_mode", payload_mode)
+        object.__setattr__(self, "payload_sha256", payload_sha256)
+        object.__setattr__(self, "scheme", scheme)
+        object.__setattr__(self, "signing_key", signing_key)
+        object.__setattr__(self, "scope", scope)
+        object.__setattr__(self, "amz_date", amz_date)
+        object.__setattr__(self, "seed_signature", seed_signature)
+        object.__setattr__(self, "region", region)
