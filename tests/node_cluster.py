@@ -137,7 +137,28 @@ def start_all(nodes: list[Node]) -> None:
     for node in nodes:
         node.launch()
     for node in nodes:
-        node.wait_listening()
+        _listening_or_moved(node)
+
+
+def _listening_or_moved(node: Node, tries: int = 3) -> None:
+    """Wait for a node's first start; if its port was taken meanwhile, start it on another.
+
+    `free_port()` hands its port back to the kernel, which may give it to any outgoing connection
+    (ephemeral ports come from the same range) before the node binds it: "Address already in use"
+    (seen once in CI's cluster pass). A node registers the address it listens on as it starts, so
+    another port is as good. Only `start_all` moves a node; `Node.start` (a test's restart of one
+    node) keeps its address."""
+    from tests.conftest import free_port
+
+    for attempt in range(tries):
+        try:
+            node.wait_listening()
+            return
+        except AssertionError as exc:
+            if "Address already in use" not in str(exc) or attempt == tries - 1:
+                raise
+        node.port = free_port()
+        node.launch()
 
 
 @dataclass
