@@ -24,6 +24,12 @@ invalid exception object"). Catch, leave the block, then clean up and raise the 
 `except BaseException as exc: failure = exc`, then `await cleanup(); raise failure` after it.
 tests/unit/test_compiled_rules.py checks the source for these.
 
+And a speed note: a dataclass's generated `__init__` is Python code, interpreted even here (a frozen
+one of five fields: 0.65 µs to build, against 0.03 µs written out). The records a request builds
+write theirs out, setting frozen fields with a literal `object.__setattr__(self, "name", value)`,
+which mypyc turns into a plain store (an alias of it stays a call); tests/unit/test_written_out_inits.py
+holds each to its fields.
+
 What is not here, and why:
 - modules with async generators (server/context.py, server/responses.py,
   server/signature/payload.py, tiering/store.py, tiering/backends/erasure_coded.py,
