@@ -527,7 +527,7 @@ class OpenedObject:
     tier: str = ""
     segments: tuple[Segment, ...] = ()
     # The whole object, when `open_object(read_up_to=...)` read it: bytes, or a read-only view of a
-    # blob read straight into one buffer (erasure/reader.py `_read_packed`).
+    # blob read straight into one buffer (erasure/whole_reads.py `_read_packed`).
     data: bytes | memoryview | None = None
     customer_key: bytes | None = None  # SSE-C: the key the request gave (checked)
     _data_key: bytes | None = None

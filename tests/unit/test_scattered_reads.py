@@ -1,4 +1,4 @@
-"""A whole small blob read straight into one buffer (erasure/reader.py `_read_packed`).
+"""A whole small blob read straight into one buffer (erasure/whole_reads.py `_read_packed`).
 
 When every data shard of a blob is a packed record on this host, each record's blocks are
 scattered by one preadv to their places in the blob and then verified — header and every block
