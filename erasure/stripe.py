@@ -39,12 +39,17 @@ class StripeLayout:
     stripe_bytes: int = field(init=False, repr=False, compare=False)
     stripe_count: int = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        if self.size < 0 or self.k < 1 or self.block_size < 1:
-            raise ValueError(f"bad layout: size={self.size} k={self.k} block_size={self.block_size}")
-        stripe_bytes = self.k * self.block_size
+    def __init__(self, size: int, k: int, block_size: int) -> None:
+        # Written out, as tiering/records.py's are: a dataclass's generated __init__ is interpreted
+        # even in the compiled build (setup.py), and every shard written or read builds a layout.
+        if size < 0 or k < 1 or block_size < 1:
+            raise ValueError(f"bad layout: size={size} k={k} block_size={block_size}")
+        stripe_bytes = k * block_size
+        object.__setattr__(self, "size", size)
+        object.__setattr__(self, "k", k)
+        object.__setattr__(self, "block_size", block_size)
         object.__setattr__(self, "stripe_bytes", stripe_bytes)
-        object.__setattr__(self, "stripe_count", -(-self.size // stripe_bytes))
+        object.__setattr__(self, "stripe_count", -(-size // stripe_bytes))
 
     def stripe_start(self, stripe: int) -> int:
         return stripe * self.stripe_bytes

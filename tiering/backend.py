@@ -16,6 +16,10 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+# StoredData is what every backend hands back; it lives with the other records the catalog keeps
+# (tiering/records.py, compiled in the optional build: a GET builds one per segment).
+from tiering.records import StoredData
+
 if TYPE_CHECKING:
     from erasure import ErasurePool
 
@@ -41,16 +45,6 @@ class CapacityExceeded(BackendError):
 
 class WriteQuorumLost(BackendError):
     """Too few healthy places to store the blob with the promised durability."""
-
-
-@dataclass(frozen=True)
-class StoredData:
-    """One immutable blob as the backend stored it: what the catalog keeps to read it back."""
-
-    data_id: str
-    size: int
-    # Backend-specific, JSON-serialisable description (e.g. which domain holds which shard).
-    location: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from tiering.backend import StoredData
 from tiering.encryption.chunks import CHUNK_SIZE, plaintext_size
 
 # The records a request builds (Segment, ObjectMeta, ObjectRecord) have their `__init__` written
@@ -14,6 +13,23 @@ from tiering.encryption.chunks import CHUNK_SIZE, plaintext_size
 # `__init__` (bench/RESULTS.md). Compiled, a literal `object.__setattr__(self, "field", value)` is
 # a plain store (not through an alias: that stays a call); frozen still holds for everyone else.
 # tests/unit/test_written_out_inits.py checks each against its fields.
+
+
+@dataclass(frozen=True)
+class StoredData:
+    """One immutable blob as the backend stored it: what the catalog keeps to read it back
+    (tiering/backend.py's `DataWriter.finish` returns it; a backend reads the blob by it)."""
+
+    data_id: str
+    size: int
+    # Backend-specific, JSON-serialisable description (e.g. which domain holds which shard).
+    location: dict[str, Any] = field(default_factory=dict)
+
+    def __init__(self, data_id: str, size: int, location: dict[str, Any] | None = None) -> None:
+        # Written out (above); None stands for "a new empty one", as default_factory gives.
+        object.__setattr__(self, "data_id", data_id)
+        object.__setattr__(self, "size", size)
+        object.__setattr__(self, "location", {} if location is None else location)
 
 
 @dataclass(frozen=True)

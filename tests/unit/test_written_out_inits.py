@@ -13,13 +13,23 @@ import pytest
 from erasure.location import Location
 from erasure.pack import PackedRecord
 from erasure.shard_format import ShardHeader
+from erasure.stripe import StripeLayout
 from server.operations import Operation
 from server.router import Route
 from server.signature.context import AuthContext, PayloadMode
 from tiering.backend import StoredData
 from tiering.records import ObjectMeta, ObjectRecord, RestoreState, Segment
 
-FROZEN: list[type] = [Segment, ObjectMeta, ObjectRecord, AuthContext, ShardHeader, Route, PackedRecord]
+FROZEN: list[type] = [
+    StoredData,
+    Segment,
+    ObjectMeta,
+    ObjectRecord,
+    AuthContext,
+    ShardHeader,
+    Route,
+    PackedRecord,
+]
 WRITTEN_OUT: list[type] = [*FROZEN, Location]
 
 
@@ -28,6 +38,7 @@ def _values(cls: type) -> dict[str, Any]:
     meta = ObjectMeta(content_type="text/plain")
     segment = Segment(StoredData("id", 3, {"v": 1}))
     return {
+        StoredData: {"data_id": "id", "size": 3, "location": {"v": 1}},
         Segment: {"stored": StoredData("id", 3, {"v": 1}), "part_number": 2, "etag": "e", "checksum": "ck"},
         ObjectMeta: {
             "content_type": "text/plain",
@@ -129,3 +140,24 @@ def test_fields_left_out_get_new_empty_containers() -> None:
     assert a.system == a.user == a.tags == {} and a.system is not b.system and a.user is not a.tags
     one, two = Location("ec", 2, 1, 4096, ["a", "b", "c"]), Location("ec", 2, 1, 4096, ["a", "b", "c"])
     assert one.missing == set() and one.missing is not two.missing
+    first, second = StoredData("a", 1), StoredData("a", 1)
+    assert first.location == {} and first.location is not second.location
+
+
+def test_a_stripe_layout_takes_its_three_fields_and_works_out_the_rest() -> None:
+    """StripeLayout's two derived fields are not arguments (init=False): set from the three that are."""
+    params = list(inspect.signature(StripeLayout).parameters)
+    assert (
+        params == [f.name for f in dataclasses.fields(StripeLayout) if f.init] == ["size", "k", "block_size"]
+    )
+    layout = StripeLayout(10_000, 4, 1024)
+    assert (layout.size, layout.k, layout.block_size) == (10_000, 4, 1024)
+    assert (layout.stripe_bytes, layout.stripe_count) == (4096, 3)
+    assert layout == StripeLayout(size=10_000, k=4, block_size=1024) == dataclasses.replace(layout)
+    assert hash(layout) == hash(StripeLayout(10_000, 4, 1024))
+    assert StripeLayout(0, 2, 8).stripe_count == 0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        layout.k = 2  # type: ignore[misc]
+    for size, k, block_size in [(-1, 2, 8), (1, 0, 8), (1, 2, 0)]:
+        with pytest.raises(ValueError, match="bad layout"):
+            StripeLayout(size, k, block_size)

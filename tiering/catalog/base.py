@@ -13,17 +13,14 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import orjson
-
 from tiering.backend import StoredData
 from tiering.catalog.database import Conn, Cursor, Database
+from tiering.catalog.rows import loads, object_from_row
 from tiering.errors import PreconditionFailed
 from tiering.records import (
     BucketRecord,
     ListEntry,
-    ObjectMeta,
     ObjectRecord,
-    RestoreState,
     Segment,
     UploadRecord,
 )
@@ -51,15 +48,8 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def _loads(raw: str) -> Any:
-    """A stored JSON column. orjson: a GET decodes three per row, and the standard library's
-    decoder (Python wrappers around its scanner) was about a tenth of a small GET's CPU. What orjson
-    refuses and `json.dumps` may have written (NaN, integers past 64 bits) goes to the standard
-    library, which reads it as before."""
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return json.loads(raw)
+# A stored JSON column decoded (orjson, the standard library for what orjson refuses): compiled.
+_loads = loads
 
 
 def _stored_to_json(stored: StoredData) -> str:
@@ -150,47 +140,8 @@ class CatalogBase:
     def _write_combined(self, fn: Callable[[Any], _T], *, snapshot: bool = False) -> _T:
         return self._db.write_combined(fn, snapshot=snapshot)
 
-    @staticmethod
-    def _object_from_row(row: tuple[Any, ...]) -> ObjectRecord:
-        (
-            bucket,
-            key,
-            generation,
-            size,
-            etag,
-            mtime,
-            tier,
-            meta,
-            tags,
-            algo,
-            checksum,
-            segments,
-            heat,
-            heat_at,
-            last_access,
-            tier_since,
-            restore,
-            version_id,
-        ) = row
-        return ObjectRecord(
-            bucket=bucket,
-            key=key,
-            size=size,
-            etag=etag,
-            last_modified=mtime,
-            tier=tier,
-            meta=ObjectMeta.from_json(_loads(meta), _loads(tags)),
-            segments=tuple(Segment.from_json(s) for s in _loads(segments)),
-            checksum_algorithm=algo,
-            checksum=checksum,
-            generation=generation,
-            heat=heat,
-            heat_at=heat_at,
-            last_access=last_access,
-            tier_since=tier_since,
-            restore=RestoreState.from_json(_loads(restore)) if restore else None,
-            version_id=version_id,
-        )
+    # The record of a row of OBJECT_COLUMNS: compiled (tiering/catalog/rows.py), as every GET runs it.
+    _object_from_row = staticmethod(object_from_row)
 
     def _next_generation(self, db: Conn) -> int:
         """The next value of the catalog-wide generation counter (inside the caller's transaction).
