@@ -31,7 +31,7 @@ which mypyc turns into a plain store (an alias of it stays a call); tests/unit/t
 holds each to its fields.
 
 What is not here, and why:
-- modules with async generators (server/context.py, server/responses.py,
+- modules with async generators (server/responses.py,
   server/signature/payload.py, tiering/store.py, tiering/backends/erasure_coded.py,
   erasure/reader.py's streaming reader, server/handlers/byteranges.py): what a small GET runs per
   request was moved out of them (erasure/whole_reads.py, server/handlers/get.py) to compile;
@@ -65,6 +65,7 @@ COMPILED_MODULES = [
     "erasure/whole_reads.py",
     "erasure/writer.py",
     "server/app.py",
+    "server/context.py",
     "server/handlers/common.py",
     "server/handlers/get.py",
     "server/handlers/put.py",

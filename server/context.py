@@ -1,26 +1,30 @@
-"""What a handler gets: the routed, authenticated request and the gateway's shared parts."""
+"""What a handler gets: the routed, authenticated request and the gateway's shared parts.
+
+Compiled in the optional build (setup.py): a request asks its S3Request for headers, bucket and
+key a dozen times or more. So no async generator here (the body's reader is
+server/signature/payload.py's) and S3Request's `__init__` is written out (tiering/records.py says why).
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from starlette.datastructures import Headers
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 
-from server.errors import IncompleteBody, InvalidRequest, MalformedXML, NoSuchBucket
+# Every field's type is imported at run time, not only for the type checker: compiled, S3Request
+# is a native dataclass, and building the class looks its field types up.
+from lifecycle.runtime import Lifecycle
+from server.authorization import Authorizer
+from server.config import ServerConfig
+from server.cors import CorsRules
+from server.credentials import Identity, UserCredentials
+from server.errors import InvalidRequest, MalformedXML, NoSuchBucket
 from server.operations import Operation
 from server.signature import AuthContext, PayloadReader
+from server.signature.payload import body_chunks
 from server.xml_io import MAX_XML_BODY
-
-if TYPE_CHECKING:
-    from lifecycle.runtime import Lifecycle
-    from server.authorization import Authorizer
-    from server.config import ServerConfig
-    from server.cors import CorsRules
-    from server.credentials import Identity, UserCredentials
-    from tiering.store import ObjectStore
+from tiering.store import ObjectStore
 
 
 @dataclass
@@ -41,6 +45,42 @@ class S3Request:
     cors: CorsRules | None = None  # the gateway's cache of bucket CORS rules (server/cors.py)
     credentials: UserCredentials | None = None  # for a signature inside the body (PostObject)
     _payload: PayloadReader | None = field(default=None, repr=False)
+
+    def __init__(
+        self,
+        operation: Operation,
+        bucket_name: str | None,
+        key_name: str | None,
+        query: dict[str, str],
+        headers: Headers,
+        request: Request,
+        auth: AuthContext,
+        store: ObjectStore,
+        config: ServerConfig,
+        request_id: str,
+        lifecycle: Lifecycle | None = None,
+        identity: Identity | None = None,
+        authorizer: Authorizer | None = None,
+        cors: CorsRules | None = None,
+        credentials: UserCredentials | None = None,
+        _payload: PayloadReader | None = None,
+    ) -> None:  # written out (the module's docstring)
+        self.operation = operation
+        self.bucket_name = bucket_name
+        self.key_name = key_name
+        self.query = query
+        self.headers = headers
+        self.request = request
+        self.auth = auth
+        self.store = store
+        self.config = config
+        self.request_id = request_id
+        self.lifecycle = lifecycle
+        self.identity = identity
+        self.authorizer = authorizer
+        self.cors = cors
+        self.credentials = credentials
+        self._payload = _payload
 
     @property
     def bucket(self) -> str:
@@ -64,7 +104,7 @@ class S3Request:
     def payload(self) -> PayloadReader:
         """The decoded request body (aws-chunked framing removed, signatures checked)."""
         if self._payload is None:
-            self._payload = PayloadReader(_nonempty(self.request.stream()), self.auth, self.headers)
+            self._payload = PayloadReader(body_chunks(self.request.stream()), self.auth, self.headers)
         return self._payload
 
     @property
@@ -91,14 +131,3 @@ class S3Request:
                 raise MalformedXML("The XML document is too large")
             parts.append(chunk)
         return b"".join(parts)
-
-
-async def _nonempty(source: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The body's non-empty pieces. A client that hangs up mid-body sent less than it declared:
-    that is its error (IncompleteBody, 400), not an internal one with a stack trace in the log."""
-    try:
-        async for chunk in source:
-            if chunk:
-                yield chunk
-    except ClientDisconnect:
-        raise IncompleteBody() from None

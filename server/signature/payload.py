@@ -17,6 +17,8 @@ import re
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import TYPE_CHECKING
 
+from starlette.requests import ClientDisconnect
+
 from server.errors import (
     IncompleteBody,
     InvalidArgument,
@@ -185,6 +187,18 @@ def _parse_chunk_header(line: bytes, signed: bool) -> tuple[int, str | None]:
     if signed and not signature:
         raise InvalidRequest("Malformed aws-chunked body: missing chunk-signature.")
     return int(size_part, 16), signature
+
+
+async def body_chunks(source: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """A request body's non-empty pieces (from Starlette's `Request.stream`). A client that hangs
+    up mid-body sent less than it declared: that is its error (IncompleteBody, 400), not an
+    internal one with a stack trace in the log."""
+    try:
+        async for chunk in source:
+            if chunk:
+                yield chunk
+    except ClientDisconnect:
+        raise IncompleteBody() from None
 
 
 class PayloadReader:
