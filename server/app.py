@@ -192,6 +192,7 @@ class Gateway:
         """This worker's metrics mirror and progress entry, as of now: after taking up what
         another worker changed."""
         await self.catch_up()
+        self.metrics.tally.write()  # the requests of this turn of the loop (server/request_tally.py)
         await asyncio.to_thread(self.metrics.sync_own)
         if self.progress is not None:
             await self.progress.publish_async()

@@ -49,6 +49,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from erasure.stats import CODEC
 from lifecycle.temperature import heat_histogram
 from server import connection_limits, metrics_workers
+from server.request_tally import RequestTally
 from tiering import nodes
 from tiering.domains import list_domains
 from tiering.heat import decayed
@@ -671,6 +672,8 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=own,
         )
+        # Written once per turn of the event loop, not per request (server/request_tally.py).
+        self.tally = RequestTally(self._sync_codec)
         self._request_counts: dict[tuple[str, int], Any] = {}
         self._children: dict[tuple[int, str], Any] = {}
         self.in_flight = InFlight()
@@ -695,8 +698,8 @@ class Metrics:
         self.codec: metrics_workers.CodecCounters | None = None
         if shared_dir:
             self.registry.register(StorageCollector(store, self.view, local=False))
-            # Codec work is done by requests: counted with each request (before its response),
-            # so that a scrape right after a PUT sees it whichever worker answers.
+            # Codec work is done by requests: counted with each request's other figures
+            # (server/request_tally.py), so that a scrape after a PUT sees it whichever worker answers.
             self.codec = metrics_workers.CodecCounters()
             local = StorageCollector(store, self.view, shared=False, codec=False)
             self.mirror = metrics_workers.Mirror([local, connection_limits.STATS, self.in_flight, *process])
@@ -725,8 +728,12 @@ class Metrics:
         count = self._request_counts.get((operation, status))
         if count is None:
             count = self._request_counts[operation, status] = self.requests.labels(operation, str(status))
-        count.inc()
-        self.child(self.latency, operation).observe(time.perf_counter() - started)
+        tally = self.tally
+        tally.count(count)
+        tally.observe(self.child(self.latency, operation), time.perf_counter() - started)
+
+    def _sync_codec(self) -> None:
+        # Codec work is done by requests: counted with their other figures.
         if self.codec is not None:
             self.codec.sync()
 
@@ -746,6 +753,8 @@ class Metrics:
         if self.per_bucket or administrator:
             registries.append(self.bucket_registry)
         mirror = self.mirror
+
+        self.tally.write()  # this worker's requests of this turn, before anything is read
 
         def scrape() -> bytes:
             if mirror is not None:
@@ -833,17 +842,18 @@ class RequestObserver:
             self.metrics.in_flight.count -= 1
             operation = str(state.get("operation") or _path_operation(scope["path"]))
             metrics = self.metrics
+            tally = metrics.tally
             if seen["in"]:
-                metrics.child(metrics.received, operation).inc(seen["in"])
+                tally.count(metrics.child(metrics.received, operation), seen["in"])
             if seen["out"]:
-                metrics.child(metrics.sent, operation).inc(seen["out"])
+                tally.count(metrics.child(metrics.sent, operation), seen["out"])
             if (
                 seen["first"]
                 and scope["method"] == "GET"
                 and seen["status"] in (200, 206)
                 and operation == "GetObject"
             ):
-                metrics.child(metrics.first_byte, operation).observe(seen["first"] - started)
+                tally.observe(metrics.child(metrics.first_byte, operation), seen["first"] - started)
             if self.log:
                 client = scope.get("client")
                 access_log.info(

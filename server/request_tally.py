@@ -1,0 +1,101 @@
+"""A request's figures written to the Prometheus metrics once per turn of the event loop.
+
+Under a supervisor every metric value lives in a memory-mapped file (prometheus_client's
+multi-process mode: server/metrics_workers.py), and each update is a locked write through several
+layers of Python. A small GET made six (its count; its latency's sum and bucket; the bytes sent;
+its time to first byte's sum and bucket), about 6 % of a worker's CPU at 16 clients
+(bench/RESULTS.md). Here a request only notes its figures; the first note of a turn of the event
+loop schedules one write of everything noted by then (`loop.call_soon`): a turn answers several
+requests, whose counts add up to one write per series.
+
+When a figure lands: the write runs on the loop's next turn, right after the response's bytes
+went to the socket (as the bytes sent and the time to first byte always did: they are known only
+then), and before any request that arrives after it is handled here — a scrape sent after a
+response counts it, on this worker or, microseconds later, on any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("tierstore.metrics")
+
+
+class RequestTally:
+    """Counter increments and histogram observations, noted now and written together."""
+
+    def __init__(self, after_write: Callable[[], None] | None = None) -> None:
+        self._after_write = after_write  # e.g. the codec counters' sync, once per write too
+        self._counts: dict[Any, float] = {}  # counter child -> amount to add
+        self._observed: dict[Any, list[float]] = {}  # histogram child -> amounts observed
+        self._scheduled = False
+        self.writes = 0  # turns written (their ratio to requests is the saving)
+
+    def count(self, counter: Any, amount: float = 1) -> None:
+        """`counter.inc(amount)`, soon (`counter`: a labelled child)."""
+        self._counts[counter] = self._counts.get(counter, 0) + amount
+        self._schedule()
+
+    def observe(self, histogram: Any, amount: float) -> None:
+        """`histogram.observe(amount)`, soon (`histogram`: a labelled child)."""
+        found = self._observed.get(histogram)
+        if found is None:
+            self._observed[histogram] = [amount]
+        else:
+            found.append(amount)
+        self._schedule()
+
+    def write(self) -> None:
+        """Write everything noted so far (the scheduled call; a caller off the loop may call it too)."""
+        self._scheduled = False
+        counts, self._counts = self._counts, {}
+        observed, self._observed = self._observed, {}
+        self.writes += 1
+        try:
+            for counter, amount in counts.items():
+                counter.inc(amount)
+            for histogram, amounts in observed.items():
+                observe_many(histogram, amounts)
+            if self._after_write is not None:
+                self._after_write()
+        except Exception:  # a metrics file that cannot be written must not fail the loop's turn
+            log.exception("request metrics not written")
+
+    def _schedule(self) -> None:
+        if self._scheduled:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not on an event loop (a test, a thread): at once
+            self.write()
+            return
+        self._scheduled = True
+        loop.call_soon(self.write)
+
+
+def observe_many(histogram: Any, amounts: list[float]) -> None:
+    """`histogram.observe(a)` for every `a` in `amounts`, with one write to the sum and one to
+    each bucket touched: what `Histogram.observe` does per amount (prometheus_client's counting
+    is per bucket, cumulated only when scraped), through its child's value objects. A version of
+    prometheus_client without them gets one `observe` per amount."""
+    try:
+        bounds: list[float] = histogram._upper_bounds
+        buckets: list[Any] = histogram._buckets
+        total: Any = histogram._sum
+    except AttributeError:
+        for amount in amounts:
+            histogram.observe(amount)
+        return
+    per_bucket: dict[int, int] = {}
+    for amount in amounts:
+        # The first bucket whose upper bound is at least the amount, as `observe` finds it (the
+        # last bound is +Inf).
+        at = bisect.bisect_left(bounds, amount)
+        per_bucket[at] = per_bucket.get(at, 0) + 1
+    total.inc(sum(amounts))
+    for at, count in per_bucket.items():
+        buckets[at].inc(count)
