@@ -232,6 +232,30 @@ class ObjectRecord:
         object.__setattr__(self, "restore", restore)
         object.__setattr__(self, "version_id", version_id)
 
+    def committed(self, version_id: str, generation: int, heat: float, now: float) -> ObjectRecord:
+        """This record as the catalog commits it: its version, generation and heat, accessed and
+        on its tier as of `now`, no restored copy. What `dataclasses.replace` with those fields
+        gives (its Python loop over the fields ran for every PUT)."""
+        return ObjectRecord(
+            self.bucket,
+            self.key,
+            self.size,
+            self.etag,
+            self.last_modified,
+            self.tier,
+            self.meta,
+            self.segments,
+            self.checksum_algorithm,
+            self.checksum,
+            generation,
+            heat,
+            now,
+            now,
+            now,
+            None,
+            version_id,
+        )
+
     @property
     def parts_count(self) -> int:
         return sum(1 for s in self.segments if s.part_number) or 0

@@ -226,7 +226,8 @@ async def object_acl_for_write(req: S3Request, meta: ObjectMeta) -> ObjectMeta:
     if requested is not None:
         _check_acl_allowed(req, access, requested, canned, access.owner)
     if not access.acls_enabled:
-        return dataclasses.replace(meta, acl=None)  # the bucket owner owns it; ACLs play no part
+        # The bucket owner owns it; ACLs play no part.
+        return meta if meta.acl is None else dataclasses.replace(meta, acl=None)
     owner = writer
     if access.ownership == "BucketOwnerPreferred" and canned == "bucket-owner-full-control":
         owner = access.owner

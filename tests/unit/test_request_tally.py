@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from server.request_tally import RequestTally, observe_many
@@ -87,7 +88,9 @@ def test_off_the_event_loop_a_note_is_written_at_once() -> None:
     assert samples[("t_seconds_count", (("op", "x"),))] == 1 and tally.writes == 2
 
 
-def test_a_write_that_fails_is_logged_and_the_next_turn_writes_again(caplog) -> None:  # type: ignore[no-untyped-def]
+def test_a_write_that_fails_is_logged_and_the_next_turn_writes_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     registry, counter, _ = _metrics()
 
     class Broken:

@@ -161,3 +161,19 @@ def test_a_stripe_layout_takes_its_three_fields_and_works_out_the_rest() -> None
     for size, k, block_size in [(-1, 2, 8), (1, 0, 8), (1, 2, 0)]:
         with pytest.raises(ValueError, match="bad layout"):
             StripeLayout(size, k, block_size)
+
+
+def test_a_committed_record_is_the_record_with_its_commit_fields_replaced() -> None:
+    record = ObjectRecord(*_values(ObjectRecord).values())
+    committed = record.committed("v9", 11, 0.25, 99.0)
+    assert committed == dataclasses.replace(
+        record,
+        version_id="v9",
+        generation=11,
+        heat=0.25,
+        heat_at=99.0,
+        last_access=99.0,
+        tier_since=99.0,
+        restore=None,
+    )
+    assert committed.meta is record.meta and committed.segments is record.segments

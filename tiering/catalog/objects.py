@@ -160,16 +160,7 @@ class ObjectsCatalog(VersionsCatalog):
                 record.meta.storage_class,
             ),
         )
-        return dataclasses.replace(
-            record,
-            version_id=version_id,
-            generation=generation,
-            heat=heat,
-            heat_at=now,
-            last_access=now,
-            tier_since=now,
-            restore=None,
-        )
+        return record.committed(version_id, generation, heat, now)
 
     @transaction
     def update_object_meta(
