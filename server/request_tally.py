@@ -26,13 +26,16 @@ log = logging.getLogger("tierstore.metrics")
 
 
 class RequestTally:
-    """Counter increments and histogram observations, noted now and written together."""
+    """Counter increments and histogram observations, noted now and written together (by the
+    event loop that serves the requests: one, in a server's process)."""
 
     def __init__(self, after_write: Callable[[], None] | None = None) -> None:
         self._after_write = after_write  # e.g. the codec counters' sync, once per write too
         self._counts: dict[Any, float] = {}  # counter child -> amount to add
         self._observed: dict[Any, list[float]] = {}  # histogram child -> amounts observed
-        self._scheduled = False
+        # The event loop a write is scheduled on: one at a time. A loop closed before its write ran
+        # (an in-process test's) leaves it set: the next note schedules the write on its own loop.
+        self._scheduled_on: asyncio.AbstractEventLoop | None = None
         self.writes = 0  # turns written (their ratio to requests is the saving)
 
     def count(self, counter: Any, amount: float = 1) -> None:
@@ -51,7 +54,7 @@ class RequestTally:
 
     def write(self) -> None:
         """Write everything noted so far (the scheduled call; a caller off the loop may call it too)."""
-        self._scheduled = False
+        self._scheduled_on = None
         counts, self._counts = self._counts, {}
         observed, self._observed = self._observed, {}
         self.writes += 1
@@ -66,15 +69,14 @@ class RequestTally:
             log.exception("request metrics not written")
 
     def _schedule(self) -> None:
-        if self._scheduled:
-            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not on an event loop (a test, a thread): at once
             self.write()
             return
-        self._scheduled = True
-        loop.call_soon(self.write)
+        if self._scheduled_on is not loop:
+            self._scheduled_on = loop
+            loop.call_soon(self.write)
 
 
 def observe_many(histogram: Any, amounts: list[float]) -> None:

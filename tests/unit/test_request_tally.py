@@ -108,3 +108,24 @@ def test_a_write_that_fails_is_logged_and_the_next_turn_writes_again(
     asyncio.run(requests())
     assert "request metrics not written" in caplog.text
     assert _samples(registry)[("t_requests_total", (("op", "ok"),))] == 1
+
+
+def test_a_loop_gone_before_its_write_ran_does_not_stop_the_next_one_from_writing() -> None:
+    registry, counter, _ = _metrics()
+    tally = RequestTally()
+
+    gone = asyncio.new_event_loop()
+    gone.call_soon(tally.count, counter.labels("first"))  # schedules the write on `gone`...
+    gone.call_soon(gone.stop)  # ...which stops first and is closed with the write still queued
+    gone.run_forever()
+    gone.close()
+    assert _samples(registry)[("t_requests_total", (("op", "first"),))] == 0
+
+    async def note_and_turn() -> None:
+        tally.count(counter.labels("second"))
+        await asyncio.sleep(0)
+
+    asyncio.run(note_and_turn())
+    samples = _samples(registry)
+    assert samples[("t_requests_total", (("op", "first"),))] == 1
+    assert samples[("t_requests_total", (("op", "second"),))] == 1
