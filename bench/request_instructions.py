@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -82,10 +83,12 @@ async def call(
 
 async def main(op: str, n: int) -> None:
     os.environ["TIERSTORE_ACCESS_KEY"], os.environ["TIERSTORE_SECRET_KEY"] = ACCESS_KEY, SECRET_KEY
+    from server import runtime_dir
     from server.app import create_app
     from server.config import load_config
 
-    app = create_app(load_config(data_dir=Path(tempfile.mkdtemp(prefix="request-instructions-")) / "data"))
+    scratch = Path(tempfile.mkdtemp(prefix="request-instructions-"))
+    app = create_app(load_config(data_dir=scratch / "data"))
     store = app.app.gateway.store  # type: ignore[attr-defined]  # RequestObserver -> S3FastLane
     await store.start()
     try:
@@ -101,6 +104,10 @@ async def main(op: str, n: int) -> None:
             assert await call(app, *request) == 200
     finally:
         await store.close()
+        # What `tierstore serve` removes when it stops: the runtime directory (in /dev/shm), the data.
+        if store.runtime_dir is not None:
+            runtime_dir.remove_if_unused(store.runtime_dir)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":
