@@ -106,7 +106,7 @@ async def main(op: str, n: int) -> None:
         await store.close()
         # What `tierstore serve` removes when it stops: the runtime directory (in /dev/shm), the data.
         if store.runtime_dir is not None:
-            runtime_dir.remove_if_unused(store.runtime_dir)
+            await asyncio.to_thread(runtime_dir.remove_if_unused, store.runtime_dir)
         shutil.rmtree(scratch, ignore_errors=True)
 
 

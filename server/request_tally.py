@@ -3,15 +3,17 @@
 Under a supervisor every metric value lives in a memory-mapped file (prometheus_client's
 multi-process mode: server/metrics_workers.py), and each update is a locked write through several
 layers of Python. A small GET made six (its count; its latency's sum and bucket; the bytes sent;
-its time to first byte's sum and bucket), about 6 % of a worker's CPU at 16 clients
+its time to first byte's sum and bucket): 6 % of a worker's samples holding the GIL at 16 clients
 (bench/RESULTS.md). Here a request only notes its figures; the first note of a turn of the event
 loop schedules one write of everything noted by then (`loop.call_soon`): a turn answers several
 requests, whose counts add up to one write per series.
 
 When a figure lands: the write runs on the loop's next turn, right after the response's bytes
 went to the socket (as the bytes sent and the time to first byte always did: they are known only
-then), and before any request that arrives after it is handled here — a scrape sent after a
-response counts it, on this worker or, microseconds later, on any other.
+then), and before any request that arrives after it is handled here. A scrape counts every
+response sent before it: it writes its own worker's notes first (`Metrics.endpoint`), and under a
+supervisor it waits until every worker has refreshed its metrics (`Gateway.sync_workers`), which
+writes that worker's notes too (`Gateway._refresh`).
 """
 
 from __future__ import annotations
