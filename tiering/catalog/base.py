@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tiering.backend import StoredData
 from tiering.catalog.database import Conn, Cursor, Database
-from tiering.catalog.rows import loads, object_from_row
+from tiering.catalog.rows import dumps, loads, object_from_row
 from tiering.errors import PreconditionFailed
 from tiering.records import (
     BucketRecord,
@@ -45,6 +45,7 @@ RETIRE_GRACE_SECONDS = float(os.environ.get("TIERSTORE_RETIRE_GRACE_SECONDS", "3
 
 
 def _dumps(value: Any) -> str:
+    """Compact JSON text of a catalog column (an object row's own columns: `rows.dumps`)."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -53,7 +54,7 @@ _loads = loads
 
 
 def _stored_to_json(stored: StoredData) -> str:
-    return _dumps({"id": stored.data_id, "size": stored.size, "loc": stored.location})
+    return dumps({"id": stored.data_id, "size": stored.size, "loc": stored.location})
 
 
 def _stored_from_json(raw: str) -> StoredData:

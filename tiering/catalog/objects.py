@@ -18,6 +18,7 @@ from tiering.catalog.base import (
     _dumps,
 )
 from tiering.catalog.database import Conn, transaction
+from tiering.catalog.rows import dumps
 from tiering.catalog.versions import ENABLED, NULL, VERSIONING_CONFIG, VersionsCatalog, new_version_id
 from tiering.conditions import DeleteCondition, write_condition
 from tiering.errors import (
@@ -146,11 +147,11 @@ class ObjectsCatalog(VersionsCatalog):
                 record.etag,
                 record.last_modified,
                 record.tier,
-                _dumps(record.meta.to_json()),
-                _dumps(record.meta.tags),
+                dumps(record.meta.to_json()),
+                dumps(record.meta.tags),
                 record.checksum_algorithm,
                 record.checksum,
-                _dumps([s.to_json() for s in record.segments]),
+                dumps([s.to_json() for s in record.segments]),
                 heat,
                 now,
                 now,
