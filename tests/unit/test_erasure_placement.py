@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from erasure.placement import place
+from erasure.placement import hrw_score, place, rank
 from erasure.topology import Domain, Topology, default_layout
 
 
@@ -75,3 +76,32 @@ def test_set_state_by_node_rack_and_drive(tmp_path: Path) -> None:
     assert sorted(d.id for d in topology if d.online) == ["warm-n1-d1", "warm-n1-d2", "warm-n2-d1"]
     with pytest.raises(KeyError):
         topology.set_offline("nope")
+
+
+def _ranked_by_hrw_score(key: str, candidates: list[tuple[str, float]]) -> list[str]:
+    """The ranking as first written: every candidate scored by `hrw_score`, sorted, zeros dropped."""
+    scored = sorted(((hrw_score(key, cid, w), cid) for cid, w in candidates), reverse=True)
+    return [cid for score, cid in scored if score > 0]
+
+
+def test_rank_orders_as_hrw_score_does() -> None:
+    """`rank` writes `hrw_score` out: the same bytes hashed, so every placement stays where it
+    was (a different order would send rebalance after every stored blob)."""
+    rng = random.Random(17)
+    names = ["d1", "hot/n1/d1", "hot/n2/d3", "région-ü", "rack2", "zone1/rack1/n4", "x" * 40, "n7", "n10"]
+    for n in range(2_000):
+        key = rng.choice([f"t{n:014x}{rng.getrandbits(72):018x}-abc", f"blob-{n}\0hot/n{n % 5}", f"é{n}"])
+        candidates = [(c, rng.choice([0.0, -1.0, 0.001, 1.0, 2.5, 1e-300, rng.random() * 4])) for c in names]
+        rng.shuffle(candidates)
+        assert rank(key, candidates) == _ranked_by_hrw_score(key, candidates)
+
+
+def test_a_known_blob_keeps_its_place() -> None:
+    """Pinned: what this version ranked for a given id. A change of hash, its input or the score
+    would move every existing blob's rightful place."""
+    groups = [(f"hot/n{i}/d{j}", 1.0 + 0.5 * (i % 3)) for i in range(1, 5) for j in range(1, 4)]
+    assert rank("t0661f55547a0011223344556677-abc", groups) == [
+        "hot/n1/d3", "hot/n3/d2", "hot/n2/d1", "hot/n1/d2", "hot/n2/d2", "hot/n4/d1",
+        "hot/n2/d3", "hot/n4/d2", "hot/n4/d3", "hot/n1/d1", "hot/n3/d1", "hot/n3/d3",
+    ]  # fmt: skip
+    assert rank("blob-é\0x", [("a", 1.0), ("b", 0.0), ("c", 2.5), ("ü", 1.0), ("e", -1.0)]) == ["c", "a", "ü"]
