@@ -6,7 +6,6 @@ blob ownership, retiring data).
 from __future__ import annotations
 
 import functools
-import json
 import os
 import time
 from collections.abc import Callable
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tiering.backend import StoredData
 from tiering.catalog.database import Conn, Cursor, Database
-from tiering.catalog.rows import dumps, loads, object_from_row
+from tiering.catalog.rows import dumps, loads, object_from_row, standard_dumps
 from tiering.errors import PreconditionFailed
 from tiering.records import (
     BucketRecord,
@@ -44,9 +43,8 @@ ARCHIVE_STATUS = "x-amz-archive-status"
 RETIRE_GRACE_SECONDS = float(os.environ.get("TIERSTORE_RETIRE_GRACE_SECONDS", "30"))
 
 
-def _dumps(value: Any) -> str:
-    """Compact JSON text of a catalog column (an object row's own columns: `rows.dumps`)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+# A catalog column's JSON text (a PUT's row columns take `rows.dumps`, orjson).
+_dumps = standard_dumps
 
 
 # A stored JSON column decoded (orjson, the standard library for what orjson refuses): compiled.
