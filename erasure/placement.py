@@ -23,9 +23,14 @@ _TWO64 = float(1 << 64)
 
 
 def hrw_score(key: str, candidate: str, weight: float) -> float:
+    return _score(key.encode() + b"\0", candidate, weight)
+
+
+def _score(prefix: bytes, candidate: str, weight: float) -> float:
+    """`hrw_score` with the key already encoded (`prefix`: its UTF-8 bytes and a NUL)."""
     if weight <= 0:
         return 0.0
-    h = xxhash.xxh3_64_intdigest(f"{key}\0{candidate}".encode())
+    h = xxhash.xxh3_64_intdigest(prefix + candidate.encode())
     u = (h + 0.5) / _TWO64  # strictly inside (0, 1)
     return -weight / math.log(u)
 
@@ -34,17 +39,14 @@ def rank(key: str, candidates: Sequence[tuple[str, float]]) -> list[str]:
     """Candidate ids (with weights) ordered best first for `key`: by `hrw_score`, ties by id,
     candidates that score nothing left out.
 
-    `hrw_score` written out, the key encoded once rather than once per candidate: every PUT ranks
-    a dozen or more groups (15–24 k instructions fewer per 4 KiB PUT, bench/RESULTS.md; the same
-    bytes hashed, so the same order: tests/unit/test_erasure_placement.py compares it with
-    `hrw_score`'s)."""
+    The key is encoded once, not once per candidate: every PUT ranks a dozen or more groups
+    (15–24 k instructions fewer per 4 KiB PUT, bench/RESULTS.md)."""
     prefix = key.encode() + b"\0"
     scored: list[tuple[float, str]] = []
     for cid, weight in candidates:
-        if weight > 0:
-            score = -weight / math.log((xxhash.xxh3_64_intdigest(prefix + cid.encode()) + 0.5) / _TWO64)
-            if score > 0:
-                scored.append((score, cid))
+        score = _score(prefix, cid, weight)
+        if score > 0:
+            scored.append((score, cid))
     scored.sort(reverse=True)
     return [cid for _, cid in scored]
 

@@ -14,7 +14,7 @@ import pytest
 
 from tiering.catalog import Catalog
 from tiering.catalog.base import _loads
-from tiering.catalog.rows import dumps
+from tiering.catalog.rows import dumps, standard_dumps
 from tiering.records import ObjectMeta
 
 
@@ -60,10 +60,6 @@ def test_a_row_written_by_the_standard_library_reads_back(catalog: Catalog, tmp_
     assert record.meta.content_type == "text/plain" and record.meta.user == {"note": "naïve"}
 
 
-def _standard(value: object) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
 @pytest.mark.parametrize(
     "value",
     [
@@ -88,7 +84,7 @@ def _standard(value: object) -> str:
     ],
 )
 def test_an_object_rows_columns_are_written_as_the_standard_library_writes_them(value: object) -> None:
-    assert dumps(value) == _standard(value)
+    assert dumps(value) == standard_dumps(value)
 
 
 def test_a_float_reads_back_the_same_though_its_digits_may_differ() -> None:
@@ -99,7 +95,7 @@ def test_a_float_reads_back_the_same_though_its_digits_may_differ() -> None:
         "big": 1e16,
         "neg": -0.0,
     }
-    assert json.loads(dumps(value)) == value == json.loads(_standard(value))
+    assert json.loads(dumps(value)) == value == json.loads(standard_dumps(value))
     assert math.copysign(1.0, json.loads(dumps(value))["neg"]) == -1.0
 
 
@@ -112,7 +108,7 @@ def test_a_float_reads_back_the_same_though_its_digits_may_differ() -> None:
     ],
 )
 def test_what_orjson_refuses_to_write_the_standard_library_writes(value: object) -> None:
-    assert dumps(value) == _standard(value)
+    assert dumps(value) == standard_dumps(value)
 
 
 def test_a_committed_objects_columns_are_the_standard_librarys_text(catalog: Catalog, tmp_path: Path) -> None:
@@ -125,5 +121,9 @@ def test_a_committed_objects_columns_are_the_standard_librarys_text(catalog: Cat
     catalog.commit_object(record)
     with sqlite3.connect(tmp_path / "catalog.db") as db:
         stored = db.execute("SELECT meta, tags, segments FROM objects WHERE key = 'k'").fetchone()
-    assert stored == (_standard(meta.to_json()), _standard(meta.tags), _standard([segment.to_json()]))
+    assert stored == (
+        standard_dumps(meta.to_json()),
+        standard_dumps(meta.tags),
+        standard_dumps([segment.to_json()]),
+    )
     assert catalog.get_object("b", "k").meta.user == {"owner": "zoë"}

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
 from pathlib import Path
 
 import pytest
+import xxhash
 
 from erasure.placement import hrw_score, place, rank
 from erasure.topology import Domain, Topology, default_layout
@@ -78,22 +80,33 @@ def test_set_state_by_node_rack_and_drive(tmp_path: Path) -> None:
         topology.set_offline("nope")
 
 
-def _ranked_by_hrw_score(key: str, candidates: list[tuple[str, float]]) -> list[str]:
-    """The ranking as first written: every candidate scored by `hrw_score`, sorted, zeros dropped."""
-    scored = sorted(((hrw_score(key, cid, w), cid) for cid, w in candidates), reverse=True)
-    return [cid for score, cid in scored if score > 0]
+def _ranked_as_documented(key: str, candidates: list[tuple[str, float]]) -> list[str]:
+    """The ranking the module's docstring describes, written from it: score = -weight / ln(u), u =
+    xxh3-64 of "key NUL candidate" (UTF-8) mapped into (0, 1); highest first, ties by id, zeros out."""
+    scored = []
+    for cid, weight in candidates:
+        if weight > 0:
+            u = (xxhash.xxh3_64_intdigest(f"{key}\0{cid}".encode()) + 0.5) / float(1 << 64)
+            scored.append((-weight / math.log(u), cid))
+    return [cid for score, cid in sorted(scored, reverse=True) if score > 0]
 
 
-def test_rank_orders_as_hrw_score_does() -> None:
-    """`rank` writes `hrw_score` out: the same bytes hashed, so every placement stays where it
-    was (a different order would send rebalance after every stored blob)."""
+def test_rank_orders_as_documented() -> None:
+    """The same bytes hashed and the same score, so every placement stays where it was (a different
+    order would send rebalance after every stored blob)."""
     rng = random.Random(17)
     names = ["d1", "hot/n1/d1", "hot/n2/d3", "région-ü", "rack2", "zone1/rack1/n4", "x" * 40, "n7", "n10"]
     for n in range(2_000):
         key = rng.choice([f"t{n:014x}{rng.getrandbits(72):018x}-abc", f"blob-{n}\0hot/n{n % 5}", f"é{n}"])
         candidates = [(c, rng.choice([0.0, -1.0, 0.001, 1.0, 2.5, 1e-300, rng.random() * 4])) for c in names]
         rng.shuffle(candidates)
-        assert rank(key, candidates) == _ranked_by_hrw_score(key, candidates)
+        assert rank(key, candidates) == _ranked_as_documented(key, candidates)
+        cid, weight = candidates[0]
+        assert hrw_score(key, cid, weight) == (
+            -weight / math.log((xxhash.xxh3_64_intdigest(f"{key}\0{cid}".encode()) + 0.5) / float(1 << 64))
+            if weight > 0
+            else 0.0
+        )
 
 
 def test_a_known_blob_keeps_its_place() -> None:
