@@ -317,15 +317,18 @@ class LifecycleDaemon:
             storage_class_explicit=record.meta.storage_class_explicit,
         )
 
-    def _managed(self, record: ObjectRecord, policy: BucketPolicy) -> bool:
+    def _managed(self, record: ObjectRecord, policy: BucketPolicy, facts: ObjectFacts | None = None) -> bool:
         """Heat and watermarks may move it (lifecycle.temperature.temperature_managed)."""
-        return temperature_managed(self.facts(record), policy.manage_unclassified)
+        return temperature_managed(
+            facts if facts is not None else self.facts(record), policy.manage_unclassified
+        )
 
     def _decide(
-        self, record: ObjectRecord, policy: BucketPolicy, now: float
+        self, record: ObjectRecord, policy: BucketPolicy, now: float, facts: ObjectFacts | None = None
     ) -> tuple[str, str, str | None, str | None] | str | None:
-        """("move", tier, storage class, reason) as a tuple, "expire", or None to leave it."""
-        facts = self.facts(record)
+        """("move", tier, storage class, reason) as a tuple, "expire", or None to leave it.
+        `facts`: `self.facts(record)`, if the caller has them (a pass builds them once per object)."""
+        facts = facts if facts is not None else self.facts(record)
         if policy.lifecycle is not None:
             action = object_action(
                 policy.lifecycle, facts, now, min_transition_size=self.settings.min_transition_size
@@ -351,7 +354,7 @@ class LifecycleDaemon:
             if record.tier == WARM and record.last_access > record.tier_since:
                 # Any access brings an Intelligent-Tiering object back to frequent access.
                 return ("move", HOT, None, "intelligent-tiering:accessed")
-        if self._managed(record, policy):
+        if self._managed(record, policy, facts):
             wanted = desired_tier(facts, self.settings.temperature, now)
             if wanted is not None and wanted != record.tier and wanted in self.store.tiers:
                 return ("move", wanted, None, "temperature")
@@ -405,7 +408,8 @@ class LifecycleDaemon:
                 report.scanned += 1
                 policy = await self._bucket_policy(record.bucket, policies)
                 await self._restores(record, now, report)
-                decision = self._decide(record, policy, now)
+                facts = self.facts(record)
+                decision = self._decide(record, policy, now, facts)
                 if decision == "expire":
                     if await self._expire(record):
                         report.expired += 1
@@ -429,7 +433,7 @@ class LifecycleDaemon:
                     )
                     incoming[tier] += record.size
                     outgoing[record.tier] += record.size
-                elif self._managed(record, policy) and record.tier in ONE_STEP_DOWN:
+                elif self._managed(record, policy, facts) and record.tier in ONE_STEP_DOWN:
                     candidates[record.tier].append((record, False))
             await self._between_pages(page_started)
         await self._version_restores(now, report)

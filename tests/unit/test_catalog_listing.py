@@ -101,3 +101,94 @@ def test_key_successor_orders_after_every_extension() -> None:
         for tail in ["", "z", "\U0010ffff", "\x00"]:
             assert succ is None or (prefix + tail).encode() < succ.encode()
     assert key_successor("\U0010ffff") is None
+
+
+# The lifecycle daemon's scan and the multipart-upload listing page with a cursor of two columns
+# ((bucket, key); (key, upload id)). Each page must seek the index to its cursor: written as
+# `bucket > ? OR (bucket = ? AND key > ?)` SQLite read the index from its first entry for every
+# page, so a pass over N objects cost ~N² / (2 * page size) entries.
+
+
+def _scan_steps(catalog: Catalog, bucket: str, key: str) -> tuple[int, list[str]]:
+    with StepCounter(catalog) as counter:
+        page = catalog.objects_after(bucket, key, 500)
+    return counter.steps, [f"{r.bucket}/{r.key}" for r in page]
+
+
+def test_a_page_of_the_lifecycle_scan_costs_the_same_deep_into_the_catalog(
+    catalogs: tuple[Catalog, Catalog],
+) -> None:
+    _, big = catalogs
+    first, keys = _scan_steps(big, "", "")
+    assert keys[:2] == ["b/dir0000/file000000", "b/dir0000/file000001"] and len(keys) == 500
+    late, keys = _scan_steps(big, "b", "dir1900/file000000")  # 285,000 objects in
+    assert keys[:2] == ["b/dir1900/file000001", "b/dir1900/file000002"] and len(keys) == 500
+    assert late <= 2 * max(first, 1) + 50, (first, late)
+
+
+def test_the_lifecycle_scan_goes_on_into_the_next_bucket(tmp_path: Path) -> None:
+    catalog = Catalog(tmp_path / "two.db", durable=False)
+    _bulk_load(catalog, "a", ["x", "y", "y/z"])
+    _bulk_load(catalog, "ab", ["a"])
+    _bulk_load(catalog, "b", ["a", "b"])
+    seen: list[str] = []
+    cursor = ("", "")
+    while page := catalog.objects_after(*cursor, 2):
+        seen += [f"{r.bucket}:{r.key}" for r in page]
+        cursor = (page[-1].bucket, page[-1].key)
+    assert seen == ["a:x", "a:y", "a:y/z", "ab:a", "b:a", "b:b"]
+    assert [r.key for r in catalog.objects_after("a", "y", 10)][:2] == ["y/z", "a"]
+
+
+def _bulk_load_uploads(catalog: Catalog, bucket: str, keys_and_ids: list[tuple[str, str]]) -> None:
+    """Test data only, as `_bulk_load`: upload rows written straight into the table."""
+    conn = sqlite3.connect(catalog.path)
+    conn.executemany(
+        "INSERT INTO uploads (upload_id, bucket, key, initiated, tier, meta, tags, checksum_algorithm, owner) "
+        "VALUES (?, ?, ?, 0, 'hot', ?, '{}', NULL, 'owner')",
+        (
+            (upload_id, bucket, key, json.dumps({"ct": "binary/octet-stream"}))
+            for key, upload_id in keys_and_ids
+        ),
+    )
+    conn.commit()
+    conn.close()
+
+
+def test_a_page_of_uploads_after_a_marker_seeks_it(tmp_path: Path) -> None:
+    catalog = Catalog(tmp_path / "uploads.db", durable=False)
+    catalog.create_bucket("b", "owner", "us-east-1")
+    # Three uploads of each of 40,000 keys; upload ids sort against the keys' order on purpose.
+    _bulk_load_uploads(
+        catalog, "b", [(f"k{n:06d}", f"u{2 - i}-{n:06d}") for n in range(40_000) for i in range(3)]
+    )
+
+    def steps(**markers: str) -> tuple[int, list[tuple[str, str]]]:
+        with StepCounter(catalog) as counter:
+            page = catalog.list_uploads("b", limit=100, **markers)
+        return counter.steps, [(u.key, u.upload_id) for u in page]
+
+    first, page = steps()
+    assert page[:4] == [
+        ("k000000", "u0-000000"),
+        ("k000000", "u1-000000"),
+        ("k000000", "u2-000000"),
+        ("k000001", "u0-000001"),
+    ]
+    late, page = steps(key_marker="k039000", upload_id_marker="u0-039000")
+    assert page[:3] == [("k039000", "u1-039000"), ("k039000", "u2-039000"), ("k039001", "u0-039001")]
+    assert late <= 2 * max(first, 1) + 50, (first, late)
+    # A key marker alone skips every upload of that key; a prefix still bounds the page.
+    _, page = steps(key_marker="k039000")
+    assert page[0] == ("k039001", "u0-039001")
+    with StepCounter(catalog) as counter:
+        in_prefix = catalog.list_uploads(
+            "b", prefix="k0390", key_marker="k038000", upload_id_marker="u9", limit=5
+        )
+    assert [(u.key, u.upload_id) for u in in_prefix][:2] == [
+        ("k039000", "u0-039000"),
+        ("k039000", "u1-039000"),
+    ]
+    assert counter.steps <= 2 * max(first, 1) + 50, (first, counter.steps)
+    beyond = catalog.list_uploads("b", prefix="k0390", key_marker="k039999", upload_id_marker="u0", limit=5)
+    assert [u.key for u in beyond] == []

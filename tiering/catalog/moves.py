@@ -222,18 +222,21 @@ class MovesCatalog(VersionsCatalog):
         bucket, key, version_id = after
         rows = self._reader().execute(
             f"SELECT {VERSION_RECORD_SELECT} FROM object_versions WHERE restore IS NOT NULL AND marker = 0 "
-            "AND (bucket > ? OR (bucket = ? AND (key > ? OR (key = ? AND version_id > ?)))) "
-            "ORDER BY bucket, key, version_id LIMIT ?",
-            (bucket, bucket, key, key, version_id, limit),
+            "AND (bucket, key, version_id) > (?, ?, ?) ORDER BY bucket, key, version_id LIMIT ?",
+            (bucket, key, version_id, limit),
         )
         return [self._object_from_row(row) for row in rows]
 
     def objects_after(self, bucket: str, key: str, limit: int) -> list[ObjectRecord]:
-        """Objects of every bucket in (bucket, key) order after a cursor: the daemon's scan."""
+        """Objects of every bucket in (bucket, key) order after a cursor: the daemon's scan.
+
+        The cursor is one row value, `(bucket, key) > (?, ?)`: both databases seek the primary key's
+        index to it. Written as `bucket > ? OR (bucket = ? AND key > ?)` (as it was), SQLite and
+        PostgreSQL both read the index from its first entry for every page, so a pass over N objects
+        visited ~N²/1,000 entries (bench/RESULTS.md, "The lifecycle's scan")."""
         rows = self._reader().execute(
-            f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket > ? OR (bucket = ? AND key > ?) "
-            "ORDER BY bucket, key LIMIT ?",
-            (bucket, bucket, key, limit),
+            f"SELECT {OBJECT_COLUMNS} FROM objects WHERE (bucket, key) > (?, ?) ORDER BY bucket, key LIMIT ?",
+            (bucket, key, limit),
         )
         return [self._object_from_row(row) for row in rows]
 

@@ -100,15 +100,19 @@ class UploadsCatalog(CatalogBase):
             "SELECT upload_id, bucket, key, initiated, tier, meta, tags, checksum_algorithm, owner, checksum_type "
             "FROM uploads WHERE bucket = ? AND key >= ?"
         )
-        args: list[Any] = [bucket, prefix]
+        # The index is sought to the later of the prefix and the marker: with only the prefix as
+        # its lower bound, a page after a marker read every upload between the two first (a
+        # marker's page deep into a bucket cost as much as all the pages before it). Code-point
+        # order is UTF-8 byte order, the column's.
+        args: list[Any] = [bucket, max(prefix, key_marker)]
         upper = key_successor(prefix) if prefix else None
         if upper is not None:
             sql += " AND key < ?"
             args.append(upper)
         if key_marker:
             if upload_id_marker:
-                sql += " AND (key > ? OR (key = ? AND upload_id > ?))"
-                args += [key_marker, key_marker, upload_id_marker]
+                sql += " AND (key, upload_id) > (?, ?)"
+                args += [key_marker, upload_id_marker]
             else:
                 sql += " AND key > ?"
                 args.append(key_marker)
