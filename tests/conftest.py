@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import pytest
 from botocore.config import Config
 
 from server import compiled_build, runtime_dir
-from tests import node_cluster, postgres
+from tests import node_cluster, ports, postgres
 from tests import reliability as reliability_plugin
 from tests.reliability import reliability  # noqa: F401 - the fixture, for every test family
 
@@ -136,9 +135,8 @@ def catalog_query(data_dir: Path, sql: str, args: tuple[object, ...] = ()) -> li
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port for a server a test starts (tests/ports.py)."""
+    return ports.free_port()
 
 
 @dataclass

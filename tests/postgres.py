@@ -13,13 +13,14 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from tests import ports
 
 USER = "tierstore"  # the database superuser initdb creates (trust authentication on loopback)
 
@@ -45,12 +46,6 @@ def unavailable() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class PostgresServer:
     """One PostgreSQL server in its own directory.
 
@@ -66,7 +61,7 @@ class PostgresServer:
         # Not under pytest's tmp dir: as root, that is private to root, and the server runs as postgres.
         self.root = Path(tempfile.mkdtemp(prefix="tierstore-pg-"))
         self.data = self.root / "data"
-        self.port = _free_port()
+        self.port = ports.free_port()
         self.listen = ",".join(listen)
         self._user: str | None = None
         if os.geteuid() == 0:
