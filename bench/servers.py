@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,31 +22,29 @@ from pathlib import Path
 from typing import Self
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # bench scripts put only bench/ on the path
+    sys.path.insert(0, str(REPO))
+
+from tests import ports  # noqa: E402 - the tests' ports: off the ephemeral range (tests/ports.py)
+
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 20.0
 # The peer scripts in shared/peers accept only this range; moto is started in it for the same reason.
 PEER_PORTS = range(9100, 9200)
 
 
-def port_is_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+port_is_free = ports.is_free
 
 
 def free_port(candidates: range | None = None) -> int:
-    """A port nobody listens on: the first free one in `candidates`, else one the kernel picks."""
+    """A port nobody listens on: the first free one in `candidates`, else one from below the
+    kernel's ephemeral range, where no outgoing connection takes it before the server binds it."""
     if candidates is not None:
         for port in candidates:
             if port_is_free(port):
                 return port
         raise RuntimeError(f"no free port in {candidates.start}-{candidates.stop - 1}")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return ports.free_port()
 
 
 @dataclass

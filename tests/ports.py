@@ -7,7 +7,8 @@ node) may take it, and the server fails with "Address already in use" (seen in C
 tests/node_cluster.py). Ports here come from below that range, where the kernel hands out none by
 itself. Each pytest process (an xdist worker) counts through a slice of its own, from a random
 place in it (two sessions side by side rarely meet), and skips a port something is bound to now.
-Where the range leaves no room below it, the old way is the fallback.
+Where the range leaves no room below it, the old way is the fallback. The benchmarks' servers
+(bench/servers.py) take their ports here too.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ _ports: range | None = None
 _next = -1  # where this process counts from: drawn at its first call (its worker id is known then)
 
 
-def _bindable(port: int) -> bool:
+def is_free(port: int) -> bool:
+    """Nothing is bound to `port` on 127.0.0.1 right now (bench/servers.py asks this too)."""
     with socket.socket() as s:
         try:
             s.bind(("127.0.0.1", port))
@@ -64,7 +66,7 @@ def free_port() -> int:
             for _ in range(len(_ports)):
                 port = _ports[_next % len(_ports)]
                 _next += 1
-                if _bindable(port):
+                if is_free(port):
                     return port
     with socket.socket() as s:  # no room below the range, or every port of the slice taken
         s.bind(("127.0.0.1", 0))

@@ -80,15 +80,19 @@ def test_set_state_by_node_rack_and_drive(tmp_path: Path) -> None:
         topology.set_offline("nope")
 
 
+def _documented_score(key: str, cid: str, weight: float) -> float:
+    """The score the module's docstring describes, written from it: -weight / ln(u), u = xxh3-64 of
+    "key NUL candidate" (UTF-8) mapped into (0, 1); nothing for a weight that is not positive."""
+    if weight <= 0:
+        return 0.0
+    u = (xxhash.xxh3_64_intdigest(f"{key}\0{cid}".encode()) + 0.5) / float(1 << 64)
+    return -weight / math.log(u)
+
+
 def _ranked_as_documented(key: str, candidates: list[tuple[str, float]]) -> list[str]:
-    """The ranking the module's docstring describes, written from it: score = -weight / ln(u), u =
-    xxh3-64 of "key NUL candidate" (UTF-8) mapped into (0, 1); highest first, ties by id, zeros out."""
-    scored = []
-    for cid, weight in candidates:
-        if weight > 0:
-            u = (xxhash.xxh3_64_intdigest(f"{key}\0{cid}".encode()) + 0.5) / float(1 << 64)
-            scored.append((-weight / math.log(u), cid))
-    return [cid for score, cid in sorted(scored, reverse=True) if score > 0]
+    """Highest documented score first, ties by id, zeros out."""
+    scored = sorted(((_documented_score(key, cid, w), cid) for cid, w in candidates), reverse=True)
+    return [cid for score, cid in scored if score > 0]
 
 
 def test_rank_orders_as_documented() -> None:
@@ -102,11 +106,7 @@ def test_rank_orders_as_documented() -> None:
         rng.shuffle(candidates)
         assert rank(key, candidates) == _ranked_as_documented(key, candidates)
         cid, weight = candidates[0]
-        assert hrw_score(key, cid, weight) == (
-            -weight / math.log((xxhash.xxh3_64_intdigest(f"{key}\0{cid}".encode()) + 0.5) / float(1 << 64))
-            if weight > 0
-            else 0.0
-        )
+        assert hrw_score(key, cid, weight) == _documented_score(key, cid, weight)
 
 
 def test_a_known_blob_keeps_its_place() -> None:
