@@ -36,9 +36,8 @@ What is not here, and why:
   erasure/reader.py's streaming reader, server/handlers/byteranges.py): what a small GET runs per
   request was moved out of them (erasure/whole_reads.py, server/handlers/get.py) to compile;
 - classes that subclass another library's Python class (server/metrics.py's collectors,
-  server/coalesced_writes.py's transport, server/connection_limits.py's protocol,
-  server/request_headers.py's headers): a compiled subclass of an interpreted class is not
-  supported reliably (the transport crashed the worker);
+  server/coalesced_writes.py's transport, server/connection_limits.py's protocol): a compiled
+  subclass of an interpreted class is not supported reliably (the transport crashed the worker);
 - erasure/durability.py: the unit tests replace its `_flush` to inject a failed flush, which a
   compiled durability.py would not see.
 """
@@ -71,6 +70,7 @@ COMPILED_MODULES = [
     "server/handlers/put.py",
     "server/header_text.py",
     "server/http_semantics.py",
+    "server/request_headers.py",
     "server/router.py",
     "server/signature/canonical.py",
     "server/signature/context.py",

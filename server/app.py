@@ -33,7 +33,7 @@ from server.error_map import to_s3_error
 from server.handlers import HANDLERS
 from server.metrics import Metrics, RequestObserver
 from server.operations import Operation
-from server.request_headers import RequestHeaders
+from server.request_headers import RequestHeaders, asgi_headers, headers_of
 from server.router import decode_path, parse_query, route
 from server.signature import AuthContext, PayloadMode, RequestToVerify, authenticate, has_credentials
 from server.signature.request import Credentials
@@ -311,27 +311,31 @@ class Gateway:
     async def handle(self, request: Request) -> Response:
         request_id = self._request_ids.next()
         started = time.perf_counter()
+        headers = headers_of(request)
         scope = request.scope
+        # What `request.state` wraps (RequestObserver and the access log read it), used as the
+        # dict it is: Starlette's `State` costs an interpreted call per use.
+        state: dict[str, Any] = scope.setdefault("state", {})
         method = request.method
         raw_path = scope.get("raw_path", b"").decode("latin-1") or scope["path"]
         try:
             if method == "OPTIONS":
-                response = await self._preflight(request, raw_path)
+                response = await self._preflight(request, headers, raw_path)
             else:
-                response = await self._dispatch(request, method, raw_path, request_id)
+                response = await self._dispatch(request, headers, method, raw_path, request_id)
         except s3.S3Error as exc:
-            request.state.error_code = exc.code
+            state["error_code"] = exc.code
             response = self._error(exc, method, raw_path, request_id)
         except TieringError as exc:
-            request.state.error_code = to_s3_error(exc).code
+            state["error_code"] = to_s3_error(exc).code
             response = self._error(to_s3_error(exc), method, raw_path, request_id)
         except Exception:
             log.exception("internal error on %s %s", method, raw_path)
-            request.state.error_code = "InternalError"
+            state["error_code"] = "InternalError"
             response = self._error(s3.InternalError(), method, raw_path, request_id)
-        if "origin" in request.headers and method != "OPTIONS":
-            await self._add_cors_headers(request, response)
-        if response.status_code >= 300 and "100-continue" in request.headers.get("expect", "").lower():
+        if "origin" in headers and method != "OPTIONS":
+            await self._add_cors_headers(request, headers, response)
+        if response.status_code >= 300 and "100-continue" in headers.get("expect", "").lower():
             # A client waiting for "100 Continue" never sends the body when refused, but uvicorn
             # keeps the connection: its next request would be parsed as the unsent body.
             response.headers["connection"] = "close"
@@ -339,11 +343,12 @@ class Gateway:
         # which scans and rebuilds the list once per header.
         rid = request_id.encode("latin-1")
         response.raw_headers += ((b"x-amz-request-id", rid), (b"x-amz-id-2", rid), (b"server", b"tierstore"))
-        self.metrics.observe(getattr(request.state, "operation", "Unrouted"), response.status_code, started)
+        self.metrics.observe(state.get("operation", "Unrouted"), response.status_code, started)
         return response
 
-    async def _dispatch(self, request: Request, method: str, raw_path: str, request_id: str) -> Response:
-        headers = request.headers
+    async def _dispatch(
+        self, request: Request, headers: RequestHeaders, method: str, raw_path: str, request_id: str
+    ) -> Response:
         query_string = request.scope.get("query_string", b"").decode("latin-1")
         query = parse_query(query_string)
         path = decode_path(raw_path.split("?", 1)[0])
@@ -362,8 +367,9 @@ class Gateway:
             headers=headers,
             virtual_host_bucket=routed.virtual_host_bucket,
         )
-        request.state.operation = routed.operation.value
-        request.state.bucket = routed.bucket  # also for the CORS headers of an auth failure
+        state = request.scope["state"]  # see `handle`
+        state["operation"] = routed.operation.value
+        state["bucket"] = routed.bucket  # also for the CORS headers of an auth failure
         identity: Identity | None
         if routed.operation is Operation.PostObject:
             # A browser form upload is signed by fields of its body: the handler verifies and
@@ -421,21 +427,21 @@ class Gateway:
             )
         raise missing
 
-    async def _preflight(self, request: Request, raw_path: str) -> Response:
+    async def _preflight(self, request: Request, headers: RequestHeaders, raw_path: str) -> Response:
         """A CORS preflight (OPTIONS), answered from the bucket's rules: no signature needed."""
-        request.state.operation = "PreflightRequest"
+        request.scope["state"]["operation"] = "PreflightRequest"  # see `handle`
         bucket, is_object = preflight_target(
-            raw_path, request.headers.get("host", ""), self.config.virtual_host_domains
+            raw_path, headers.get("host", ""), self.config.virtual_host_domains
         )
-        return Response(b"", headers=await self.cors.preflight(bucket, is_object, request.headers))
+        return Response(b"", headers=await self.cors.preflight(bucket, is_object, headers))
 
-    async def _add_cors_headers(self, request: Request, response: Response) -> None:
+    async def _add_cors_headers(self, request: Request, headers: RequestHeaders, response: Response) -> None:
         """The CORS headers the bucket's rules grant this Origin: on successes and errors alike."""
-        bucket = getattr(request.state, "bucket", None)
+        bucket = request.scope["state"].get("bucket")  # see `handle`
         if not bucket:
             return
         try:
-            response.headers.update(await self.cors.actual(bucket, request.method, request.headers))
+            response.headers.update(await self.cors.actual(bucket, request.method, headers))
         except Exception:  # the answer itself is ready: a failed rules lookup must not lose it
             log.exception("CORS rules of %r could not be read", bucket)
 
@@ -475,7 +481,7 @@ class S3FastLane:
             await self.app(scope, receive, send)
             return
         request = Request(scope, receive)
-        request._headers = RequestHeaders(scope)  # what `request.headers` gives: dict lookups
+        request._headers = asgi_headers(scope["headers"])  # type: ignore[assignment]  # see headers_of
         response = await self.gateway.handle(request)
         await response(scope, receive, send)
 

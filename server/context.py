@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from starlette.datastructures import Headers
 from starlette.requests import Request
 
 # Every field's type is imported at run time, not only for the type checker: compiled, S3Request
@@ -21,6 +20,7 @@ from server.cors import CorsRules
 from server.credentials import Identity, UserCredentials
 from server.errors import InvalidRequest, MalformedXML, NoSuchBucket
 from server.operations import Operation
+from server.request_headers import RequestHeaders
 from server.signature import AuthContext, PayloadReader
 from server.signature.payload import body_chunks
 from server.xml_io import MAX_XML_BODY
@@ -33,7 +33,7 @@ class S3Request:
     bucket_name: str | None
     key_name: str | None
     query: dict[str, str]
-    headers: Headers
+    headers: RequestHeaders
     request: Request
     auth: AuthContext
     store: ObjectStore
@@ -52,7 +52,7 @@ class S3Request:
         bucket_name: str | None,
         key_name: str | None,
         query: dict[str, str],
-        headers: Headers,
+        headers: RequestHeaders,
         request: Request,
         auth: AuthContext,
         store: ObjectStore,
@@ -104,7 +104,10 @@ class S3Request:
     def payload(self) -> PayloadReader:
         """The decoded request body (aws-chunked framing removed, signatures checked)."""
         if self._payload is None:
-            self._payload = PayloadReader(body_chunks(self.request.stream()), self.auth, self.headers)
+            request = self.request
+            self._payload = PayloadReader(
+                body_chunks(request.stream()), self.auth, self.headers, request.receive
+            )
         return self._payload
 
     @property

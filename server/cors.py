@@ -15,11 +15,12 @@ allows credentials. A response to a request whose origin no rule allows carries 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from xml.etree.ElementTree import Element
 
 from server import errors as s3
+from server.request_headers import RequestHeaders
 from server.router import bucket_from_host, decode_path
 from server.xml_io import Value, document, parse
 from tiering.errors import BucketNotFound
@@ -265,9 +266,7 @@ class CorsRules:
             raise cached[1]
         return cached[1]
 
-    async def preflight(
-        self, bucket: str | None, is_object: bool, headers: Mapping[str, str]
-    ) -> dict[str, str]:
+    async def preflight(self, bucket: str | None, is_object: bool, headers: RequestHeaders) -> dict[str, str]:
         """Answer an OPTIONS request: the headers to grant, or the S3 error that refuses it.
 
         `headers` are the request's (lower-case names). No signature is needed: a browser sends
@@ -296,7 +295,7 @@ class CorsRules:
             raise AccessForbidden(NOT_ALLOWED, **resource)
         return allow_headers(rule, origin, wanted)
 
-    async def actual(self, bucket: str, method: str, headers: Mapping[str, str]) -> dict[str, str]:
+    async def actual(self, bucket: str, method: str, headers: RequestHeaders) -> dict[str, str]:
         """The CORS headers for a (non-preflight) request carrying an Origin header; {} when none.
 
         As S3: the method matched is Access-Control-Request-Method when the request has it.

@@ -6,12 +6,9 @@ import base64
 import binascii
 import ipaddress
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote, unquote
-
-from starlette.datastructures import Headers
 
 from server import errors as s3
 from server.errors import (
@@ -26,6 +23,7 @@ from server.errors import (
     PreconditionFailed,
 )
 from server.header_text import encode_rfc2047, metadata_text
+from server.request_headers import RequestHeaders
 from server.xml_io import http_date
 from tiering.checksums import ALGORITHMS
 from tiering.records import ObjectMeta, ObjectRecord
@@ -145,7 +143,7 @@ def _parse_date(value: str | None) -> float | None:
         return None  # an unparseable date is ignored, as S3 does
 
 
-def check_read_conditions(headers: Headers, record: ObjectRecord, *, for_copy: bool = False) -> None:
+def check_read_conditions(headers: RequestHeaders, record: ObjectRecord, *, for_copy: bool = False) -> None:
     """If-Match / If-Unmodified-Since → 412; If-None-Match / If-Modified-Since → 304 (412 on copy)."""
     prefix = "x-amz-copy-source-" if for_copy else ""
     get = headers.get
@@ -168,7 +166,7 @@ def check_read_conditions(headers: Headers, record: ObjectRecord, *, for_copy: b
         _not_modified(for_copy, prefix + "If-Modified-Since", record)
 
 
-def write_conditions(headers: Headers) -> tuple[str | None, str | None]:
+def write_conditions(headers: RequestHeaders) -> tuple[str | None, str | None]:
     """(If-Match, If-None-Match) of a conditional write (PutObject, CompleteMultipartUpload,
     CopyObject's destination), as S3 takes them: If-None-Match only as "*", and never both
     at once (NotImplemented otherwise, as AWS answers)."""
@@ -210,7 +208,7 @@ def validate_tags(tags: dict[str, str], limit: int = 10) -> None:
             raise InvalidTag("The TagKey or TagValue you have provided is invalid")
 
 
-def storage_class_from(headers: Mapping[str, str]) -> tuple[str, bool]:
+def storage_class_from(headers: RequestHeaders) -> tuple[str, bool]:
     value = headers.get("x-amz-storage-class")
     if not value:
         return "STANDARD", False
@@ -231,7 +229,7 @@ def without_aws_chunked(content_encoding: str) -> str | None:
     return ",".join(kept).strip() or None
 
 
-def meta_from_headers(headers: Mapping[str, str]) -> ObjectMeta:
+def meta_from_headers(headers: RequestHeaders) -> ObjectMeta:
     """Everything a PUT / CreateMultipartUpload / CopyObject(REPLACE) says about the object
     (request headers, or a browser form's fields: names in lower case either way)."""
     user: dict[str, str] = {}
@@ -244,7 +242,6 @@ def meta_from_headers(headers: Mapping[str, str]) -> ObjectMeta:
             size += len(short) + len(value.encode("utf-8"))
     if size > MAX_USER_METADATA_BYTES:
         raise MetadataTooLarge(Size=size, MaxSizeAllowed=MAX_USER_METADATA_BYTES)
-    get = headers.get
     system = {name: headers[name] for name in SYSTEM_HEADERS if name in headers}
     if "content-encoding" in system:
         encoding = without_aws_chunked(system["content-encoding"])
@@ -252,13 +249,13 @@ def meta_from_headers(headers: Mapping[str, str]) -> ObjectMeta:
             del system["content-encoding"]
         else:
             system["content-encoding"] = encoding
-    redirect = get("x-amz-website-redirect-location")
+    redirect = headers.get("x-amz-website-redirect-location")
     if redirect:
         system["x-amz-website-redirect-location"] = redirect
     storage_class, explicit = storage_class_from(headers)
-    tagging = get("x-amz-tagging")
+    tagging = headers.get("x-amz-tagging")
     return ObjectMeta(
-        content_type=get("content-type") or "binary/octet-stream",
+        content_type=headers.get("content-type") or "binary/octet-stream",
         system=system,
         user=user,
         tags=parse_tagging(tagging) if tagging else {},
@@ -316,7 +313,7 @@ def apply_response_overrides(headers: dict[str, str], query: dict[str, str]) -> 
 # --- digests the client declared -----------------------------------------------------------------
 
 
-def content_md5(headers: Mapping[str, str]) -> str | None:
+def content_md5(headers: RequestHeaders) -> str | None:
     """The Content-MD5 header as hex, validated (InvalidDigest if it is not a base64 MD5)."""
     value = headers.get("content-md5")
     if value is None:
@@ -334,7 +331,7 @@ def content_md5(headers: Mapping[str, str]) -> str | None:
 _CHECKSUM_HEADERS = tuple((algorithm, f"x-amz-checksum-{algorithm.lower()}") for algorithm in ALGORITHMS)
 
 
-def requested_checksum_algorithm(headers: Mapping[str, str]) -> str | None:
+def requested_checksum_algorithm(headers: RequestHeaders) -> str | None:
     """The additional checksum a client asks for (header value, trailer name, or SDK hint)."""
     get = headers.get
     for algorithm, header in _CHECKSUM_HEADERS:

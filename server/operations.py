@@ -18,6 +18,11 @@ class Access(enum.Enum):
 
 
 class Operation(enum.Enum):
+    # Members are singletons, equal only to themselves: the identity hash serves as well as
+    # Enum's own, which is Python code (`hash(self._name_)`) run for every dict lookup by
+    # operation — its handler, its action, its metrics: an interpreted call each, per request.
+    __hash__ = object.__hash__
+
     # service
     ListBuckets = "ListBuckets"
     # buckets

@@ -1,33 +1,41 @@
-"""Request headers with constant-time lookups.
+"""Request headers with constant-time lookups, compiled in the optional build (setup.py).
 
 Starlette's `Headers` scans the raw header list and lower-cases and encodes the name on every
 lookup; one signed 4 KiB GET asks for about twenty headers (signature, routing, CORS, encryption,
-conditions), which was ~10 % of the gateway's own CPU per request. `RequestHeaders` decodes the
-list once into a dict of first values and answers `[]`, `get` and `in` from it, and keeps the
-decoded pairs for `items` (a PUT reads them all for its metadata). Everything else (`getlist`,
-`raw`, equality) is Starlette's, over the same list.
+conditions) and a PUT about fifty, which was ~10 % of the gateway's own CPU per request.
+`RequestHeaders` decodes the list once into a dict of first values and answers `[]`, `get` and
+`in` from it, and keeps the decoded pairs for `items` (a PUT reads them all for its metadata).
+
+Not a subclass of Starlette's `Headers`, though it answers the same questions (and Starlette's
+own `Request` reads it back as its `headers`): as a subclass of an interpreted class it could not
+be compiled, and every lookup was an interpreted call of ~1,000 instructions (a 4 KiB PUT made
+54 of them; bench/RESULTS.md, "Interpreted calls off a small request's path").
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import overload
 
-from starlette.datastructures import Headers
-from starlette.types import Scope
+from starlette.requests import HTTPConnection
 
 
-class RequestHeaders(Headers):
-    """Starlette `Headers` of one request (immutable), looked up through a dict.
+class RequestHeaders:
+    """The headers of one request (immutable), looked up through a dict.
 
-    The first occurrence of a name wins, as in `Headers.__getitem__`; ASGI servers hand over
-    header names in lower case, so a lookup lower-cases only the name asked for.
+    The first occurrence of a name wins, as in Starlette's `Headers.__getitem__`; ASGI servers
+    hand over header names in lower case, so a lookup lower-cases only the name asked for.
+    `keys`, `items`, iteration and `getlist` see every occurrence, in order, as Starlette's do.
     """
 
-    def __init__(self, scope: Scope) -> None:
-        super().__init__(scope=scope)
-        pairs = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in self._list]
-        self._pairs = pairs
-        self._first = dict(reversed(pairs))
+    def __init__(self, pairs: list[tuple[str, str]], raw: list[tuple[bytes, bytes]]) -> None:
+        self._pairs = pairs  # (name, value) in order, names in lower case
+        self.raw = raw  # as Starlette's `Headers.raw`: the byte pairs as received
+        first: dict[str, str] = {}
+        for name, value in pairs:
+            if name not in first:
+                first[name] = value
+        self._first = first
 
     def __getitem__(self, key: str) -> str:
         try:
@@ -35,11 +43,58 @@ class RequestHeaders(Headers):
         except KeyError:
             raise KeyError(key) from None
 
-    def __contains__(self, key: Any) -> bool:
-        return key.lower() in self._first
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key.lower() in self._first
 
-    def get(self, key: str, default: Any = None) -> Any:
+    @overload
+    def get(self, key: str, /) -> str | None: ...
+
+    @overload
+    def get(self, key: str, default: str, /) -> str: ...
+
+    def get(self, key: str, default: str | None = None, /) -> str | None:
         return self._first.get(key.lower(), default)
 
-    def items(self) -> list[tuple[str, str]]:  # type: ignore[override]  # Starlette's returns a list too
+    def getlist(self, key: str) -> list[str]:
+        name = key.lower()
+        return [value for each, value in self._pairs if each == name]
+
+    def keys(self) -> list[str]:
+        return [name for name, _ in self._pairs]
+
+    def values(self) -> list[str]:
+        return [value for _, value in self._pairs]
+
+    def items(self) -> list[tuple[str, str]]:
         return list(self._pairs)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+    def __repr__(self) -> str:
+        return f"RequestHeaders({self._pairs!r})"
+
+
+def asgi_headers(raw: list[tuple[bytes, bytes]]) -> RequestHeaders:
+    """An ASGI scope's `headers`: names already in lower case, bytes read as Latin-1 (as Starlette)."""
+    return RequestHeaders([(name.decode("latin-1"), value.decode("latin-1")) for name, value in raw], raw)
+
+
+def headers_from(values: Mapping[str, str]) -> RequestHeaders:
+    """Headers made of names and values (a browser form's fields standing in for headers: any
+    text, so `raw` holds them as UTF-8)."""
+    pairs = [(name.lower(), value) for name, value in values.items()]
+    return RequestHeaders(pairs, [(name.encode(), value.encode()) for name, value in pairs])
+
+
+def headers_of(request: HTTPConnection) -> RequestHeaders:
+    """`request`'s headers as `RequestHeaders`, built once and kept where Starlette's own
+    `request.headers` finds them (its `_headers`)."""
+    headers = getattr(request, "_headers", None)
+    if not isinstance(headers, RequestHeaders):
+        headers = asgi_headers(request.scope["headers"])
+        request._headers = headers  # type: ignore[assignment]  # answers what Starlette asks of its Headers
+    return headers

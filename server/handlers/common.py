@@ -11,6 +11,9 @@ from server.xml_io import Value
 from tiering.store import PendingWrite
 
 MAX_PUT_SIZE = 5 * 1024**3  # the largest single PUT or part, as on AWS
+# A plain body declared this small is read in one piece (`PayloadReader.read_whole`): the most
+# the small-PUT committer takes (tiering/small_writes.py), held whole by the write either way.
+WHOLE_BODY_BYTES = 128 * 1024
 
 
 def owner_of(req: S3Request) -> tuple[str, str]:
@@ -66,10 +69,14 @@ async def receive_body(req: S3Request, pending: PendingWrite) -> None:
     """
     declared_md5 = content_md5(req.headers)
     payload = req.payload()
-    async for chunk in payload:
-        if pending.size + len(chunk) > MAX_PUT_SIZE:
-            raise EntityTooLarge(ProposedSize=pending.size + len(chunk), MaxSizeAllowed=MAX_PUT_SIZE)
-        await pending.write(chunk)
+    whole = await payload.read_whole(WHOLE_BODY_BYTES)
+    if whole is not None:
+        await pending.write(whole)
+    else:
+        async for chunk in payload:
+            if pending.size + len(chunk) > MAX_PUT_SIZE:
+                raise EntityTooLarge(ProposedSize=pending.size + len(chunk), MaxSizeAllowed=MAX_PUT_SIZE)
+            await pending.write(chunk)
     # Digests are final here; the data is made durable by the commit, after these checks.
     await pending.end_body()
     digests = pending.digests

@@ -13,7 +13,6 @@ import dataclasses
 from datetime import UTC, datetime
 from urllib.parse import quote, urlencode, urlsplit
 
-from starlette.datastructures import Headers
 from starlette.responses import Response
 
 from server import errors as s3
@@ -29,6 +28,7 @@ from server.handlers.subresources import parse_tags
 from server.http_semantics import content_md5, meta_from_headers, requested_checksum_algorithm, validate_key
 from server.operations import Operation
 from server.post_policy import check_form, check_size, parse_policy, size_limit, verify_signature
+from server.request_headers import headers_from
 from server.responses import empty_response, xml_response
 from server.xml_io import document
 
@@ -45,7 +45,7 @@ def _form_request(req: S3Request, values: dict[str, str]) -> S3Request:
             if not value.isascii():
                 raise s3.InvalidArgument(ArgumentName=name, ArgumentValue=value)
             headers[name] = value
-    return dataclasses.replace(req, headers=Headers(headers))
+    return dataclasses.replace(req, headers=headers_from(headers))
 
 
 def _object_key(values: dict[str, str], part: FilePart) -> str:
@@ -116,13 +116,14 @@ async def post_object(req: S3Request) -> Response:
     )
     form_request = _form_request(req, values)
     encryption, ckey = write_request(form_request)  # encrypted as a PUT with these headers would be
-    meta = meta_from_headers(values)  # Content-Type, Cache-Control, x-amz-meta-*, ... as fields
+    fields_as_headers = headers_from(values)
+    meta = meta_from_headers(fields_as_headers)  # Content-Type, Cache-Control, x-amz-meta-*, ... as fields
     # Refused or owned as the bucket's ownership controls say, as for a PutObject with x-amz-acl.
     meta = await object_acl_for_write(form_request, meta)
     if "tagging" in values:
         meta = dataclasses.replace(meta, tags=parse_tags(values["tagging"].encode(), 10))
-    algorithm = requested_checksum_algorithm(values)
-    declared_md5 = content_md5(values)
+    algorithm = requested_checksum_algorithm(fields_as_headers)
+    declared_md5 = content_md5(fields_as_headers)
 
     limit = size_limit(policy) if policy is not None else None
     pending = await req.store.begin_put(

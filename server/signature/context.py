@@ -12,6 +12,8 @@ AuthScheme = Literal["sigv4-header", "sigv4-query", "sigv2-header", "sigv2-query
 class PayloadMode(enum.Enum):
     """How the request body is covered by the signature (from x-amz-content-sha256)."""
 
+    __hash__ = object.__hash__  # not Enum's interpreted one: see server/operations.py
+
     SIGNED_SHA256 = "signed-sha256"  # header is the hex digest of the body: verify it
     UNSIGNED = "unsigned"  # UNSIGNED-PAYLOAD, presigned URLs, SigV2: body not covered
     STREAMING_SIGNED = "streaming-signed"  # STREAMING-AWS4-HMAC-SHA256-PAYLOAD

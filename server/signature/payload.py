@@ -14,10 +14,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator
 from typing import TYPE_CHECKING
 
 from starlette.requests import ClientDisconnect
+from starlette.types import Receive
 
 from server.errors import (
     IncompleteBody,
@@ -28,6 +29,7 @@ from server.errors import (
 )
 from server.signature.context import AuthContext, PayloadMode
 from server.signature.keys import EMPTY_SHA256, same
+from server.signature.request import HeaderLookup
 from server.signature.streaming import chunk_signature, trailer_signature
 
 if TYPE_CHECKING:
@@ -207,8 +209,15 @@ class PayloadReader:
     `trailers` (lower-case names) and `decoded_length` are complete once iteration has ended.
     """
 
-    def __init__(self, source: AsyncIterable[bytes], auth: AuthContext, headers: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        source: AsyncIterable[bytes],
+        auth: AuthContext,
+        headers: HeaderLookup,
+        receive: Receive | None = None,
+    ) -> None:
         self._source = source
+        self._receive = receive  # the ASGI messages `source` is made of, for `read_whole`
         self._auth = auth
         self.trailers: dict[str, str] = {}
         self.decoded_length = 0
@@ -231,6 +240,38 @@ class PayloadReader:
             raise RuntimeError("a request body can be read only once")
         self._started = True
         return self._chunked_body() if self._chunked else self._plain_body()
+
+    async def read_whole(self, limit: int) -> bytes | None:
+        """The whole body in one piece, checked as iteration checks it, when it is plain (not
+        aws-chunked) and declares at most `limit` bytes; None otherwise (iterate instead).
+
+        Read straight from the ASGI messages: iterating goes through async generators (a 4 KiB
+        PUT's body went through four — Starlette's stream, `body_chunks`, `_plain_body` and the
+        handler's loop), each an interpreted frame per step and a registration with the event
+        loop, for what is one message from the server."""
+        receive = self._receive
+        if receive is None or self._chunked or self._expected is None or self._expected > limit:
+            return None
+        if self._started:
+            raise RuntimeError("a request body can be read only once")
+        self._started = True
+        parts: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # http.disconnect: the client hung up mid-body
+                raise IncompleteBody()
+            piece = message.get("body", b"")
+            if piece:
+                self._count(piece)
+                parts.append(piece)
+            if not message.get("more_body", False):
+                break
+        whole = parts[0] if len(parts) == 1 else b"".join(parts)
+        hasher = self._body_hasher()
+        if hasher is not None:
+            hasher.update(whole)  # at most `limit` bytes: cheaper here than a thread trip
+        self._check_end(hasher)
+        return whole
 
     # --- shared checks ---------------------------------------------------------------------
 

@@ -6,9 +6,28 @@ package touches Starlette/FastAPI objects, so every API surface (S3, admin, ...)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, overload
+
+
+class HeaderLookup(Protocol):
+    """What the verifier asks of a request's headers (lower-case names): Starlette's `Headers`,
+    the gateway's `RequestHeaders` (server/request_headers.py) and a plain dict all answer it."""
+
+    @overload
+    def get(self, key: str, /) -> str | None: ...
+
+    @overload
+    def get(self, key: str, default: str, /) -> str: ...
+
+    def __getitem__(self, key: str, /) -> str: ...
+
+    def __contains__(self, key: object, /) -> bool: ...
+
+    def keys(self) -> Iterable[str]: ...
+
+    def items(self) -> Iterable[tuple[str, str]]: ...
 
 
 @dataclass(frozen=True)
@@ -22,7 +41,7 @@ class RequestToVerify:
     # Query string as sent, without the leading "?" ("" when there is none).
     query_string: str
     # Lower-case header names; repeated headers already joined with ",".
-    headers: Mapping[str, str]
+    headers: HeaderLookup
     # Bucket taken from the Host header (virtual-hosted style): SigV2's canonical resource is
     # "/bucket/key" even when the path on the wire is only "/key".
     virtual_host_bucket: str | None = None

@@ -10,7 +10,7 @@ import hashlib
 import hmac
 import io
 import zlib
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -48,6 +48,7 @@ from server.signature import (
 )
 from server.signature import payload as payload_module
 from server.signature.keys import signing_key
+from server.signature.request import HeaderLookup
 from server.signature.streaming import trailer_signature
 
 AKID = "AKIDTIERSTORE"
@@ -173,7 +174,7 @@ def read_all(reader: PayloadReader) -> bytes:
 
 
 def decode(
-    body: bytes, auth: AuthContext, headers: Mapping[str, str], size: int = 65536
+    body: bytes, auth: AuthContext, headers: HeaderLookup, size: int = 65536
 ) -> tuple[bytes, PayloadReader]:
     reader = PayloadReader(pieces(body, size), auth, headers)
     return read_all(reader), reader
@@ -921,3 +922,69 @@ def test_large_pieces_are_hashed_off_the_event_loop(monkeypatch: pytest.MonkeyPa
     calls.clear()
     decode(data, ctx, {}, 1024)
     assert calls == []
+
+
+# --- a small plain body read whole (PayloadReader.read_whole) --------------------------------------
+
+
+def read_whole(
+    messages: list[dict[str, Any]], auth: AuthContext, headers: dict[str, str], limit: int = 1 << 17
+) -> tuple[bytes | None, PayloadReader]:
+    """`read_whole` over these ASGI messages (the source iteration would read is never used)."""
+    queue = list(messages)
+
+    async def receive() -> dict[str, Any]:
+        return queue.pop(0)
+
+    async def never() -> AsyncIterator[bytes]:
+        raise AssertionError("iterated")
+        yield b""
+
+    reader = PayloadReader(never(), auth, headers, receive)
+    return asyncio.run(reader.read_whole(limit)), reader
+
+
+def body_messages(*pieces: bytes) -> list[dict[str, Any]]:
+    return [
+        {"type": "http.request", "body": piece, "more_body": i < len(pieces) - 1}
+        for i, piece in enumerate(pieces)
+    ]
+
+
+def test_read_whole_joins_the_messages_and_checks_the_digest() -> None:
+    data = b"payload" * 1000
+    ctx = AuthContext(AKID, PayloadMode.SIGNED_SHA256, hashlib.sha256(data).hexdigest())
+    whole, reader = read_whole(
+        body_messages(data[:10], b"", data[10:]), ctx, {"content-length": str(len(data))}
+    )
+    assert whole == data and reader.decoded_length == len(data)
+    with pytest.raises(RuntimeError):  # read once
+        asyncio.run(reader.read_whole(1 << 17))
+    wrong = AuthContext(AKID, PayloadMode.SIGNED_SHA256, hashlib.sha256(b"other").hexdigest())
+    with pytest.raises(XAmzContentSHA256Mismatch):
+        read_whole(body_messages(data), wrong, {"content-length": str(len(data))})
+
+
+def test_read_whole_refuses_what_iteration_refuses() -> None:
+    ctx = AuthContext(AKID, PayloadMode.UNSIGNED, None)
+    with pytest.raises(IncompleteBody):  # less than declared
+        read_whole(body_messages(b"abc"), ctx, {"content-length": "4"})
+    with pytest.raises(IncompleteBody):  # the client hung up mid-body
+        read_whole(
+            [*body_messages(b"ab", b"c")[:1], {"type": "http.disconnect"}], ctx, {"content-length": "4"}
+        )
+    with pytest.raises(InvalidRequest):  # more than declared
+        read_whole(body_messages(b"abcde"), ctx, {"content-length": "4"})
+    empty, _ = read_whole(body_messages(b""), ctx, {"content-length": "0"})
+    assert empty == b""
+
+
+def test_read_whole_leaves_other_bodies_to_iteration() -> None:
+    ctx = AuthContext(AKID, PayloadMode.UNSIGNED, None)
+    assert read_whole(body_messages(b"abcd"), ctx, {"content-length": "4"}, limit=3)[0] is None  # too large
+    assert read_whole(body_messages(b"abcd"), ctx, {})[0] is None  # no declared length (HTTP chunked)
+    chunked = {"content-encoding": "aws-chunked", "x-amz-decoded-content-length": "4"}
+    assert read_whole(body_messages(b"4\r\nabcd\r\n0\r\n\r\n"), ctx, chunked)[0] is None
+    reader = PayloadReader(pieces(b"abcd", 2), ctx, {"content-length": "4"})  # no ASGI receive given
+    assert asyncio.run(reader.read_whole(1 << 17)) is None
+    assert read_all(reader) == b"abcd"

@@ -1,0 +1,58 @@
+"""RequestHeaders answers what Starlette's Headers answers, from a dict built once."""
+
+from __future__ import annotations
+
+from starlette.datastructures import Headers
+from starlette.requests import Request
+
+from server.request_headers import RequestHeaders, asgi_headers, headers_from, headers_of
+
+RAW = [
+    (b"host", b"127.0.0.1:9000"),
+    (b"x-amz-meta-a", b"1"),
+    (b"x-amz-meta-a", b"2"),
+    (b"content-type", b"text/caf\xe9"),
+]
+
+
+def test_answers_as_starlettes_headers_do() -> None:
+    ours, theirs = asgi_headers(RAW), Headers(raw=RAW)
+    for name in ("host", "Host", "X-Amz-Meta-A", "content-type", "missing"):
+        assert ours.get(name) == theirs.get(name)
+        assert ours.get(name, "") == theirs.get(name, "")
+        assert (name in ours) == (name in theirs)
+        assert ours.getlist(name) == theirs.getlist(name)
+    assert ours["X-AMZ-META-A"] == theirs["X-AMZ-META-A"] == "1"  # the first occurrence wins
+    assert ours.keys() == theirs.keys() and list(ours) == list(theirs)
+    assert ours.values() == theirs.values()
+    assert ours.items() == theirs.items()
+    assert len(ours) == len(theirs) == 4
+    assert ours.raw == theirs.raw == RAW
+    assert 7 not in ours
+
+
+def test_a_missing_name_raises_key_error_with_the_name_asked() -> None:
+    try:
+        asgi_headers(RAW)["X-Missing"]
+    except KeyError as exc:
+        assert exc.args == ("X-Missing",)
+    else:
+        raise AssertionError("no KeyError")
+
+
+def test_form_fields_keep_any_text() -> None:
+    # A browser form's fields stand in for headers (PostObject): not limited to Latin-1.
+    headers = headers_from({"Content-Type": "text/plain", "x-amz-meta-name": "日本"})
+    assert headers["content-type"] == "text/plain"
+    assert headers.get("X-Amz-Meta-Name") == "日本"
+    assert headers.raw[1] == (b"x-amz-meta-name", "日本".encode())
+
+
+def test_starlettes_request_reads_them_back() -> None:
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": RAW, "query_string": b""}
+    request = Request(scope)
+    headers = headers_of(request)
+    assert isinstance(headers, RequestHeaders)
+    assert headers_of(request) is headers  # built once
+    assert request.headers is headers  # type: ignore[comparison-overlap]  # Starlette's own property
+    assert request.headers.get("host") == "127.0.0.1:9000"
