@@ -31,9 +31,10 @@ from server.cors import CorsRules, preflight_target
 from server.credentials import ANONYMOUS, Identity, UserCredentials
 from server.error_map import to_s3_error
 from server.handlers import HANDLERS
-from server.metrics import Metrics, RequestObserver
+from server.metrics import Metrics
 from server.operations import Operation
 from server.request_headers import RequestHeaders, asgi_headers, headers_of
+from server.request_observer import RequestObserver
 from server.router import decode_path, parse_query, route
 from server.signature import AuthContext, PayloadMode, RequestToVerify, authenticate, has_credentials
 from server.signature.request import Credentials

@@ -24,6 +24,13 @@ class Identity:
     is_admin: bool
     anonymous: bool = False  # an unsigned request: policies and ACLs decide what it may do
 
+    def __init__(self, access_key: str, name: str, is_admin: bool, anonymous: bool = False) -> None:
+        # Written out, not generated: built once a request (see tiering/records.py on why).
+        object.__setattr__(self, "access_key", access_key)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "is_admin", is_admin)
+        object.__setattr__(self, "anonymous", anonymous)
+
     @property
     def owner_id(self) -> str:
         """The canonical user id S3 shows as Owner/ID: stable, and not the key itself."""

@@ -12,7 +12,7 @@ uvicorn's start-up and shutdown chatter repeats what our banner and drain messag
 loggers show warnings and errors only, unless `log_level = "debug"`.
 
 The access log is the one exception, on purpose: one bare JSON object per line (logger
-`tierstore.access`, `server.metrics`), for machines to parse. It is off unless
+`tierstore.access`, `server.request_observer`), for machines to parse. It is off unless
 `server.access_log` turns it on, so that a trial run's console shows what the server does,
 not every request.
 """

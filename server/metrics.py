@@ -20,14 +20,11 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +41,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from erasure.stats import CODEC
 from lifecycle.temperature import heat_histogram
@@ -59,7 +55,6 @@ if TYPE_CHECKING:
     from tiering.store import ObjectStore
     from tiering.tiers import Tier
 
-access_log = logging.getLogger("tierstore.access")
 
 # From 100 µs (a gpu-direct hit) to a minute (a cold read or a multi-GiB upload).
 LATENCY_BUCKETS = (
@@ -766,16 +761,6 @@ class Metrics:
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
-def _setup_access_log() -> None:
-    """Access lines go to stderr as bare JSON, whatever format the rest of the log uses."""
-    if not access_log.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        access_log.addHandler(handler)
-    access_log.setLevel(logging.INFO)
-    access_log.propagate = False
-
-
 class InFlight(Collector):
     """The HTTP requests this process is serving: a plain count, read when scraped (mirrored into
     the shared metrics under a supervisor: server/metrics_workers.py), rather than two locked
@@ -788,99 +773,3 @@ class InFlight(Collector):
         family = GaugeMetricFamily("tierstore_http_requests_in_flight", "HTTP requests being served")
         family.add_metric([], self.count)
         yield family
-
-
-class RequestObserver:
-    """ASGI middleware: body bytes in and out, time to first byte, in-flight count, access log.
-
-    It reads what the gateway records in the request state (`operation`, `bucket`, `error_code`)
-    and the `x-amz-request-id` header it sets; routes outside the S3 gateway are named by path.
-    """
-
-    def __init__(self, app: ASGIApp, metrics: Metrics, access_log_enabled: bool = True) -> None:
-        self.app = app
-        self.metrics = metrics
-        self.log = access_log_enabled
-        if access_log_enabled:
-            _setup_access_log()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        state: dict[str, Any] = scope.setdefault("state", {})
-        seen = {"in": 0, "out": 0, "status": 0, "first": 0.0}
-        request_id = ""
-        log_this = self.log  # the request id is read from the response head only for the access log
-
-        async def counting_receive() -> Message:
-            message = await receive()
-            if message["type"] == "http.request":
-                seen["in"] += len(message.get("body", b""))
-            return message
-
-        async def counting_send(message: Message) -> None:
-            nonlocal request_id
-            if message["type"] == "http.response.start":
-                seen["status"] = message["status"]
-                if log_this:
-                    for name, value in message.get("headers", ()):
-                        if name.lower() == b"x-amz-request-id":
-                            request_id = value.decode("latin-1")
-            elif message["type"] == "http.response.body":
-                body = message.get("body", b"")
-                if body and not seen["first"]:
-                    seen["first"] = time.perf_counter()
-                seen["out"] += len(body)
-            await send(message)
-
-        self.metrics.in_flight.count += 1
-        try:
-            await self.app(scope, counting_receive, counting_send)
-        finally:
-            self.metrics.in_flight.count -= 1
-            operation = str(state.get("operation") or _path_operation(scope["path"]))
-            metrics = self.metrics
-            tally = metrics.tally
-            if seen["in"]:
-                tally.count(metrics.child(metrics.received, operation), seen["in"])
-            if seen["out"]:
-                tally.count(metrics.child(metrics.sent, operation), seen["out"])
-            if (
-                seen["first"]
-                and scope["method"] == "GET"
-                and seen["status"] in (200, 206)
-                and operation == "GetObject"
-            ):
-                tally.observe(metrics.child(metrics.first_byte, operation), seen["first"] - started)
-            if self.log:
-                client = scope.get("client")
-                access_log.info(
-                    json.dumps(
-                        {
-                            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
-                            "request_id": request_id or None,
-                            "remote_addr": client[0] if client else None,
-                            "method": scope["method"],
-                            "operation": operation,
-                            "bucket": state.get("bucket"),
-                            "status": seen["status"] or None,
-                            "bytes_in": seen["in"],
-                            "bytes_out": seen["out"],
-                            "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-                            "error_code": state.get("error_code"),
-                            # Which rule decided (server.access.decision): allow:bucket-policy:Sid, deny:implicit, ...
-                            "authz": state.get("authz"),
-                        },
-                        separators=(",", ":"),
-                    )
-                )
-
-
-def _path_operation(path: str) -> str:
-    if path.startswith("/_tierstore/admin/"):
-        return "Admin"
-    if path.startswith("/_tierstore/"):
-        return "Tierstore"
-    return "Unrouted"

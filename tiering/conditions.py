@@ -26,6 +26,11 @@ class WriteCondition:
     if_match: str | None = None
     if_none_match: bool = False
 
+    def __init__(self, if_match: str | None = None, if_none_match: bool = False) -> None:
+        # Written out, not generated: built once a PUT (see tiering/records.py on why).
+        object.__setattr__(self, "if_match", if_match)
+        object.__setattr__(self, "if_none_match", if_none_match)
+
     def __bool__(self) -> bool:
         return self.if_match is not None or self.if_none_match
 

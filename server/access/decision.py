@@ -69,6 +69,11 @@ class Decision:
     allowed: bool
     reason: str  # for the access log: allow:owner, allow:bucket-policy:Sid, deny:implicit, ...
 
+    def __init__(self, allowed: bool, reason: str) -> None:
+        # Written out, not generated: built once a request (see tiering/records.py on why).
+        object.__setattr__(self, "allowed", allowed)
+        object.__setattr__(self, "reason", reason)
+
 
 @dataclass(frozen=True)
 class Request:
@@ -88,7 +93,8 @@ def _matching(
     statements: tuple[Statement, ...], request: Request, owner_ids: tuple[str, ...], skip_public: bool = False
 ) -> tuple[Statement | None, Statement | None]:
     """(first matching Deny, first matching Allow) among the statements."""
-    deny = allow = None
+    deny: Statement | None = None
+    allow: Statement | None = None
     assert request.action is not None
     for statement in statements:
         if statement.allow and allow is not None:

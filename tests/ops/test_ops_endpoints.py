@@ -226,7 +226,8 @@ def test_request_observer_counts_bytes_and_logs_only_when_enabled(enabled: bool)
     import asyncio
     import logging
 
-    from server.metrics import Metrics, RequestObserver
+    from server.metrics import Metrics
+    from server.request_observer import RequestObserver
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         message = await receive()

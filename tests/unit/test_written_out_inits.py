@@ -14,10 +14,13 @@ from erasure.location import Location
 from erasure.pack import PackedRecord
 from erasure.shard_format import ShardHeader
 from erasure.stripe import StripeLayout
+from server.access.decision import Decision
+from server.credentials import Identity
 from server.operations import Operation
 from server.router import Route
 from server.signature.context import AuthContext, PayloadMode
 from tiering.backend import StoredData
+from tiering.conditions import WriteCondition
 from tiering.records import ObjectMeta, ObjectRecord, RestoreState, Segment
 
 FROZEN: list[type] = [
@@ -29,6 +32,9 @@ FROZEN: list[type] = [
     ShardHeader,
     Route,
     PackedRecord,
+    Identity,
+    Decision,
+    WriteCondition,
 ]
 WRITTEN_OUT: list[type] = [*FROZEN, Location]
 
@@ -100,6 +106,9 @@ def _values(cls: type) -> dict[str, Any]:
             "block_size": 4096,
             "size": 10_000,
         },
+        Identity: {"access_key": "AK", "name": "n", "is_admin": True, "anonymous": True},
+        Decision: {"allowed": True, "reason": "allow:owner"},
+        WriteCondition: {"if_match": "e", "if_none_match": True},
     }[cls]
 
 
@@ -129,7 +138,11 @@ def test_every_field_is_set_from_its_own_argument_and_stays_frozen(cls: type) ->
             setattr(one, next(iter(values)), None)
 
 
-@pytest.mark.parametrize("cls", [AuthContext, ShardHeader, Route, PackedRecord], ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "cls",
+    [AuthContext, ShardHeader, Route, PackedRecord, Identity, Decision, WriteCondition],
+    ids=lambda c: c.__name__,
+)
 def test_hashable_ones_hash_by_value(cls: type) -> None:
     values = _values(cls)
     assert hash(cls(*values.values())) == hash(cls(**values))
