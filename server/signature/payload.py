@@ -245,10 +245,9 @@ class PayloadReader:
         """The whole body in one piece, checked as iteration checks it, when it is plain (not
         aws-chunked) and declares at most `limit` bytes; None otherwise (iterate instead).
 
-        Read straight from the ASGI messages: iterating goes through async generators (a 4 KiB
-        PUT's body went through four — Starlette's stream, `body_chunks`, `_plain_body` and the
-        handler's loop), each an interpreted frame per step and a registration with the event
-        loop, for what is one message from the server."""
+        Read straight from the ASGI messages: iterating goes through three async generators
+        (Starlette's stream, `body_chunks`, `_plain_body`), each an interpreted frame per step and
+        a registration with the event loop, for what is one message from the server."""
         receive = self._receive
         if receive is None or self._chunked or self._expected is None or self._expected > limit:
             return None
