@@ -21,7 +21,7 @@ import socket
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
@@ -1097,7 +1097,7 @@ class ObjectStore:
                     "objects": objects,
                     "bytes": size,
                     "capacity_bytes": tier.config.capacity_bytes,
-                    "media": tier.media.__dict__,
+                    "media": asdict(tier.media),  # not `__dict__`: compiled, a dataclass has none
                     "heats": [decayed(h, at, now, half_life) for h, at in heats],
                 }
             )
