@@ -146,11 +146,10 @@ def _parse_date(value: str | None) -> float | None:
 def check_read_conditions(headers: RequestHeaders, record: ObjectRecord, *, for_copy: bool = False) -> None:
     """If-Match / If-Unmodified-Since → 412; If-None-Match / If-Modified-Since → 304 (412 on copy)."""
     prefix = "x-amz-copy-source-" if for_copy else ""
-    get = headers.get
-    if_match = get(prefix + "if-match")
-    if_none_match = get(prefix + "if-none-match")
-    if_modified = _parse_date(get(prefix + "if-modified-since"))
-    if_unmodified = _parse_date(get(prefix + "if-unmodified-since"))
+    if_match = headers.get(prefix + "if-match")
+    if_none_match = headers.get(prefix + "if-none-match")
+    if_modified = _parse_date(headers.get(prefix + "if-modified-since"))
+    if_unmodified = _parse_date(headers.get(prefix + "if-unmodified-since"))
     mtime = int(record.last_modified)  # HTTP dates have whole seconds
     if if_match is not None:
         tags = _etag_list(if_match)
@@ -333,11 +332,10 @@ _CHECKSUM_HEADERS = tuple((algorithm, f"x-amz-checksum-{algorithm.lower()}") for
 
 def requested_checksum_algorithm(headers: RequestHeaders) -> str | None:
     """The additional checksum a client asks for (header value, trailer name, or SDK hint)."""
-    get = headers.get
     for algorithm, header in _CHECKSUM_HEADERS:
-        if get(header) is not None:
+        if headers.get(header) is not None:
             return algorithm
-    trailer = get("x-amz-trailer")
+    trailer = headers.get("x-amz-trailer")
     if trailer:
         for name in trailer.split(","):
             name = name.strip().lower()
@@ -346,7 +344,7 @@ def requested_checksum_algorithm(headers: RequestHeaders) -> str | None:
                 if algorithm in ALGORITHMS:
                     return algorithm
                 raise InvalidArgument(f"Unsupported checksum trailer {name}")
-    hint = get("x-amz-sdk-checksum-algorithm") or get("x-amz-checksum-algorithm")
+    hint = headers.get("x-amz-sdk-checksum-algorithm") or headers.get("x-amz-checksum-algorithm")
     if hint:
         if hint.upper() not in ALGORITHMS:
             raise InvalidArgument("Checksum algorithm provided is unsupported.")

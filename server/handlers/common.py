@@ -8,12 +8,13 @@ from server.context import S3Request
 from server.errors import BadDigest, EntityTooLarge, InvalidArgument
 from server.http_semantics import content_md5
 from server.xml_io import Value
+from tiering.small_writes import MAX_BODY_BYTES as SMALL_WRITE_MAX_BYTES
 from tiering.store import PendingWrite
 
 MAX_PUT_SIZE = 5 * 1024**3  # the largest single PUT or part, as on AWS
 # A plain body declared this small is read in one piece (`PayloadReader.read_whole`): the most
-# the small-PUT committer takes (tiering/small_writes.py), held whole by the write either way.
-WHOLE_BODY_BYTES = 128 * 1024
+# the small-PUT committer takes, which holds it whole either way.
+WHOLE_BODY_BYTES = SMALL_WRITE_MAX_BYTES
 
 
 def owner_of(req: S3Request) -> tuple[str, str]:
