@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import values as prometheus_values
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
@@ -61,6 +62,30 @@ GAUGE_MODES: dict[str, GaugeMode] = {
 def multiprocess_dir() -> str | None:
     """The shared metrics directory when this process is a supervised worker, else None."""
     return os.environ.get(MULTIPROC_ENV) or None
+
+
+# A multi-process metric value asks for the process id on every update, to notice a fork (its
+# values then go to the child's own files): `os.getpid`, a system call each time — about one per
+# small request even with updates written once per turn (server/request_tally.py). Such calls
+# were ~4 % of a worker's event loop (bench/RESULTS.md). prometheus_client takes the function as
+# `MultiProcessValue(process_identifier=...)`; this one answers the id remembered at start and
+# after every fork. Set here, at import, before any metric exists: values made by two value
+# classes would map the same files twice, each writing at its own idea of their end.
+_pid = os.getpid()
+
+
+def _process_id() -> int:
+    return _pid
+
+
+def _forked() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
+if multiprocess_dir():  # prometheus_client chose its multi-process values when it was imported
+    prometheus_values.ValueClass = prometheus_values.MultiProcessValue(process_identifier=_process_id)
 
 
 def prepare_dir(runtime: Path | None, data_dir: Path) -> Path:

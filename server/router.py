@@ -44,6 +44,8 @@ def parse_query(query_string: str) -> dict[str, str]:
 
 
 def decode_path(raw_path: str) -> str:
+    if "%" not in raw_path and raw_path.isascii():
+        return raw_path  # nothing to decode (most keys): the same text, without unquote's calls
     try:
         return unquote_to_bytes(raw_path).decode("utf-8")
     except UnicodeDecodeError:

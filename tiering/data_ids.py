@@ -23,17 +23,46 @@ The process that writes the blob appends `-<its process id>` (tiering/peers.py).
 
 from __future__ import annotations
 
-import secrets
+import os
+import threading
 import time
 
 TIME_ORDERED = "t"  # first character of a time-ordered id; never that of a random (hex) one
 _CLOCK_DIGITS = 14  # hex digits of microseconds since the epoch: enough until the year 4253
 _RANDOM_BYTES = 9
 
+# The kernel's random bytes, taken a page at a time. `os.urandom` is a `getrandom` system call
+# that lets go of the GIL: on the event loop, once per PUT, for nine bytes, and a hand-off to
+# whichever thread waits for the GIL (the small-write committer, mostly). A fork starts the
+# child on a fresh page, so that no two processes hand out the same bytes.
+_POOL_BYTES = 4096
+_pool = b""
+_taken = 0
+_pool_lock = threading.Lock()
+
+
+def _random_hex(count: int) -> str:
+    """`count` bytes from the kernel's random source, in hex (as `secrets.token_hex(count)`)."""
+    global _pool, _taken
+    with _pool_lock:
+        if _taken + count > len(_pool):
+            _pool, _taken = os.urandom(_POOL_BYTES), 0
+        start = _taken
+        _taken = start + count
+        return _pool[start : start + count].hex()
+
+
+def _forget_pool() -> None:
+    global _pool, _taken
+    _pool, _taken = b"", 0
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
 
 def new_data_id(time_ordered: bool) -> str:
     """A new data id (without an owner suffix): time-ordered, or 32 random hex digits."""
     if not time_ordered:
-        return secrets.token_hex(16)
+        return _random_hex(16)
     micros = time.time_ns() // 1000
-    return f"{TIME_ORDERED}{micros:0{_CLOCK_DIGITS}x}{secrets.token_hex(_RANDOM_BYTES)}"
+    return f"{TIME_ORDERED}{micros:0{_CLOCK_DIGITS}x}{_random_hex(_RANDOM_BYTES)}"

@@ -57,6 +57,7 @@ class SmallWrite:
     error: BaseException | None = None
     _future: asyncio.Future[None] | None = field(default=None, repr=False)
     _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
+    _answered: bool = field(default=False, repr=False)  # the batch is over (set on the loop's thread)
 
 
 class SmallWriteCommitter:
@@ -87,8 +88,11 @@ class SmallWriteCommitter:
                 self._committer_thread = threading.Thread(target=self._run, name="small-writes", daemon=True)
                 self._committer_thread.start()
             self._ready.notify()
+        # The future itself is awaited, not a shield of it (a shield is an outer future, two
+        # callbacks and seven interpreted calls per PUT): a cancellation of the caller cancels it,
+        # and the batch's answer then comes on a fresh one, below.
         try:
-            await asyncio.shield(write._future)
+            await write._future
         except asyncio.CancelledError as exc:  # waited for outside the handler: see setup.py
             cancelled = exc
         else:
@@ -96,7 +100,9 @@ class SmallWriteCommitter:
                 raise write.error
             assert write.result is not None
             return write.result
-        await asyncio.wait([write._future])
+        if not write._answered:  # `_resolve` sets the future it finds then (on this loop's thread)
+            write._future = loop.create_future()
+            await write._future
         raise cancelled
 
     async def close(self) -> None:
@@ -172,5 +178,6 @@ def _answer(batch: list[SmallWrite]) -> None:
 
 def _resolve(writes: list[SmallWrite]) -> None:
     for write in writes:
+        write._answered = True
         if write._future is not None and not write._future.done():
             write._future.set_result(None)

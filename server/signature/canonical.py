@@ -8,6 +8,7 @@ wire and sign. Decoding works on bytes so that keys which are not valid UTF-8 su
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import quote_from_bytes, unquote_to_bytes
 
@@ -26,6 +27,10 @@ class QueryParam:
     @property
     def value(self) -> str:
         return decode_text(self.raw_value or "")
+
+
+# A path of only the characters AWS URI encoding leaves alone ("/" included), and no "%".
+_ENCODED_AS_IS = re.compile(r"[A-Za-z0-9_.~/-]*")
 
 
 def _to_bytes(text: str) -> bytes:
@@ -58,6 +63,8 @@ def canonical_uri(raw_path: str) -> str:
     """The SigV4 canonical URI of an S3 request path (not normalised)."""
     if not raw_path:
         return "/"
+    if _ENCODED_AS_IS.fullmatch(raw_path):
+        return raw_path  # only bytes URI encoding keeps: decoding and encoding give it back
     return uri_encode(decode_component(raw_path, plus_is_space=False), keep_slash=True)
 
 

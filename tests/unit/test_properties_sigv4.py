@@ -8,7 +8,7 @@ searches longer (tests/fuzzing.py)."""
 
 from __future__ import annotations
 
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote_to_bytes, urlsplit
 
 import pytest
 from botocore.auth import S3SigV4Auth, S3SigV4QueryAuth
@@ -110,3 +110,33 @@ def test_a_changed_key_or_query_is_refused(
     added = RequestToVerify(req.method, req.raw_path, req.query_string + "&extra=1", req.headers)
     with pytest.raises(SignatureDoesNotMatch):
         authenticate(added, CREDS)
+
+
+# Raw paths as a gateway may hand them over: plain keys (the fast paths' case), percent escapes
+# (valid, invalid, lower-case hex), reserved and non-ASCII characters.
+raw_paths = st.lists(
+    st.sampled_from(list("abcXYZ019-_.~/"))
+    | st.sampled_from(["%2F", "%20", "%zz", "%e2%82%ac", "%ff", "+", " ", "é", "?", "%"]),
+    max_size=30,
+).map(lambda pieces: "/" + "".join(pieces))
+
+
+@fuzz(300)
+@given(raw_paths)
+def test_plain_paths_skip_decoding_with_the_same_answers(raw_path: str) -> None:
+    """canonical_uri and decode_path answer a path that needs no decoding without decoding it:
+    the answer is the one decoding and encoding give (checked against that, every path)."""
+    from server.errors import InvalidArgument
+    from server.router import decode_path
+    from server.signature.canonical import canonical_uri, decode_component, uri_encode
+
+    assert canonical_uri(raw_path) == uri_encode(
+        decode_component(raw_path, plus_is_space=False), keep_slash=True
+    )
+    try:
+        slow = unquote_to_bytes(raw_path).decode("utf-8")
+    except UnicodeDecodeError:
+        with pytest.raises(InvalidArgument):
+            decode_path(raw_path)
+    else:
+        assert decode_path(raw_path) == slow

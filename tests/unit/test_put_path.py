@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -194,6 +195,34 @@ def test_small_puts_cancelled_mid_batch_leave_all_or_nothing(tmp_path: Path) -> 
         assert finishing <= committed.keys() and "c0" not in committed, sorted(committed)
         on_disk = {s.data_id for s in shards_under(tmp_path / "data")}
         assert on_disk == set().union(*committed.values())
+
+    with_store(tmp_path, scenario)
+
+
+def test_a_cancelled_small_put_waits_for_its_batch(tmp_path: Path) -> None:
+    """A client that hangs up while its small PUT's batch commits: the request ends (cancelled)
+    only once the batch is over, so that what it stored is neither discarded under a committed
+    row nor left behind by a failed one. The batch is held at its catalog commit by another
+    SQLite writer, the way a second gateway process holds it."""
+    body = random.Random(7).randbytes(5000)
+
+    async def scenario(store: ObjectStore) -> None:
+        catalog_file = tmp_path / "data" / "catalog" / "catalog.db"
+        other_writer = sqlite3.connect(catalog_file, isolation_level=None)
+        other_writer.execute("BEGIN IMMEDIATE")
+        try:
+            task = asyncio.create_task(put(store, "k", body, len(body)))
+            await asyncio.sleep(0.3)  # stored, and waiting for the catalog
+            assert not task.done()
+            task.cancel()
+            await asyncio.sleep(0.3)
+            assert not task.done(), "the cancelled PUT stopped waiting for its batch"
+        finally:
+            other_writer.execute("ROLLBACK")
+            other_writer.close()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await get(store, "k") == body
 
     with_store(tmp_path, scenario)
 

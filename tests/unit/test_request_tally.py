@@ -78,6 +78,28 @@ def test_notes_of_one_turn_are_written_once_after_it() -> None:
     assert samples[("t_seconds_sum", (("op", "put"),))] == sum(AMOUNTS)
 
 
+def test_a_note_while_a_write_is_due_does_not_look_for_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a turn's first note asks for the running loop (a getpid system call in Python 3.11)."""
+    registry, counter, _ = _metrics()
+    tally = RequestTally()
+
+    def no_lookup() -> asyncio.AbstractEventLoop:
+        raise AssertionError("asked for the running loop with a write already due")
+
+    async def requests() -> None:
+        tally.count(counter.labels("put"))
+        with monkeypatch.context() as patched:
+            patched.setattr(asyncio, "get_running_loop", no_lookup)
+            tally.count(counter.labels("put"))
+            tally.count(counter.labels("get"))
+        await asyncio.sleep(0)
+
+    asyncio.run(requests())
+    samples = _samples(registry)
+    assert samples[("t_requests_total", (("op", "put"),))] == 2 and tally.writes == 1
+    assert samples[("t_requests_total", (("op", "get"),))] == 1
+
+
 def test_off_the_event_loop_a_note_is_written_at_once() -> None:
     registry, counter, histogram = _metrics()
     tally = RequestTally()
