@@ -39,6 +39,27 @@ def test_random_ids_are_what_earlier_versions_made() -> None:
     assert len({data_id[:2] for data_id in ids}) > 200  # spread over the files backend's directories
 
 
+def test_random_bytes_come_a_page_at_a_time_and_never_twice() -> None:
+    """Ids draw on a page of the kernel's random bytes at a time (one system call per page, not per
+    id): across many pages no id repeats, and a forked child never hands out its parent's bytes."""
+    ids = [new_data_id(False) for _ in range(3000)]  # 16 bytes each: a dozen pages
+    tails = [new_data_id(True)[-2 * 9 :] for _ in range(3000)]
+    assert len(set(ids)) == 3000 and len(set(tails)) == 3000
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child
+        try:
+            os.write(write_end, ",".join(new_data_id(False) for _ in range(8)).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    parents = {new_data_id(False) for _ in range(8)}
+    os.waitpid(child, 0)
+    with os.fdopen(read_end) as pipe:
+        childs = set(pipe.read().split(","))
+    assert len(childs) == 8 and not parents & childs
+
+
 def test_only_the_erasure_coded_backend_takes_time_ordered_ids() -> None:
     assert ErasureCodedBackend.time_ordered_ids
     assert not LocalFilesBackend.time_ordered_ids  # `<id[:2]>/<id[2:4]>` directories
