@@ -53,8 +53,10 @@ def _random_hex(count: int) -> str:
 
 
 def _forget_pool() -> None:
-    global _pool, _taken
-    _pool, _taken = b"", 0
+    # A fresh lock too: another thread may have held this one at the fork, and it never will
+    # let go of it in the child.
+    global _pool, _taken, _pool_lock
+    _pool, _taken, _pool_lock = b"", 0, threading.Lock()
 
 
 os.register_at_fork(after_in_child=_forget_pool)

@@ -9,12 +9,14 @@ import asyncio
 import os
 import re
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
 from erasure.shard_store import check_data_id
 from server.app import build_store
 from server.config import load_config
+from tiering import data_ids
 from tiering.backends.erasure_coded import ErasureCodedBackend
 from tiering.backends.local_files import LocalFilesBackend
 from tiering.backends.memory import MemoryBackend
@@ -58,6 +60,34 @@ def test_random_bytes_come_a_page_at_a_time_and_never_twice() -> None:
     with os.fdopen(read_end) as pipe:
         childs = set(pipe.read().split(","))
     assert len(childs) == 8 and not parents & childs
+
+
+def test_a_fork_while_another_thread_draws_ids_leaves_the_child_able_to_draw() -> None:
+    """The pool's lock, held by another thread at the fork, is not the child's to wait for."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with data_ids._pool_lock:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(10)
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child
+            os._exit(0 if re.fullmatch(r"[0-9a-f]{32}", new_data_id(False)) else 1)
+        deadline = time.monotonic() + 10
+        while (done := os.waitpid(child, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if done[0] == 0:
+            os.kill(child, 9)
+            os.waitpid(child, 0)
+        assert done[0] == child and os.waitstatus_to_exitcode(done[1]) == 0, "the child hung or failed"
+    finally:
+        release.set()
+        holder.join()
 
 
 def test_only_the_erasure_coded_backend_takes_time_ordered_ids() -> None:
