@@ -69,8 +69,9 @@ def multiprocess_dir() -> str | None:
 # small request even with updates written once per turn (server/request_tally.py). Such calls
 # were ~4 % of a worker's event loop (bench/RESULTS.md). prometheus_client takes the function as
 # `MultiProcessValue(process_identifier=...)`; this one answers the id remembered at start and
-# after every fork. Set here, at import, before any metric exists: values made by two value
-# classes would map the same files twice, each writing at its own idea of their end.
+# after every fork. Set here, at import: every value made afterwards (a labelled child of an
+# older metric too) takes this class and the files it maps; a value made before keeps its own
+# class, which asks getpid, and writes only the place in the file it already has (tested).
 _pid = os.getpid()
 
 

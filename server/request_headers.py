@@ -21,17 +21,19 @@ from starlette.requests import HTTPConnection
 
 # Lower-cased header names, by the name asked for: `str.lower` makes a new string on every call,
 # whose hash the dict lookup then computes afresh (~500 instructions a lookup, 50 lookups a PUT).
-# Callers ask with a few dozen literal names, so this stays small; the bound keeps a caller that
-# asks with names from a request (a signed-headers list) from growing it for ever.
+# Callers ask with a few dozen literal names. SigV4 also asks for every name a client lists in
+# its SignedHeaders, any text it likes: the bounds keep such names from growing the cache for
+# ever (at most 1,024 names of at most 64 characters: 64 KiB a process).
 _LOWER: dict[str, str] = {}
 _LOWER_MAX = 1024
+_LOWER_NAME_MAX = 64
 
 
 def _lower(name: str) -> str:
     lowered = _LOWER.get(name)
     if lowered is None:
         lowered = name.lower()
-        if len(_LOWER) < _LOWER_MAX:
+        if len(_LOWER) < _LOWER_MAX and len(name) <= _LOWER_NAME_MAX:
             _LOWER[name] = lowered
     return lowered
 

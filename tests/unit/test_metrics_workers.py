@@ -58,3 +58,42 @@ def test_values_know_their_process_and_a_fork_gets_its_own_files(tmp_path: Path)
     assert (tmp_path / f"counter_{child}.db").exists()
     # An update asks the remembered id, not the kernel (os.getpid, a system call each time).
     assert (tmp_path / "counter_4000000001.db").exists()
+
+
+# A metric made before server.metrics_workers is imported (a module-level metric somewhere, one
+# day) keeps the value class it was made with, which maps the process's file too: nothing either
+# class writes may land on the other's values. (prometheus_client makes a labelled child with the
+# class current then, so only values made before the import stay with the first class.)
+EARLY_SCRIPT = textwrap.dedent(
+    """
+    import os
+
+    from prometheus_client import Counter, CollectorRegistry
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    early = Counter("tierstore_early", "made before the import", ["k"])
+    early.labels("a").inc(1)
+    from server import metrics_workers  # noqa: F401
+    later = Counter("tierstore_later", "made after it", ["k"])
+    later.labels("b").inc(2)
+    early.labels("c").inc(3)  # a new key in the same file, written by the first class
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=os.environ["PROMETHEUS_MULTIPROC_DIR"])
+    for name, k in (("tierstore_early_total", "a"), ("tierstore_later_total", "b"), ("tierstore_early_total", "c")):
+        print(registry.get_sample_value(name, {"k": k}))
+    """
+)
+
+
+def test_values_made_before_the_import_and_after_it_all_count(tmp_path: Path) -> None:
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    out = subprocess.run(
+        [sys.executable, "-c", EARLY_SCRIPT],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.split()
+    assert [float(v) for v in out] == [1.0, 2.0, 3.0]

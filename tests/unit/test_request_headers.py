@@ -56,3 +56,16 @@ def test_starlettes_request_reads_them_back() -> None:
     assert headers_of(request) is headers  # built once
     assert request.headers is headers  # type: ignore[comparison-overlap]  # Starlette's own property
     assert request.headers.get("host") == "127.0.0.1:9000"
+
+
+def test_names_a_client_chooses_do_not_grow_the_name_cache_without_bound() -> None:
+    """SigV4 looks up every name a client signs: long or countless names answer right and the
+    cache of lower-cased names stays within its bounds."""
+    from server import request_headers
+
+    headers = asgi_headers([(b"x-amz-meta-" + b"a" * 300, b"long")])
+    assert headers.get("X-Amz-Meta-" + "A" * 300) == "long"
+    for n in range(3000):
+        assert headers.get(f"X-Client-Chosen-{n}") is None
+    assert len(request_headers._LOWER) <= request_headers._LOWER_MAX
+    assert all(len(name) <= request_headers._LOWER_NAME_MAX for name in request_headers._LOWER)
