@@ -42,17 +42,23 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def test_values_know_their_process_and_a_fork_gets_its_own_files(tmp_path: Path) -> None:
-    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
-    out = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
+def _run(script: str, metrics_dir: Path) -> list[str]:
+    """What `script` prints, run as a worker with `metrics_dir` as its shared metrics directory."""
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir), "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
         env=env,
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
-    ).stdout.split()
+    )
+    return done.stdout.split()
+
+
+def test_values_know_their_process_and_a_fork_gets_its_own_files(tmp_path: Path) -> None:
+    out = _run(SCRIPT, tmp_path)
     total, child = float(out[0]), int(out[1])
     assert total == 11.0  # 5 + 2 + 1 in the parent, 3 in the child: none lost or counted twice
     assert (tmp_path / f"counter_{child}.db").exists()
@@ -86,14 +92,5 @@ EARLY_SCRIPT = textwrap.dedent(
 
 
 def test_values_made_before_the_import_and_after_it_all_count(tmp_path: Path) -> None:
-    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
-    out = subprocess.run(
-        [sys.executable, "-c", EARLY_SCRIPT],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout.split()
+    out = _run(EARLY_SCRIPT, tmp_path)
     assert [float(v) for v in out] == [1.0, 2.0, 3.0]
