@@ -35,9 +35,9 @@ What is not here, and why:
   server/signature/payload.py, tiering/store.py, tiering/backends/erasure_coded.py,
   erasure/reader.py's streaming reader, server/handlers/byteranges.py): what a small GET runs per
   request was moved out of them (erasure/whole_reads.py, server/handlers/get.py) to compile;
-- classes that subclass another library's Python class (server/metrics.py's collectors,
-  server/coalesced_writes.py's transport, server/connection_limits.py's protocol): a compiled
-  subclass of an interpreted class is not supported reliably (the transport crashed the worker);
+- classes that subclass another library's Python class (server/metrics.py's collectors): a
+  compiled subclass of an interpreted class is not supported reliably (a transport that subclassed
+  asyncio's crashed the worker; server/http_protocol.py is compiled because it subclasses nothing);
 - erasure/durability.py: the unit tests replace its `_flush` to inject a failed flush, which a
   compiled durability.py would not see.
 """
@@ -78,6 +78,7 @@ COMPILED_MODULES = [
     "server/handlers/object_lock.py",
     "server/handlers/put.py",
     "server/header_text.py",
+    "server/http_protocol.py",
     "server/http_semantics.py",
     "server/request_headers.py",
     "server/request_observer.py",

@@ -23,11 +23,19 @@ from typing import Any
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server import compiled_build, config_check, logs, malloc_tuning, metrics_workers, runtime_dir
+from server import (
+    compiled_build,
+    config_check,
+    http_protocol,
+    logs,
+    malloc_tuning,
+    metrics_workers,
+    runtime_dir,
+)
 from server.admin_cli import add_admin_parser, run_admin
 from server.app import build_lifecycle, build_store, create_app
 from server.config import ServerConfig, load_config
-from server.connection_limits import ConnectionLimits, GuardedHttpToolsProtocol, raise_file_limit
+from server.connection_limits import ConnectionLimits, raise_file_limit
 from server.node_cli import add_node_parser, run_node
 from server.workers import (
     Supervisor,
@@ -298,9 +306,10 @@ async def serve(
         gate,
         host=config.listen_host,
         port=config.listen_port,
-        # httptools plus header/body timeouts and a connection cap (server/connection_limits.py);
-        # the same protocol class serves HTTPS and every worker.
-        http=GuardedHttpToolsProtocol.with_limits(
+        # httptools plus header/body timeouts and a connection cap (server/http_protocol.py); the
+        # same protocol serves HTTPS and every worker. uvicorn calls what `http=` names with the
+        # protocol's arguments: a factory works as well as a class.
+        http=http_protocol.factory(  # type: ignore[arg-type]
             ConnectionLimits(
                 header_timeout=config.header_timeout_seconds,
                 body_idle_timeout=config.body_idle_timeout_seconds,

@@ -1,5 +1,6 @@
 """Slow and idle clients: a connection that never completes its request head, a body that stalls,
-an idle keep-alive connection, and more connections than a process takes (server/connection_limits.py).
+an idle keep-alive connection, and more connections than a process takes (server/http_protocol.py,
+server/connection_limits.py).
 
 Real servers with short timeouts (1-2 s, through the environment), raw sockets as the clients:
 each test checks that the server lets go of the connection — the client sees it closed and the

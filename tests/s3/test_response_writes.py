@@ -1,4 +1,4 @@
-"""How responses reach the wire (server/coalesced_writes.py): a small response's head and body
+"""How responses reach the wire (server/http_protocol.py): a small response's head and body
 leave in one write, so the client receives them in one TCP segment; a response without a body
 and a `100 Continue` are not held back.
 
@@ -98,3 +98,83 @@ def test_100_continue_comes_before_the_body_is_sent(server: ServerProcess, bucke
         assert headers["etag"] == f'"{hashlib.md5(payload).hexdigest()}"'
         sock.sendall(_request(server, "GET", f"/{bucket}/continued"))
         assert read_response(sock)[2] == payload
+
+
+def _responses(sock: socket.socket, methods: list[str]) -> list[tuple[int, dict[str, str], bytes]]:
+    """The responses to `methods`' requests, read in order off one buffered stream (pipelined
+    answers may share a segment, so no read may take bytes of the next one)."""
+    stream = sock.makefile("rb")
+    answers = []
+    for method in methods:
+        status_line = stream.readline()
+        assert status_line.startswith(b"HTTP/1.1 "), f"not a status line: {status_line!r}"
+        headers = {}
+        while (line := stream.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        length = 0 if method == "HEAD" else int(headers.get("content-length", "0"))
+        answers.append((int(status_line.split()[1]), headers, stream.read(length)))
+    return answers
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    """The server closed the connection: a read returns end of file (it would time out otherwise)."""
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_pipelined_requests_are_answered_in_order(server: ServerProcess, bucket: str) -> None:
+    payload = os.urandom(70_000)  # past the read pause's high-water mark (64 KiB)
+    requests = [
+        ("PUT", _request(server, "PUT", f"/{bucket}/piped", payload) + payload),
+        ("GET", _request(server, "GET", f"/{bucket}/piped")),
+        ("HEAD", _request(server, "HEAD", f"/{bucket}/piped")),
+        ("GET", _request(server, "GET", f"/{bucket}/not-there")),
+        ("DELETE", _request(server, "DELETE", f"/{bucket}/piped")),
+        ("GET", _request(server, "GET", f"/{bucket}/piped")),
+    ]
+    with _connect(server) as sock:
+        sock.sendall(b"".join(request for _, request in requests))  # all before any answer
+        answers = _responses(sock, [method for method, _ in requests])
+    assert [status for status, _, _ in answers] == [200, 200, 200, 404, 204, 404]
+    assert answers[0][1]["etag"] == f'"{hashlib.md5(payload).hexdigest()}"'
+    assert answers[1][2] == payload
+    assert answers[2][1]["content-length"] == str(len(payload))
+    assert b"<Code>NoSuchKey</Code>" in answers[3][2] and b"<Code>NoSuchKey</Code>" in answers[5][2]
+
+
+def test_a_malformed_request_gets_400_and_the_connection_closes(server: ServerProcess) -> None:
+    with _connect(server) as sock:
+        sock.sendall(b"GET /\x01bad HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, headers, body = read_response(sock)
+        assert (status, headers["connection"]) == (400, "close")
+        assert body == b"Invalid HTTP request received."
+        assert _closed_by_server(sock)
+
+
+def test_the_client_ends_keep_alive_with_http_1_0_or_connection_close(
+    server: ServerProcess, s3: Any, bucket: str
+) -> None:
+    s3.put_object(Bucket=bucket, Key="k", Body=b"kept")
+    for version, extra in (("HTTP/1.0", {}), ("HTTP/1.1", {"Connection": "close"})):
+        with _connect(server) as sock:
+            request = _request(server, "GET", f"/{bucket}/k", b"", **extra).replace(
+                b"HTTP/1.1", version.encode(), 1
+            )
+            sock.sendall(request)
+            status, headers, body = read_response(sock)
+            assert (status, body, headers["connection"]) == (200, b"kept", "close"), version
+            assert _closed_by_server(sock), version
+
+
+def test_a_kept_alive_connection_serves_request_after_request(server: ServerProcess, bucket: str) -> None:
+    with _connect(server) as sock:
+        for index in range(50):
+            payload = os.urandom(index * 1_000)
+            sock.sendall(_request(server, "PUT", f"/{bucket}/kept-{index}", payload) + payload)
+            status, headers, _ = read_response(sock)
+            assert status == 200 and "connection" not in headers
+            sock.sendall(_request(server, "GET", f"/{bucket}/kept-{index}"))
+            assert read_response(sock)[2] == payload
