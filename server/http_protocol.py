@@ -6,7 +6,8 @@ Why not uvicorn's own httptools protocol: every small request spent a fifth of i
 time in it, interpreted (a dozen Python calls per request: the parser's callbacks, the scope, the
 request cycle's `receive` and `send`, an `asyncio.Event`; bench/RESULTS.md, "uvicorn's protocol
 compiled"). This is the same protocol — its code is uvicorn 0.55's `httptools_impl` (BSD-3-Clause,
-Copyright © 2017-present, Encode OSS Ltd.), its behaviour on the wire unchanged — written so that
+Copyright © 2017-present, Encode OSS Ltd.; the license is in server/UVICORN-LICENSE.md), its
+behaviour on the wire unchanged — written so that
 the compiled build (setup.py) can compile it, with what server/connection_limits.py added to it
 folded in:
 
