@@ -24,6 +24,7 @@ from tests.conftest import ServerProcess
 # struct tcp_info (linux/tcp.h): tcpi_data_segs_in, after the fields that come before it.
 TCPI_DATA_SEGS_IN_OFFSET = 152
 WAIT = 10.0  # seconds a reply may take before the test calls it missing
+CLOSE_WAIT = 3.0  # seconds a close may take (the session server closes a stray head after 10)
 
 
 def _connect(server: ServerProcess) -> socket.socket:
@@ -118,7 +119,9 @@ def _responses(sock: socket.socket, methods: list[str]) -> list[tuple[int, dict[
 
 
 def _closed_by_server(sock: socket.socket) -> bool:
-    """The server closed the connection: a read returns end of file (it would time out otherwise)."""
+    """The server closed the connection at once: a read returns end of file within CLOSE_WAIT (an
+    open connection times out, well before the server's own header timeout could close it)."""
+    sock.settimeout(CLOSE_WAIT)
     try:
         return sock.recv(1) == b""
     except ConnectionResetError:
