@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import resource
 import signal
 import sqlite3
 import subprocess
@@ -19,7 +21,7 @@ import pytest
 from botocore.config import Config
 
 from server import compiled_build, runtime_dir
-from tests import node_cluster, ports, postgres
+from tests import node_cluster, parallel, ports, postgres
 from tests import reliability as reliability_plugin
 from tests.reliability import reliability  # noqa: F401 - the fixture, for every test family
 
@@ -84,6 +86,16 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.setdefault("TIERSTORE_FUZZ", "soak")
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hooks: the suite runs on every core
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    return parallel.worker_count()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    return parallel.make_scheduler(config, log)
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     return f"tierstore build: {compiled_build.describe()}"
 
@@ -139,6 +151,11 @@ def free_port() -> int:
     return ports.free_port()
 
 
+def _lower_open_files(soft: int) -> None:
+    """In a server's child process, before it runs the server: its soft limit on open files."""
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+
 @dataclass
 class ServerProcess:
     """A running `tierstore serve`, started the way a user starts it."""
@@ -154,6 +171,9 @@ class ServerProcess:
     nodes: bool = True
     # The other gateways on this data that the session's clients also send requests to (--cluster).
     siblings: list[ServerProcess] = field(default_factory=list)
+    # The server's soft limit on open files, set in its process alone (None: inherited): lowering
+    # the test process's own would fail whatever it opens meanwhile (an xdist worker holds more).
+    open_files_soft_limit: int | None = None
 
     @property
     def endpoint(self) -> str:
@@ -201,6 +221,7 @@ class ServerProcess:
             env["TIERSTORE_CLUSTER_SECRET"] = node_cluster.SECRET
             node_cluster.attach(self.data_dir, self._catalog_for_nodes(), self)
         log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
+        soft = self.open_files_soft_limit
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -217,6 +238,7 @@ class ServerProcess:
             stderr=subprocess.STDOUT,
             env=env,
             text=True,
+            preexec_fn=None if soft is None else functools.partial(_lower_open_files, soft),
         )
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:

@@ -20,7 +20,7 @@ import threading
 
 _EPHEMERAL = "/proc/sys/net/ipv4/ip_local_port_range"
 _SPAN = 12_000  # ports below the ephemeral range used here
-_SLICES = 8  # one per xdist worker (gw0, gw1, ...: modulo this)
+SLICES = 8  # one per xdist worker (gw0, gw1, ...: modulo this; tests/parallel.py starts no more)
 _MIN_SLICE = 500
 
 
@@ -32,11 +32,11 @@ def _slice() -> range | None:
     except (OSError, ValueError, IndexError):
         return None
     start = max(low - _SPAN, 10_000)
-    size = (low - start) // _SLICES
+    size = (low - start) // SLICES
     if size < _MIN_SLICE:
         return None
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    index = int(worker[2:]) % _SLICES if worker[2:].isdigit() else 0
+    index = int(worker[2:]) % SLICES if worker[2:].isdigit() else 0
     return range(start + index * size, start + (index + 1) * size)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,6 +21,7 @@ import pytest
 
 REPORT = Path(__file__).with_name("RELIABILITY.md")
 CALL_REPORT = pytest.StashKey[pytest.TestReport]()
+PROPERTY = "tierstore-reliability"  # the user property of a test's report that carries its figures
 
 
 @dataclass
@@ -57,8 +58,13 @@ class ReliabilityPlugin:
         self.config = config
         self.recorders: list[tuple[Recorder, str]] = []  # with the test's outcome
 
-    def add(self, recorder: Recorder, outcome: str) -> None:
-        self.recorders.append((recorder, outcome))
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "teardown":
+            return
+        for name, value in report.user_properties:
+            if name == PROPERTY and isinstance(value, dict):
+                tally = Tally(**{f.name: value[f.name] for f in fields(Tally)})
+                self.recorders.append((Recorder(value["nodeid"], tally), value["outcome"]))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -109,7 +115,8 @@ class ReliabilityPlugin:
             f"| {total.verified} | {total.lost} |"
         )
         lines += ["", "## What ran", ""]
-        lines += [f"- `{recorder.nodeid}`: {outcome}" for recorder, outcome in self.recorders]
+        ran = sorted(self.recorders, key=lambda ran: ran[0].nodeid)  # processes finish in any order
+        lines += [f"- `{recorder.nodeid}`: {outcome}" for recorder, outcome in ran]
         return "\n".join(lines) + "\n"
 
 
@@ -149,8 +156,10 @@ def reliability(request: pytest.FixtureRequest) -> Iterator[Recorder]:
     outcome = "passed" if call is not None and call.passed else ("failed" if call is not None else "error")
     if recorder.losses:
         outcome = "failed"
-    plugin = request.config.pluginmanager.get_plugin("tierstore-reliability")
-    if plugin is not None:
-        plugin.add(recorder, outcome)
+    # Through the test's report, which reaches the process that writes the file: with xdist, the
+    # controller (tests run in its workers; the reports alone come back to it).
+    request.node.user_properties.append(
+        (PROPERTY, {"nodeid": recorder.nodeid, "outcome": outcome, **asdict(recorder.tally)})
+    )
     if recorder.losses:
         pytest.fail(f"{len(recorder.losses)} acknowledged object(s) lost: {recorder.losses[:10]}")

@@ -377,15 +377,15 @@ def test_workers_close_half_heads_too(spawn: Spawn) -> None:
 def test_the_open_file_limit_is_raised_to_fit_the_cap(spawn: Spawn) -> None:
     # A soft limit of 256 (many systems default to 1024) would refuse connections with EMFILE
     # long before a cap of 600; the server lifts it (up to the hard limit) when it starts.
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard != resource.RLIM_INFINITY and hard < 600 + 512:
         pytest.skip(f"hard open-file limit {hard} is too low for this test")
-    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))  # inherited by the server
-    try:
-        # One process: its file limit is read from /proc/<pid>/limits.
-        server = spawn(env={"TIERSTORE_SERVER_MAX_CONNECTIONS": "600"}, extra_args=["--workers", "1"])
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    # One process: its file limit is read from /proc/<pid>/limits.
+    server = spawn(
+        env={"TIERSTORE_SERVER_MAX_CONNECTIONS": "600"},
+        extra_args=["--workers", "1"],
+        open_files_soft_limit=256,
+    )
     assert server.proc is not None
     limits = Path(f"/proc/{server.proc.pid}/limits").read_text()
     line = next(line for line in limits.splitlines() if line.startswith("Max open files"))
