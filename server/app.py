@@ -87,7 +87,7 @@ def authenticate_request(request: Request, credentials: Credentials, max_skew: t
             method=request.method,
             raw_path=request.scope.get("raw_path", b"").decode("latin-1") or request.url.path,
             query_string=request.scope.get("query_string", b"").decode("latin-1"),
-            headers=request.headers,
+            headers=headers_of(request).signed(),
         ),
         credentials,
         now=datetime.now(UTC),
@@ -365,7 +365,7 @@ class Gateway:
             method=method,
             raw_path=raw_path.split("?", 1)[0],
             query_string=query_string,
-            headers=headers,
+            headers=headers.signed(),
             virtual_host_bucket=routed.virtual_host_bucket,
         )
         state = request.scope["state"]  # see `handle`

@@ -50,10 +50,14 @@ class RequestHeaders:
         self._pairs = pairs  # (name, value) in order, names in lower case
         self.raw = raw  # as Starlette's `Headers.raw`: the byte pairs as received
         first: dict[str, str] = {}
+        repeated = False
         for name, value in pairs:
             if name not in first:
                 first[name] = value
+            else:
+                repeated = True
         self._first = first
+        self._repeated = repeated
 
     def __getitem__(self, key: str) -> str:
         try:
@@ -76,6 +80,20 @@ class RequestHeaders:
     def getlist(self, key: str) -> list[str]:
         name = key.lower()
         return [value for each, value in self._pairs if each == name]
+
+    def signed(self) -> RequestHeaders:
+        """The headers as signatures cover them: a repeated name's values stripped and joined with
+        "," (AWS's canonical form in SigV4's CanonicalHeaders and SigV2's x-amz-* lines; botocore
+        signs so), where every other reader takes the first value alone. Itself when no name repeats."""
+        if not self._repeated:
+            return self
+        joined: dict[str, list[str]] = {}
+        for name, value in self._pairs:
+            joined.setdefault(name, []).append(value.strip())
+        pairs = [(name, ",".join(values)) for name, values in joined.items()]
+        return RequestHeaders(
+            pairs, [(name.encode("latin-1"), value.encode("latin-1")) for name, value in pairs]
+        )
 
     def keys(self) -> list[str]:
         return [name for name, _ in self._pairs]

@@ -8,7 +8,7 @@ from email.header import decode_header, make_header
 
 import botocore.handlers
 import pytest
-from botocore.auth import S3SigV4Auth
+from botocore.auth import HmacV1Auth, S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
@@ -100,13 +100,19 @@ SENT_AS_IS = {
 
 
 def send_bytes(
-    server: ServerProcess, method: str, url: str, headers: dict[bytes, bytes], body: bytes = b""
+    server: ServerProcess,
+    method: str,
+    url: str,
+    headers: dict[bytes, bytes] | list[tuple[bytes, bytes]],
+    body: bytes = b"",
 ) -> tuple[int, dict[bytes, bytes]]:
-    """One request with these exact header bytes (a presigned URL carries the signature, so the
-    headers need not be signed); the status and the response headers exactly as received."""
+    """One request with these exact header bytes (a list may repeat a name; a presigned URL
+    carries the signature, so the headers need not be signed); the status and the response
+    headers exactly as received."""
     target = url.split(str(server.port), 1)[1].encode()
     lines = [method.encode() + b" " + target + b" HTTP/1.1", f"Host: 127.0.0.1:{server.port}".encode()]
-    lines += [name + b": " + value for name, value in headers.items()]
+    pairs = headers.items() if isinstance(headers, dict) else headers
+    lines += [name + b": " + value for name, value in pairs]
     lines += [f"Content-Length: {len(body)}".encode(), b"Connection: close"]
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
         sock.sendall(b"\r\n".join(lines) + b"\r\n\r\n" + body)
@@ -161,6 +167,25 @@ def test_signature_error_over_non_utf8_header_bytes_is_a_403(server, bucket) -> 
     headers[b"x-amz-meta-a"] = b"\xe9"
     status, received = send_bytes(server, "PUT", f"{server.endpoint}/{bucket}/k", headers, b"x")
     assert (status, received[b"content-type"]) == (403, b"application/xml")
+
+
+@pytest.mark.parametrize("signer", [S3SigV4Auth, HmacV1Auth])
+def test_a_repeated_signed_header_is_signed_as_its_values_joined(server, bucket, signer) -> None:
+    # AWS (and botocore) sign a header sent twice as its values, each trimmed, joined with ","
+    # (SigV4's CanonicalHeaders, SigV2's x-amz-* lines); signed as its first value alone, such a
+    # request was refused with SignatureDoesNotMatch.
+    request = AWSRequest(method="PUT", url=f"{server.endpoint}/{bucket}/k", data=b"x")
+    request.headers["x-amz-meta-a"] = " one "
+    request.headers["x-amz-meta-a"] = "two  three"  # a second header line, not a replacement
+    credentials = Credentials(ACCESS_KEY, SECRET_KEY)
+    auth = S3SigV4Auth(credentials, "s3", REGION) if signer is S3SigV4Auth else HmacV1Auth(credentials)
+    auth.add_auth(request)
+    assert request.headers.get_all("x-amz-meta-a") == [" one ", "two  three"]
+    headers = [
+        (name.encode(), value.encode()) for name, value in request.headers.items() if name.lower() != "host"
+    ]
+    status, _ = send_bytes(server, "PUT", f"{server.endpoint}/{bucket}/k", headers, b"x")
+    assert status == 200
 
 
 @pytest.mark.parametrize(
