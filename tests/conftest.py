@@ -21,7 +21,7 @@ import pytest
 from botocore.config import Config
 
 from server import compiled_build, runtime_dir
-from tests import node_cluster, parallel, ports, postgres
+from tests import node_cluster, ports, postgres
 from tests import reliability as reliability_plugin
 from tests.reliability import reliability  # noqa: F401 - the fixture, for every test family
 
@@ -86,14 +86,16 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.setdefault("TIERSTORE_FUZZ", "soak")
 
 
-@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hooks: the suite runs on every core
+# The suite runs on every core: pyproject's addopts give `-n auto --dist loadfile`, so each file
+# goes whole to one pytest-xdist process (its module fixtures start once). Files are independent:
+# each test starts its servers on ports of its own process's slice (tests/ports.py), and each
+# process its own PostgreSQL server (tests/postgres.py) and session servers (below), whose logs
+# are checked when they stop. Serially the whole suite took 40 of CI's 90 minutes on a slow
+# 2-core machine (2026-12-07), most of it waiting: for servers to start, a heal, a lease, a kill.
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook, for `-n auto`
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    return parallel.worker_count()
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    return parallel.make_scheduler(config, log)
+    """A process per core this one may run on, no more than tests/ports.py has port slices."""
+    return max(1, min(len(os.sched_getaffinity(0)), ports.SLICES))
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -334,7 +336,12 @@ def runtime_dirs_removed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
 
 @pytest.fixture(scope="session")
 def session_gateways(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ServerProcess]]:
-    """The session's servers: one, or with --cluster two gateways on one catalog over the nodes."""
+    """The session's servers: one, or with --cluster two gateways on one catalog over the nodes.
+
+    When the session ends, each must still be running and must have logged no traceback and no
+    internal error, whatever the tests sent it: checked here, after every test of this process
+    that used it, whichever files the process ran (so it fails the session, reported as an error
+    in the teardown of its last test)."""
     data = tmp_path_factory.mktemp("server") / "data"
     procs = [ServerProcess(data, free_port()).start()]
     try:
@@ -342,9 +349,15 @@ def session_gateways(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[
             procs.append(ServerProcess(data, free_port()).start())
             procs[0].siblings = procs[1:]
         yield procs
+        running = [proc.proc is not None and proc.proc.poll() is None for proc in procs]
     finally:
         for proc in procs:
             proc.stop()
+    for proc, ran in zip(procs, running, strict=True):
+        log = proc.log()
+        assert ran, f"the session's server {proc.endpoint} died:\n{log[-3000:]}"
+        assert "Traceback" not in log, log[max(0, log.find("Traceback") - 2000) :]
+        assert "internal error" not in log, log[max(0, log.find("internal error") - 2000) :]
 
 
 @pytest.fixture(scope="session")

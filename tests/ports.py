@@ -20,7 +20,7 @@ import threading
 
 _EPHEMERAL = "/proc/sys/net/ipv4/ip_local_port_range"
 _SPAN = 12_000  # ports below the ephemeral range used here
-SLICES = 8  # one per xdist worker (gw0, gw1, ...: modulo this; tests/parallel.py starts no more)
+SLICES = 8  # one per xdist worker (gw0, gw1, ...: modulo this; tests/conftest.py starts no more)
 _MIN_SLICE = 500
 
 
