@@ -69,3 +69,21 @@ def test_names_a_client_chooses_do_not_grow_the_name_cache_without_bound() -> No
         assert headers.get(f"X-Client-Chosen-{n}") is None
     assert len(request_headers._LOWER) <= request_headers._LOWER_MAX
     assert all(len(name) <= request_headers._LOWER_NAME_MAX for name in request_headers._LOWER)
+
+
+def test_signatures_see_a_repeated_name_as_its_values_joined() -> None:
+    # SigV4 and SigV2 sign a repeated header as its values, each stripped, joined with "," (AWS's
+    # canonical form); everything else reads the first value.
+    headers = asgi_headers(
+        [
+            (b"host", b"h"),
+            (b"x-amz-meta-a", b" one "),
+            (b"x-amz-date", b"d"),
+            (b"x-amz-meta-a", b"two  three"),
+        ]
+    )
+    signed = headers.signed()
+    assert signed.items() == [("host", "h"), ("x-amz-meta-a", "one,two  three"), ("x-amz-date", "d")]
+    assert signed["X-Amz-Meta-A"] == "one,two  three" and headers["x-amz-meta-a"] == " one "
+    once = asgi_headers([(b"host", b"h"), (b"x-amz-meta-a", b" one ")])
+    assert once.signed() is once  # no name repeats: no copy, and values as sent
