@@ -188,6 +188,22 @@ def test_a_repeated_signed_header_is_signed_as_its_values_joined(server, bucket,
     assert status == 200
 
 
+@pytest.mark.parametrize("name", ["authorization", "x-amz-date", "x-amz-content-sha256"])
+def test_a_repeated_authentication_header_gets_an_s3_answer(server, bucket, name: str) -> None:
+    # The verifier sees a repeated header as its values joined (above), the headers it parses
+    # itself too: a request that repeats one is answered (here: accepted when the copies agree, or
+    # refused with an S3 error), never a 500.
+    request = AWSRequest(method="PUT", url=f"{server.endpoint}/{bucket}/k", data=b"x")
+    S3SigV4Auth(Credentials(ACCESS_KEY, SECRET_KEY), "s3", REGION).add_auth(request)
+    headers = []
+    for header, value in request.headers.items():
+        if header.lower() != "host":
+            headers += [(header.encode(), value.encode())] * (2 if header.lower() == name else 1)
+    status, received = send_bytes(server, "PUT", f"{server.endpoint}/{bucket}/k", headers, b"x")
+    assert status in (200, 400, 403), status
+    assert status == 200 or received[b"content-type"] == b"application/xml"
+
+
 @pytest.mark.parametrize(
     ("method", "header", "value", "status"),
     [
