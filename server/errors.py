@@ -123,6 +123,13 @@ class InvalidRequest(S3Error):
     message = "Invalid Request"
 
 
+class BadRequest(S3Error):
+    """A request the HTTP parser could not read: S3 answers this (code and message) and closes."""
+
+    status = 400
+    message = "An error occurred when parsing the HTTP request."
+
+
 class InvalidStorageClass(S3Error):
     status = 400
     message = "The storage class you specified is not valid."

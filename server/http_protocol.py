@@ -7,7 +7,7 @@ time in it, interpreted (a dozen Python calls per request: the parser's callback
 request cycle's `receive` and `send`, an `asyncio.Event`; bench/RESULTS.md, "uvicorn's protocol
 compiled"). This is the same protocol — its code is uvicorn 0.55's `httptools_impl` (BSD-3-Clause,
 Copyright © 2017-present, Encode OSS Ltd.; the license is in server/UVICORN-LICENSE.md), its
-behaviour on the wire unchanged — written so that
+behaviour on the wire unchanged but where said below — written so that
 the compiled build (setup.py) can compile it, with what server/connection_limits.py added to it
 folded in:
 
@@ -26,6 +26,8 @@ folded in:
   the request unread often sees a reset instead) and answered with S3's `SlowDown` (503, XML,
   `Connection: close`), which SDKs retry with back-off. uvicorn's `limit_concurrency` (a
   plain-text 503 no S3 client understands) is not honoured;
+- bytes the parser cannot read as HTTP get S3's `BadRequest` (400, XML, `Connection: close`) —
+  uvicorn's answer was plain text no S3 client parses — and the connection is closed;
 - one write per small response: a final response head is held until the body's first bytes (or
   the response's end, or the close) and leaves with them in one `writelines` — one `writev`, one
   TCP segment for a small GET. A `100 Continue` is never held.
@@ -267,10 +269,9 @@ class HttpProtocol:
             self.keep_alive_timer = None
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserError:
-            message = "Invalid HTTP request received."
-            uvicorn_log.warning(message)
-            self._send_400(message)
+        except httptools.HttpParserError as exc:
+            log.info("closing %s: unparsable request (%s)", self.client, exc)
+            self._send_bad_request()
             return
         except httptools.HttpParserUpgrade:
             uvicorn_log.warning("Unsupported upgrade request.")
@@ -286,21 +287,20 @@ class HttpProtocol:
         elif self.in_body and self.body_timer is None:
             self.body_timer = self.loop.call_later(self.limits.body_idle_timeout, self._body_idle)
 
-    def _send_400(self, message: str) -> None:
-        content = [STATUS_LINE[400]]
-        for name, value in self.server_state.default_headers:
-            content.extend([name, b": ", value, b"\r\n"])
-        content.extend(
-            [
-                b"content-type: text/plain; charset=utf-8\r\n",
-                b"content-length: " + str(len(message)).encode("ascii") + b"\r\n",
-                b"connection: close\r\n",
-                b"\r\n",
-                message.encode("ascii"),
-            ]
-        )
-        self.write(b"".join(content))
+    def _send_bad_request(self) -> None:
+        """S3's answer to bytes that are not an HTTP request: `BadRequest` (400, XML), then close.
+        uvicorn answered a plain-text 400 that no S3 client parses. What came is unknowable (the
+        parser stopped partway), so the error names no method or resource."""
+        self.write(self._error_answer(s3.BadRequest(), "", ""))
         self.transport.close()
+
+    def _error_answer(self, error: s3.S3Error, method: str, resource: str) -> bytes:
+        """A whole response carrying `error`, with the server's default headers (date)."""
+        status, headers, body = error_response(error, method, resource)
+        head = b"".join(
+            name + b": " + value + b"\r\n" for name, value in [*self.server_state.default_headers, *headers]
+        )
+        return STATUS_LINE[status] + head + b"\r\n" + body
 
     # --- parser callbacks (httptools calls these from feed_data) ---------------------------------
 
@@ -464,14 +464,8 @@ class HttpProtocol:
         cycle.disconnected = True
         cycle.notify()
         if answer:
-            status, headers, body = error_response(
-                s3.RequestTimeout(), self.scope["method"], self.scope.get("raw_path", b"").decode("latin-1")
-            )
-            head = b"".join(
-                name + b": " + value + b"\r\n"
-                for name, value in [*self.server_state.default_headers, *headers]
-            )  # date
-            self.write(STATUS_LINE[status] + head + b"\r\n" + body)
+            raw_path = self.scope.get("raw_path", b"").decode("latin-1")
+            self.write(self._error_answer(s3.RequestTimeout(), self.scope["method"], raw_path))
             self._close()
         else:
             self._abort()

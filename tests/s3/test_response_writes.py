@@ -15,6 +15,7 @@ import socket
 import struct
 import sys
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 
@@ -148,13 +149,48 @@ def test_pipelined_requests_are_answered_in_order(server: ServerProcess, bucket:
     assert b"<Code>NoSuchKey</Code>" in answers[3][2] and b"<Code>NoSuchKey</Code>" in answers[5][2]
 
 
-def test_a_malformed_request_gets_400_and_the_connection_closes(server: ServerProcess) -> None:
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GET /\x01bad HTTP/1.1\r\nHost: x\r\n\r\n",  # a control byte in the URL
+        b"abcdefg\r\n\r\n",  # no request line at all
+        b"GET / HTTP/1.1\r\nHost x\r\n\r\n",  # a header line without a colon
+    ],
+    ids=["url", "request-line", "header"],
+)
+def test_a_malformed_request_gets_s3s_bad_request_and_the_connection_closes(
+    server: ServerProcess, request_bytes: bytes
+) -> None:
+    """What S3 answers bytes that are not HTTP: 400 `BadRequest` in XML (an SDK parses the code),
+    not a web server's plain-text 400; then the connection closes."""
     with _connect(server) as sock:
-        sock.sendall(b"GET /\x01bad HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.sendall(request_bytes)
+        status, headers, body = read_response(sock)
+        assert (status, headers["connection"], headers["content-type"]) == (400, "close", "application/xml")
+        error = ElementTree.fromstring(body)
+        assert error.findtext("Code") == "BadRequest"
+        assert error.findtext("Message") == "An error occurred when parsing the HTTP request."
+        assert error.findtext("RequestId") == headers["x-amz-request-id"]
+        assert _closed_by_server(sock)
+
+
+def test_a_put_whose_chunked_body_turns_malformed_stores_nothing(
+    server: ServerProcess, s3: Any, bucket: str
+) -> None:
+    """A signed PUT whose body breaks HTTP's chunked framing halfway: the client hears BadRequest,
+    the connection closes, and the key keeps what it held (no part of the new body is committed)."""
+    s3.put_object(Bucket=bucket, Key="kept", Body=b"old body")
+    url = f"{server.endpoint}/{bucket}/kept"
+    sent = sign_v4("PUT", url, {"Transfer-Encoding": "chunked"}, "UNSIGNED-PAYLOAD").headers
+    head = f"PUT /{bucket}/kept HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in sent.items())
+    with _connect(server) as sock:
+        sock.sendall(head.encode() + b"\r\n" + b"5\r\nnew b\r\n")
+        sock.sendall(b"zz-not-a-chunk-size\r\nody\r\n0\r\n\r\n")
         status, headers, body = read_response(sock)
         assert (status, headers["connection"]) == (400, "close")
-        assert body == b"Invalid HTTP request received."
+        assert ElementTree.fromstring(body).findtext("Code") == "BadRequest"
         assert _closed_by_server(sock)
+    assert s3.get_object(Bucket=bucket, Key="kept")["Body"].read() == b"old body"
 
 
 def test_the_client_ends_keep_alive_with_http_1_0_or_connection_close(
