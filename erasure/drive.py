@@ -53,6 +53,13 @@ class ShardWriter(Protocol):
 
     def committed(self) -> None: ...
 
+    @property
+    def replaced(self) -> int | None:
+        """Once published: the size of the shard it replaced on its drive (the same data id and
+        index: heal rewriting a damaged one in place), None where it added one. A drive's shard
+        count counts it only in the second case."""
+        ...
+
     def unpublish(self) -> None: ...
 
     def commit(self, header: ShardHeader | None = None) -> None: ...

@@ -304,7 +304,8 @@ class _Handler(BaseHTTPRequestHandler):
         except BaseException:
             writer.discard()
             raise
-        self._json({"ok": True})
+        # The gateway keeps this drive's shard count too: one more only if nothing was replaced.
+        self._json({"ok": True, "replaced": writer.replaced})
 
     # -- answers -----------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ gateway answers with parity or a clean 503, never with bytes from a node it cann
 from __future__ import annotations
 
 import base64
+import contextlib
 import errno
 import hashlib
 import http.client
@@ -268,6 +269,7 @@ class RemoteShardWriter:
         self._next_stripe = 0
         self._hash = hashlib.sha256()
         self._done = False
+        self.replaced: int | None = None  # ShardWriter.replaced, as the node answered it
         client = drive.client
         self._target = drive.target("shard", header.data_id, header.index)
         self._conn = client.new_connection()
@@ -342,10 +344,17 @@ class RemoteShardWriter:
                 self._done = True
             if response.status != 200:
                 raise node_error(response.status, data, self.store.client.address)
+            # (A node of an earlier version answers {"ok": true}: it added a shard, as far as we know.)
+            with contextlib.suppress(ValueError, AttributeError):
+                replaced = json.loads(data).get("replaced")
+                self.replaced = int(replaced) if replaced is not None else None
         return None
 
     def committed(self) -> None:
-        self.store._account(1, file_size(self.header))
+        if self.replaced is None:
+            self.store._account(1, file_size(self.header))
+        else:
+            self.store._account(0, file_size(self.header) - self.replaced)
 
     def unpublish(self) -> None:
         pass  # publish either made the shard durable or failed as a whole

@@ -385,6 +385,7 @@ class ShardFileWriter:
         self._written = 0
         self._unflushed = 0  # bytes written since writeback was last started
         self._final: Path | None = None
+        self.replaced: int | None = None  # see ShardWriter.replaced
         try:
             self._write_all([header.pack()])
         except BaseException:
@@ -473,6 +474,10 @@ class ShardFileWriter:
             self._fd = -1
             final = self.store.path_for(self.header.data_id, self.header.index)
             try:
+                self.replaced = os.stat(final).st_size
+            except FileNotFoundError:
+                self.replaced = None
+            try:
                 os.replace(self._tmp, final)
             except FileNotFoundError:  # the first shard in this fan-out directory
                 final.parent.mkdir(parents=True, exist_ok=True)
@@ -486,14 +491,16 @@ class ShardFileWriter:
         return barrier
 
     def committed(self) -> None:
-        """Count the shard once `publish` and its flush are done."""
-        self.store._account(1, file_size(self.header))
+        """Count the shard once `publish` and its flush are done (a replaced one only its size)."""
+        _account_replacing(self.store, self.replaced, file_size(self.header))
 
     def unpublish(self) -> None:
         """Remove a published shard whose flush failed (never raises: a failure path)."""
         if self._final is not None:
             with contextlib.suppress(OSError):
                 os.unlink(self._final)
+                if self.replaced is not None:  # the shard it replaced went with it
+                    self.store._account(-1, -self.replaced)
 
     def commit(self, header: ShardHeader | None = None) -> None:
         """Rewrite the header (the size is final only now), rename into place, wait until durable."""
@@ -583,6 +590,7 @@ def publish_shards_many(blobs: Sequence[Sequence[ShardWriter]]) -> list[Publishe
             try:
                 if isinstance(writer, PackingWriter) and writer.batchable:
                     entry = (blob, n, writer, writer.record_payload())
+                    writer.note_replaced()
                     by_packs.setdefault(id(writer.packs), (writer.packs, []))[1].append(entry)
                 else:
                     _behind(blob, n, writer.publish(None))
@@ -598,6 +606,15 @@ def publish_shards_many(blobs: Sequence[Sequence[ShardWriter]]) -> list[Publishe
             else:
                 _behind(blob, n, writer.appended())
     return published
+
+
+def _account_replacing(store: LocalDrive, replaced: int | None, size: int) -> None:
+    """Count a committed shard of `size` bytes on `store`: one more shard, or, where it replaced
+    one of `replaced` bytes (the same data id and index), the same count and the difference."""
+    if replaced is None:
+        store._account(1, size)
+    else:
+        store._account(0, size - replaced)
 
 
 def _behind(published: PublishedShards, n: int, barrier: FlushBarrier | None) -> None:
@@ -702,6 +719,7 @@ class PackingWriter:
         self._size = HEADER_SIZE
         self._file: ShardFileWriter | None = None
         self._published = False
+        self._replaced: int | None = None  # the length of the live record this one supersedes
 
     @property
     def drive(self) -> Drive:
@@ -756,8 +774,20 @@ class PackingWriter:
         if header is not None:
             self.header = header
         barrier = self.store.barrier
-        self.packs.append(self.header.data_id, self.header.index, self.record_payload(), barrier)
+        payload = self.record_payload()
+        self.note_replaced()
+        self.packs.append(self.header.data_id, self.header.index, payload, barrier)
         return self.appended()
+
+    def note_replaced(self) -> None:
+        """Just before its record is appended: does it supersede a live one (heal rewriting a
+        damaged shard in place)? Then committing it adds no shard to the drive's count."""
+        old = self.packs.lookup(self.header.data_id, self.header.index, refresh=False)
+        self._replaced = None if old is None else old.length
+
+    @property
+    def replaced(self) -> int | None:
+        return self._file.replaced if self._file is not None else self._replaced
 
     @property
     def batchable(self) -> bool:
@@ -779,14 +809,16 @@ class PackingWriter:
         if self._file is not None:
             self._file.committed()
         else:
-            self.store._account(1, file_size(self.header))
+            _account_replacing(self.store, self._replaced, file_size(self.header))
 
     def unpublish(self) -> None:
         if self._file is not None:
             self._file.unpublish()
         elif self._published:
             with contextlib.suppress(OSError):
-                self.packs.remove(self.header.data_id, self.header.index)
+                removed = self.packs.remove(self.header.data_id, self.header.index) >= 0
+                if removed and self._replaced is not None:  # the record it superseded is gone too
+                    self.store._account(-1, -self._replaced)
 
     def commit(self, header: ShardHeader | None = None) -> None:
         barrier = self.publish(header)

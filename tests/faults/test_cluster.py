@@ -36,7 +36,7 @@ from tests.conftest import (
     make_client,
 )
 from tests.node_cluster import NODES, SECRET, Node
-from tests.shards import count_shards
+from tests.shards import count_shards, shards_under
 
 GRACE = {"TIERSTORE_RETIRE_GRACE_SECONDS": "3"}  # a drained node's retired files are collected soon
 
@@ -166,6 +166,55 @@ def test_s3_basics_over_nodes(cluster: Cluster) -> None:
     cluster.check_all(gateway=1)
 
 
+def test_a_shard_healed_in_place_on_a_node_is_counted_once(cluster: Cluster) -> None:
+    """Heal rewrites a damaged shard where it was, over the old one: the node's drive holds no
+    more shards than before, and the gateway's count of it says so (the node answers whether its
+    write replaced a shard; each rewrite once counted one more, for good)."""
+    bodies = {"healed/file": os.urandom(3 * 1024 * 1024), "healed/packed": os.urandom(300_000)}
+    for key, body in bodies.items():  # 1 MiB shards, files of their own; 100 KB ones, packed
+        cluster.put(key, body)
+    damaged = []
+    for key in bodies:
+        (segments,) = catalog_query(
+            cluster.gateways[0].data_dir,
+            "SELECT segments FROM objects WHERE bucket = 'cluster' AND key = ?",
+            (key,),
+        )[0]
+        data_id = json.loads(segments)[0]["id"]
+        shard = next(s for n in cluster.nodes for s in shards_under(n.data, data_id) if s.index == 0)
+        shard.corrupt()
+        damaged.append(shard)
+    assert {s.packed for s in damaged} == {False, True}
+    # What the earlier tests deleted is collected first: only the heal may change the counts here.
+    gateway_data = cluster.gateways[0].data_dir
+    _wait_for(
+        "the garbage of the earlier tests to be collected",
+        lambda: all(
+            catalog_query(gateway_data, f"SELECT COUNT(*) FROM {table}")[0][0] == 0
+            for table in ("garbage", "shard_garbage")
+        ),
+        60,
+    )
+    # A node's drive is <node>/<drive>/<tier>; the gateways call it <tier>-<node>-<drive>.
+    domains = {"-".join((s.domain.parts[-1], s.domain.parts[-3], s.domain.parts[-2])) for s in damaged}
+
+    def counts() -> list[dict[str, object]]:
+        """Each gateway's counts of those drives (whichever gateway heals, it counts its writes)."""
+        return [
+            {d["id"]: d["shards"] for d in _admin(cluster, "domains", gateway=n) if d["id"] in domains}
+            for n in range(len(cluster.gateways))
+        ]
+
+    before = counts()
+    assert all(set(c) == domains for c in before)
+    on_disk = _node_shards(cluster)
+    healed = json.loads(_run_admin(cluster, "heal", "--wait", "--json").stdout)
+    assert healed["corrupt_blocks_found"] >= 2 and healed["shards_healed"] >= 2, healed
+    assert counts() == before
+    assert _node_shards(cluster) == on_disk
+    cluster.check_all()
+
+
 def test_forged_and_unsigned_requests_are_refused(cluster: Cluster) -> None:
     node = cluster.nodes[0]
     before = sorted(p for p in node.data.rglob("*"))
@@ -290,10 +339,12 @@ def test_m_nodes_down_reads_and_writes_go_on(cluster: Cluster) -> None:
     cluster.check_all()
 
 
-def _run_admin(cluster: Cluster, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def _run_admin(
+    cluster: Cluster, *args: str, check: bool = True, gateway: int = 0
+) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
-        "TIERSTORE_ENDPOINT": cluster.gateways[0].endpoint,
+        "TIERSTORE_ENDPOINT": cluster.gateways[gateway].endpoint,
         "TIERSTORE_ACCESS_KEY": ACCESS_KEY,
         "TIERSTORE_SECRET_KEY": SECRET_KEY,
     }
@@ -308,8 +359,8 @@ def _run_admin(cluster: Cluster, *args: str, check: bool = True) -> subprocess.C
     return done
 
 
-def _admin(cluster: Cluster, *args: str) -> list[dict[str, object]]:
-    return list(json.loads(_run_admin(cluster, *args, "--json").stdout))
+def _admin(cluster: Cluster, *args: str, gateway: int = 0) -> list[dict[str, object]]:
+    return list(json.loads(_run_admin(cluster, *args, "--json", gateway=gateway).stdout))
 
 
 def _wait_drives(cluster: Cluster, nodes: tuple[str, ...], state: str, within: float = 15) -> None:

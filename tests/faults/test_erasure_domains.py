@@ -135,6 +135,18 @@ class Cluster:
     def all_paths(self, tier: str) -> set[Shard]:
         return {p for shards in self.shard_files(tier).values() for ps in shards.values() for p in ps}
 
+    def counts_off_the_disk(self) -> dict[str, tuple[int, int]]:
+        """Domain → (the shard count `admin domains` reports, the shards on its disk), where they differ."""
+        off = {}
+        for tier in TIERS:
+            on_disk: dict[str, int] = {}
+            for path in self.all_paths(tier):
+                on_disk[drive_of(tier, path)] = on_disk.get(drive_of(tier, path), 0) + 1
+            for domain_id, domain in self.api_domains().items():
+                if domain["tier"] == tier and domain["shards"] != on_disk.get(domain_id, 0):
+                    off[domain_id] = (domain["shards"], on_disk.get(domain_id, 0))
+        return off
+
     def files_on(self, tier: str, drives: set[str]) -> dict[str, set[int]]:
         """Data ids (→ shard indexes) with a shard file on one of `drives`."""
         out: dict[str, set[int]] = {}
@@ -480,13 +492,12 @@ def test_copies_left_on_returned_domains_are_collected(cluster: Cluster) -> None
         return sum(len(ps) - 1 for shards in cluster.shard_files("hot").values() for ps in shards.values())
 
     wait_for(copies_left, 0, "the old copies on the returned hot domains to be collected", timeout=90.0)
-    for tier in TIERS:
-        on_disk: dict[str, int] = {}
-        for path in cluster.all_paths(tier):
-            on_disk[drive_of(tier, path)] = on_disk.get(drive_of(tier, path), 0) + 1
-        for domain_id, domain in cluster.api_domains().items():
-            if domain["tier"] == tier:
-                assert domain["shards"] == on_disk.get(domain_id, 0), domain_id
+    # The counts follow the disk. A look at the disk is not one instant, though: pack compaction
+    # may move records between files while the listing walks them. So they must agree soon, not
+    # at the first look (a count that drifted stays off and fails this: CI's PostgreSQL pass once
+    # found warm-n1-d1 counting 27 shards with 26 on its disk; most likely a shard written over
+    # one of the same data id and index, which each counted as one more then).
+    wait_for(cluster.counts_off_the_disk, {}, "every domain's shard count to match its disk", timeout=60.0)
     assert_full_width(cluster, "hot")
 
 
@@ -583,6 +594,9 @@ def test_corrupt_blocks_are_read_around_and_healed(cluster: Cluster, reliability
     assert again["corrupt_blocks_found"] == healed["corrupt_blocks_found"]
     assert again["shards_healed"] == healed["shards_healed"]
     cluster.check_all([cluster.objects[k] for k in sorted(cluster.objects)[::7]], seed=12)
+    # A shard rewritten in place replaced one: its drive holds as many shards as before (each
+    # rewrite once counted one more, for good).
+    wait_for(cluster.counts_off_the_disk, {}, "every domain's shard count to match its disk", timeout=30.0)
 
 
 def _get_fails_cleanly(
