@@ -86,6 +86,8 @@ class AdminApi:
             return json_response({"error": "InvalidArgument", "message": str(exc)}, 400)
         except TieringError as exc:  # e.g. the catalog database unreachable: 503, as for S3 requests
             error = to_s3_error(exc)
+            if error.status >= 500:
+                self.gateway.faults.record(request.method, request.url.path, error.status, error.code, exc)
             return json_response({"error": error.code, "message": error.detail}, error.status)
         except Exception as exc:
             # Answered in JSON like every other admin error (the CLI reads it), and logged with

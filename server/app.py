@@ -30,6 +30,7 @@ from server.context import S3Request
 from server.cors import CorsRules, preflight_target
 from server.credentials import ANONYMOUS, Identity, UserCredentials
 from server.error_map import to_s3_error
+from server.fault_log import FaultLog
 from server.handlers import HANDLERS
 from server.metrics import Metrics
 from server.operations import Operation
@@ -165,6 +166,7 @@ class Gateway:
         self.max_skew = timedelta(seconds=config.max_clock_skew_seconds)
         self.metrics = Metrics(store, lifecycle, per_bucket=config.metrics_per_bucket)
         self._request_ids = RequestIds()
+        self.faults = FaultLog(log)  # the cause of each 5xx a storage error earned (S3 and admin API)
         self._changes_seen = store.changes.token()
         self._catching_up = asyncio.Lock()
         # Under a supervisor: every worker's background progress, for the admin API's answers.
@@ -328,8 +330,12 @@ class Gateway:
             state["error_code"] = exc.code
             response = self._error(exc, method, raw_path, request_id)
         except TieringError as exc:
-            state["error_code"] = to_s3_error(exc).code
-            response = self._error(to_s3_error(exc), method, raw_path, request_id)
+            error = to_s3_error(exc)
+            state["error_code"] = error.code
+            if error.status >= 500:
+                # The path alone: a presigned URL's query holds its credential and signature.
+                self.faults.record(method, raw_path.split("?", 1)[0], error.status, error.code, exc)
+            response = self._error(error, method, raw_path, request_id)
         except Exception:
             log.exception("internal error on %s %s", method, raw_path)
             state["error_code"] = "InternalError"

@@ -291,3 +291,5 @@ def test_a_put_short_of_its_quorum_says_which_drives_failed_and_why(
     assert "2 of 6 shards failed" in message, message
     assert "hot-n2-d1 EROFS (Read-only file system)" in message, message
     assert "hot-n5-d1 EROFS (Read-only file system)" in message, message
+    # The operator reads the same cause in the server's log (a 5xx's cause always is).
+    assert f"PUT /{BUCKET}/refused answered 503 ServiceUnavailable: TierUnavailable: " in server.log()

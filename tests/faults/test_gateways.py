@@ -299,6 +299,11 @@ def test_postgresql_restarted_under_load_loses_no_acknowledged_write(gateways: S
         acked = len(traffic.acked)
         wait_for(lambda: len(traffic.acked) > acked + 30, 90, "traffic after PostgreSQL came back")
     assert traffic.unavailable > 0, "the outage was never seen"
+    # The client is told only to retry; the gateways' logs say why (the database's own words).
+    causes = [
+        line for p in procs for line in p.log().splitlines() if "answered 503 ServiceUnavailable" in line
+    ]
+    assert causes and all(": CatalogUnavailable: " in line for line in causes), causes[:5]
     traffic.check(procs[0].endpoint)
     traffic.check(procs[1].endpoint)
     assert all(run_admin(p.endpoint, "status").returncode == 0 for p in procs)
