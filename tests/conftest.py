@@ -11,7 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ import pytest
 from botocore.config import Config
 
 from server import compiled_build, runtime_dir
-from tests import node_cluster, ports, postgres
+from tests import node_cluster, ports, postgres, server_logs
 from tests import reliability as reliability_plugin
 from tests.reliability import reliability  # noqa: F401 - the fixture, for every test family
 
@@ -104,6 +104,17 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     node_cluster.stop_everything()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test's report ends with the logs of the servers that ran during it (tests/server_logs.py)."""
+    report = yield
+    if report.failed and call.when in ("setup", "call"):
+        report.sections.extend(server_logs.written_since(call.start))
+    return report
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -204,6 +215,7 @@ class ServerProcess:
 
     def start(self) -> ServerProcess:
         self.log_path = self.data_dir.parent / f"server-{self.port}.log"
+        server_logs.register(self.log_path)
         if "TIERSTORE_CATALOG_URL" not in self.env and "--catalog" not in self.extra_args:
             # On PostgreSQL: this server's own database, the same one each time it (re)starts on this data.
             # A new dict, not an update: the caller's (often a module's constant, shared by several
