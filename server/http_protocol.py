@@ -151,6 +151,7 @@ class HttpProtocol:
         self.partial_head = False  # a request head has begun and is not complete
         self.in_body = False  # a head is complete, its body is not
         self.completed_in_read = False  # the current read completed a request
+        self.unparsable = False  # bytes the parser could not read came: BadRequest, then close
         self.last_read = 0.0  # loop time of the last bytes received
         self.keep_alive_timer: TimerHandle | None = None
         self.head_timer: TimerHandle | None = None
@@ -262,6 +263,8 @@ class HttpProtocol:
     # --- reading ---------------------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
+        if self.unparsable:
+            return  # the parser stopped at bytes it could not read: nothing after them counts
         self.last_read = self.loop.time()
         self.completed_in_read = False
         if self.keep_alive_timer is not None:  # bytes came: the connection is not idle
@@ -271,6 +274,20 @@ class HttpProtocol:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
             log.info("closing %s: unparsable request (%s)", self.client, exc)
+            self.unparsable = True
+            cycle = self.cycle
+            if cycle is not None and not cycle.more_body and not cycle.response_complete:
+                # Whole requests before the bad bytes are still being answered (pipelined):
+                # written now, the 400 would land inside their responses and the close cut them
+                # off. It goes out after the last of them (`on_response_complete`).
+                self.pause_reading()
+                return
+            if cycle is not None and not cycle.response_complete:
+                # Its body broke off: as if the client had gone, so that the handler aborts (its
+                # next `receive` gets `http.disconnect`) and what it sends then is dropped, not
+                # written to the closed transport.
+                cycle.disconnected = True
+                cycle.notify()
             self._send_bad_request()
             return
         except httptools.HttpParserUpgrade:
@@ -407,6 +424,9 @@ class HttpProtocol:
         self.flush()  # a response without a body: its head goes out now
         self.server_state.total_requests += 1
         if self.transport.is_closing():
+            return
+        if self.unparsable and not self.pipeline:
+            self._send_bad_request()  # the requests before the bad bytes are answered
             return
         if self.keep_alive_timer is not None:
             self.keep_alive_timer.cancel()

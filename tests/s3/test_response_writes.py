@@ -174,6 +174,30 @@ def test_a_malformed_request_gets_s3s_bad_request_and_the_connection_closes(
         assert _closed_by_server(sock)
 
 
+def test_bytes_after_pipelined_requests_are_answered_after_them(
+    server: ServerProcess, s3: Any, bucket: str
+) -> None:
+    """Garbage behind whole requests (pipelined, sent before any answer): those requests are
+    answered whole and in order, a large GET streaming meanwhile, and only then the BadRequest,
+    and the connection closes. Written when the garbage was read, the 400 landed inside the
+    GET's body and the close cut the rest off."""
+    payload = os.urandom(8 * 1024 * 1024)  # still streaming out when the garbage is parsed
+    s3.put_object(Bucket=bucket, Key="streamed", Body=payload)
+    requests = [
+        ("GET", _request(server, "GET", f"/{bucket}/streamed")),
+        ("HEAD", _request(server, "HEAD", f"/{bucket}/streamed")),
+    ]
+    with _connect(server) as sock:
+        sock.sendall(b"".join(request for _, request in requests) + b"GET /\x01bad HTTP/1.1\r\n\r\n")
+        answers = _responses(sock, [*(method for method, _ in requests), "GET"])
+        assert [status for status, _, _ in answers] == [200, 200, 400]
+        assert answers[0][2] == payload
+        assert answers[1][1]["content-length"] == str(len(payload))
+        assert answers[2][1]["connection"] == "close"
+        assert ElementTree.fromstring(answers[2][2]).findtext("Code") == "BadRequest"
+        assert _closed_by_server(sock)
+
+
 def test_a_put_whose_chunked_body_turns_malformed_stores_nothing(
     server: ServerProcess, s3: Any, bucket: str
 ) -> None:
