@@ -166,20 +166,34 @@ def merge_lifecycle(own: dict[str, Any], others: list[dict[str, Any]]) -> dict[s
 # worker flushes its access tracker and acknowledges; the lease holder, once all live workers
 # acknowledged, runs the pass and posts its report, which the asking worker returns.
 
-RUN_POLL = 0.05  # seconds between looks for posted requests (a directory listing)
+#
+# Requests, acknowledgements and reports are files in a directory of their own, `requests/`
+# beside the board's entries: a worker looks every RUN_POLL seconds, and a look is one `stat` of
+# that directory while it is unchanged (a listing every look was some 40 directory opens a
+# second per idle worker, and the board's entries, rewritten every second, change their own
+# directory all the time).
+
+RUN_POLL = 0.05  # seconds between looks for posted requests
 ACK_TIMEOUT = 10.0  # a worker that does not acknowledge in this long is not waited for
+REQUESTS = "requests"
+# File systems stamp a directory's mtime with a coarse clock: a file added within the same tick as
+# the change already seen leaves it as it was. So a directory changed this recently is listed
+# again at every look, whatever its mtime.
+RECENT_NS = 1_000_000_000
 
 
 class LifecycleRuns:
     def __init__(self, board: ProgressBoard) -> None:
         self.board = board
-        self.directory = board.directory
-        self._handled: set[str] = set()
+        self.directory = board.directory / REQUESTS
+        self.directory.mkdir(exist_ok=True)
+        self._handled: set[str] = set()  # requests answered, while their files are there
+        self._listed_mtime: int | None = None  # the directory's mtime at the last listing
 
     def live_pids(self) -> set[int]:
         """Blocking: this worker and the other live ones on the board."""
         pids = {os.getpid()}
-        for path in self.directory.glob("*.json"):
+        for path in self.board.directory.glob("*.json"):
             if path.stem.isdigit() and _alive(int(path.stem)):
                 pids.add(int(path.stem))
         return pids
@@ -236,24 +250,43 @@ class LifecycleRuns:
         while True:
             await asyncio.sleep(RUN_POLL)
             try:
-                for path in self.directory.glob("sync.*.request"):
-                    request = path.name.split(".")[1]
-                    if request not in self._handled:
-                        self._handled.add(request)
+                posted = self._posted()
+                if posted is None:
+                    continue
+                for kind, request in posted:
+                    if request in self._handled:
+                        continue
+                    self._handled.add(request)
+                    if kind == "sync":
                         await refresh()
                         ack = self.directory / f"sync.{request}.ack.{os.getpid()}"
                         await asyncio.to_thread(ack.write_text, "")
-                for path in self.directory.glob("run.*.request"):
-                    request = path.name.split(".")[1]
-                    if request not in self._handled:
-                        self._handled.add(request)
-                        try:
-                            asker = int(path.read_text() or 0)
-                        except (OSError, ValueError):
-                            continue  # answered and cleared meanwhile
-                        await self._answer(request, asker, flush, holds_lease, run_pass)
+                        continue
+                    try:
+                        asker = int((self.directory / f"run.{request}.request").read_text() or 0)
+                    except (OSError, ValueError):
+                        continue  # answered and cleared meanwhile
+                    await self._answer(request, asker, flush, holds_lease, run_pass)
             except Exception:  # noqa: BLE001 - the next request is tried again
                 log.exception("answering a lifecycle run request failed")
+
+    def _posted(self) -> list[tuple[str, str]] | None:
+        """The requests posted now, syncs first: (kind, request id); None when the directory is
+        as it was at the last listing (nothing new can be there)."""
+        mtime = os.stat(self.directory).st_mtime_ns
+        if mtime == self._listed_mtime and time.time_ns() - mtime >= RECENT_NS:
+            return None
+        self._listed_mtime = mtime
+        names = os.listdir(self.directory)
+        # Forget the requests whose files are gone (cleared once answered): the set stays small.
+        self._handled &= {name.split(".")[1] for name in names if name.count(".") >= 2}
+        posted = []
+        for name in names:
+            kind, _, rest = name.partition(".")
+            request, _, suffix = rest.partition(".")
+            if suffix == "request" and kind in ("sync", "run"):
+                posted.append((kind, request))
+        return sorted(posted, key=lambda kr: kr[0] != "sync")
 
     async def _answer(
         self,
