@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import resource
 import signal
 import sqlite3
 import subprocess
@@ -164,9 +162,14 @@ def free_port() -> int:
     return ports.free_port()
 
 
-def _lower_open_files(soft: int) -> None:
-    """In a server's child process, before it runs the server: its soft limit on open files."""
-    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+# Run as `python -c _LOWER_OPEN_FILES SOFT COMMAND...`: the soft limit on open files set, then the
+# command in the same process. (A `preexec_fn` did it in the child between fork and exec, which
+# Python documents as unsafe in a parent with threads, as an xdist worker has: it may deadlock.)
+_LOWER_OPEN_FILES = (
+    "import os, resource, sys; "
+    "resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]), resource.getrlimit(resource.RLIMIT_NOFILE)[1])); "
+    "os.execv(sys.argv[2], sys.argv[2:])"
+)
 
 
 @dataclass
@@ -235,25 +238,20 @@ class ServerProcess:
             env["TIERSTORE_CLUSTER_SECRET"] = node_cluster.SECRET
             node_cluster.attach(self.data_dir, self._catalog_for_nodes(), self)
         log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
-        soft = self.open_files_soft_limit
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "server.cli",
-                "serve",
-                "--data",
-                str(self.data_dir),
-                "--listen",
-                f"127.0.0.1:{self.port}",
-                *self.extra_args,
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            text=True,
-            preexec_fn=None if soft is None else functools.partial(_lower_open_files, soft),
-        )
+        command = [
+            sys.executable,
+            "-m",
+            "server.cli",
+            "serve",
+            "--data",
+            str(self.data_dir),
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            *self.extra_args,
+        ]
+        if self.open_files_soft_limit is not None:
+            command = [sys.executable, "-c", _LOWER_OPEN_FILES, str(self.open_files_soft_limit), *command]
+        self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, text=True)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
