@@ -273,7 +273,11 @@ class LifecycleRuns:
     def _posted(self) -> list[tuple[str, str]] | None:
         """The requests posted now, syncs first: (kind, request id); None when the directory is
         as it was at the last listing (nothing new can be there)."""
-        mtime = os.stat(self.directory).st_mtime_ns
+        try:
+            mtime = os.stat(self.directory).st_mtime_ns
+        except FileNotFoundError:  # removed under us (a cleaned state directory): nothing posted
+            self.directory.mkdir(parents=True, exist_ok=True)
+            return None
         if mtime == self._listed_mtime and time.time_ns() - mtime >= RECENT_NS:
             return None
         self._listed_mtime = mtime

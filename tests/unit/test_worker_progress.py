@@ -69,3 +69,11 @@ def test_answered_requests_are_forgotten_once_their_files_are_cleared(tmp_path: 
     runs._listed_mtime = None
     assert runs._posted() == [("run", second)]
     assert runs._handled == {second}
+
+
+def test_a_removed_request_directory_is_made_again_not_an_error_every_look(tmp_path: Path) -> None:
+    runs = LifecycleRuns(ProgressBoard(tmp_path, lambda: {}))
+    runs.directory.rmdir()
+    assert runs._posted() is None
+    request = runs.post()  # posting works again at once
+    assert runs._posted() == [("run", request)]
