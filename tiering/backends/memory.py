@@ -151,14 +151,6 @@ class MemoryBackend(TierBackend):
                 self.misses += 1
             self.cache_put(stored.data_id, data)
         return data
-        if stored.size > self.max_cached_blob:
-            return None
-        data = self.durable.read_at_hand(stored)
-        if data is not None:
-            with self._lock:
-                self.misses += 1
-            self.cache_put(stored.data_id, data)
-        return data
 
     async def delete(self, stored: StoredData) -> None:
         with self._lock:
