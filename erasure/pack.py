@@ -106,10 +106,11 @@ _MAX_WRITE_RECORDS = 512  # two buffers each (head, payload): IOV_MAX, 1024 on L
 MAX_READ_BUFFERS = 1024  # the most one preadv takes (IOV_MAX on Linux)
 # Records whose payload is at least this big go to a pack written with O_DIRECT (`_append_direct`),
 # each starting on a DIRECT_ALIGN boundary: a 1 MiB object's six 256 KiB shards. Written through the
-# page cache, their bytes were copied into freshly allocated cache pages — on a virtual machine whose
-# free memory the host reclaims (free page reporting), 2-4 ms of CPU per MiB, a third of a 1 MiB
-# PUT's server CPU (bench/RESULTS.md) — pages that then push out what GETs read. Below it the
-# alignment padding (up to 4 KiB a record) would cost more than the copy saves.
+# page cache, their bytes were copied into freshly allocated cache pages — measured on our benchmark
+# VM at up to 2-4 ms of CPU per MiB, a third of a 1 MiB PUT's server CPU (its free page reporting,
+# the likely cause, is not proven: bench/RESULTS.md) — pages that then push out what GETs read. Below it the
+# alignment padding (up to 4 KiB a record: 6 % at 64 KiB) weighs more against a smaller copy; the
+# threshold is a judgement, not a measurement.
 DIRECT_MIN_PAYLOAD = 64 << 10
 DIRECT_ALIGN = 4096  # the largest logical block size of the disks we run on (4Kn); 512 also aligns
 _O_DIRECT: int = getattr(os, "O_DIRECT", 0)
@@ -367,19 +368,13 @@ def scan_pack(
 class PackSet:
     """The packs of one local drive: an index in memory, one open pack for this process's appends."""
 
-    def __init__(
-        self,
-        root: Path,
-        threshold: int,
-        rotate_bytes: int = DEFAULT_ROTATE_BYTES,
-        direct_min: int | None = DIRECT_MIN_PAYLOAD,
-    ) -> None:
+    def __init__(self, root: Path, threshold: int, rotate_bytes: int = DEFAULT_ROTATE_BYTES) -> None:
         self.dir = root / PACK_DIR
         self.threshold = threshold
         self.rotate_bytes = rotate_bytes
         # Payloads at least this big are written with O_DIRECT (None: never; so too once this
         # drive's filesystem refuses O_DIRECT).
-        self.direct_min = direct_min if _O_DIRECT else None
+        self.direct_min: int | None = DIRECT_MIN_PAYLOAD if _O_DIRECT else None
         self._lock = threading.RLock()
         self._index: dict[tuple[str, int], PackedRecord] = {}
         self._fds: dict[str, int] = {}
@@ -867,12 +862,10 @@ class PackSet:
             self._stop_direct()
             return None
         try:
-            self._fds[name] = os.open(path, os.O_RDWR)
+            self._track_new(name, os.open(path, os.O_RDWR))  # reads go through the page cache
         except BaseException:
             os.close(direct_fd)
             raise
-        self._size[name] = self._scanned[name] = 0
-        self._live.setdefault(name, 0)
         self._direct, self._direct_fd = name, direct_fd
         return name
 
@@ -904,12 +897,15 @@ class PackSet:
     def _open_new(self) -> str:
         name = self._new_pack_name()
         self.dir.mkdir(exist_ok=True)
-        fd = os.open(self.dir / name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        self._track_new(name, os.open(self.dir / name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644))
+        self._active = name
+        return name
+
+    def _track_new(self, name: str, fd: int) -> None:
+        """Index a pack this process just made (empty): its descriptor, sizes and live bytes."""
         self._fds[name] = fd
         self._size[name] = self._scanned[name] = 0
         self._live.setdefault(name, 0)
-        self._active = name
-        return name
 
     def rotate(self) -> None:
         with self._lock:
