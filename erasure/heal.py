@@ -95,7 +95,9 @@ async def heal(
         rebuilt = await _rebuild(pool, data_id, loc, geo, files, bad, targets)
     finally:
         await asyncio.gather(*(asyncio.to_thread(f.close) for f in files.values()))
-    new = Location(loc.layout, loc.k, loc.m, loc.block_size, list(loc.shards), set(loc.missing))
+    new = Location(
+        loc.layout, loc.k, loc.m, loc.block_size, list(loc.shards), set(loc.missing), loc.placed_by
+    )
     for i, domain in rebuilt.items():
         new.shards[i] = domain.id
     # Shards with nowhere to go keep their recorded place: an offline domain may come back.
@@ -123,7 +125,9 @@ def _choose_targets(pool: ErasurePool, data_id: str, loc: Location, damaged: set
         # A draining domain is being emptied: its damaged shard is rebuilt elsewhere, like an
         # offline one's, not written back to it for the rebalancer to move again.
     for i in sorted(damaged - set(targets)):
-        found = place(data_id, pool.topology, level, 1, exclude_groups=taken, usable=pool.writable)
+        found = place(
+            loc.placement_key(data_id), pool.topology, level, 1, exclude_groups=taken, usable=pool.writable
+        )
         if found:
             targets[i] = found[0]
             taken.add(found[0].label(level))

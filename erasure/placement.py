@@ -3,7 +3,8 @@
 Each candidate gets score = -weight / ln(u), u = hash(data id, candidate) mapped into (0, 1); the
 highest scores win. This is the "logarithmic method" of weighted HRW: a candidate wins with
 probability proportional to its weight, and adding one candidate moves only the placements it
-now wins (its share) — no table, no coordination, deterministic for a data id.
+now wins (its share) — no table, no coordination, deterministic for a data id (or for the id a
+blob was placed by: a batch of small blobs is ranked by its first blob's id, `Location.placed_by`).
 
 Placement first ranks the groups at the spreading level (drives, nodes, racks, ...), then picks one
 online drive inside each chosen group, so the shards land in distinct groups. It decides only

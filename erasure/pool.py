@@ -320,12 +320,22 @@ class ErasurePool:
         are written and published first, then each drive is asked for one flush covering them all.
         Per blob, its location or the error that failed it (nothing of it is left behind then).
         Blocking: call it from a worker thread (the small PUTs' committer: tiering/small_writes.py).
+
+        The blobs are placed together, on the domains the first one's id ranks first (the others'
+        locations say so: `Location.placed_by`), so that the batch appends to k+m packs rather
+        than to k+m per blob: each pack a batch touches is one more data block and one more inode
+        for the flush to write. Four 4 KiB PUTs on the default 16 hot drives touched about nine;
+        a batch wrote 32 blocks, now 19 (bench/RESULTS.md). Spread is unchanged over many
+        batches (their first ids are random) and within one blob (its shards still go to
+        distinct groups).
         """
         results: list[dict[str, Any] | Exception] = []
         prepared: list[tuple[int, PoolWriter]] = []
+        placed_by: str | None = None  # the first blob's id (one that is a valid id)
         for n, (data_id, data) in enumerate(blobs):
             try:
-                writer = PoolWriter(self, data_id, len(data))
+                writer = PoolWriter(self, data_id, len(data), placed_by=placed_by)
+                placed_by = placed_by or writer.data_id
                 writer.prepare_blob(data)
             except Exception as exc:
                 results.append(exc)

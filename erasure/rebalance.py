@@ -103,7 +103,8 @@ def plan_moves(
     `writable` leaves out target drives that cannot take writes now (full, failing): a move there
     is blocked, as to an offline drive, until the drive recovers.
     """
-    desired = desired_groups(data_id, topology, level, loc.width)
+    key = loc.placement_key(data_id)  # what placement ranked by: a batch's blobs share their first's id
+    desired = desired_groups(key, topology, level, loc.width)
     plan = MovePlan(desired=desired)
     wanted = set(desired)
     kept: set[str] = set()
@@ -128,7 +129,7 @@ def plan_moves(
     for i, group in movers:
         if group in free:
             free.remove(group)
-            _assign(plan, data_id, i, group, members, writable)
+            _assign(plan, key, i, group, members, writable)
         else:
             rest.append(i)
     for i in rest:
@@ -136,20 +137,20 @@ def plan_moves(
             plan.misplaced += 1
             plan.unplaceable += 1
             continue
-        _assign(plan, data_id, i, free.pop(0), members, writable)
+        _assign(plan, key, i, free.pop(0), members, writable)
     return plan
 
 
 def _assign(
     plan: MovePlan,
-    data_id: str,
+    key: str,
     index: int,
     group: str,
     members: dict[str, list[Domain]],
     writable: Callable[[Domain], bool] | None,
 ) -> None:
     plan.misplaced += 1
-    target = pick_drive(data_id, group, members.get(group, []), writable)
+    target = pick_drive(key, group, members.get(group, []), writable)
     if target is None:
         plan.blocked += 1
     else:

@@ -54,10 +54,16 @@ T = TypeVar("T")
 class PoolWriter:
     """Receives one blob's bytes in order. `finish()` returns the location dict; `abort()` discards."""
 
-    def __init__(self, pool: ErasurePool, data_id: str, size_hint: int | None) -> None:
+    def __init__(
+        self, pool: ErasurePool, data_id: str, size_hint: int | None, *, placed_by: str | None = None
+    ) -> None:
         self._pool = pool
         self.data_id = check_data_id(data_id)
         self.size_hint = size_hint
+        # The id placement ranks domains by: this blob's own, or the first blob's of a batch
+        # written together (`ErasurePool.write_blobs`), recorded in the location then.
+        self._placed_by = placed_by if placed_by != data_id else None
+        self._placement_key = placed_by or data_id
         self.size = 0
         self._pending: deque[memoryview] = deque()  # bytes received, not yet part of a stripe
         self._pending_bytes = 0
@@ -222,10 +228,13 @@ class PoolWriter:
         width = k + pool.m
         self._quorum = pool.write_quorum_for(layout)
         with pool.placing():
-            domains = place(self.data_id, pool.topology, pool.spread_level, width, usable=pool.writable)
+            domains = place(
+                self._placement_key, pool.topology, pool.spread_level, width, usable=pool.writable
+            )
             self._placed_on = pool.hold_placement([d.id for d in domains])
         shards: list[str | None] = [d.id for d in domains] + [None] * (width - len(domains))
-        self._loc = Location(layout, k, pool.m, pool.block_size, shards, set(range(len(domains), width)))
+        missing = set(range(len(domains), width))
+        self._loc = Location(layout, k, pool.m, pool.block_size, shards, missing, self._placed_by)
         self._check_quorum(len(domains))
         return domains
 
@@ -421,7 +430,9 @@ class PoolWriter:
 
         for exclude in (taken | own, taken):
             with pool.placing():
-                found = place(self.data_id, pool.topology, level, 1, exclude_groups=exclude, usable=usable)
+                found = place(
+                    self._placement_key, pool.topology, level, 1, exclude_groups=exclude, usable=usable
+                )
                 if found:
                     # Held like the first placement, so a drain that began meanwhile waits for it too.
                     self._placed_on += pool.hold_placement([found[0].id])

@@ -248,7 +248,7 @@ def placement_report(c: Cluster, topology: Topology) -> tuple[int, int]:
         nodes = {d.label("node") for d in domains}
         assert len(nodes) == loc.width, f"{data_id}: {loc.width} shards on {len(nodes)} nodes"
         assert not any(d.draining for d in domains), f"{data_id}: a shard on a draining domain"
-        assert nodes == set(desired_groups(data_id, topology, "node", loc.width)), (
+        assert nodes == set(desired_groups(loc.placement_key(data_id), topology, "node", loc.width)), (
             f"{data_id}: not where placement wants it"
         )
         blobs += 1

@@ -17,6 +17,8 @@ import pytest
 
 import erasure.durability as durability
 from erasure import ErasurePool, WriteQuorumError, default_layout
+from erasure.location import Location
+from erasure.rebalance import plan_moves
 from erasure.shard_store import ShardFileWriter
 
 K, M, BLOCK = 4, 2, 16 << 10
@@ -271,6 +273,23 @@ def test_blobs_written_together_share_one_flush_and_read_back_exact(tmp_path: Pa
         assert asyncio.run(read(pool, data_id, loc, len(data))) == data
         shards = {p for p in shard_files(tmp_path) if p.name.startswith(f"{data_id}.")}
         assert len(shards) == len(loc["shards"]) and shards <= covered[0]
+
+
+def test_blobs_written_together_are_placed_together(tmp_path: Path) -> None:
+    """`write_blobs` places a batch on the drives its first blob's id ranks first, so that the
+    batch appends to k+m packs rather than k+m per blob; the others' locations name that id, and
+    rebalance (ranking by it too) finds every blob of the batch where it wants it."""
+    topology = default_layout(tmp_path, "hot", nodes=8, drives_per_node=2, weight=1.0)
+    pool = ErasurePool("hot", topology, K, M, block_size=BLOCK, small_object_threshold=SMALL)
+    blobs = [(f"obj{n}", blob(100 + n, n)) for n in range(12)]
+    locations = pool.write_blobs(blobs)
+    first = locations[0]
+    assert isinstance(first, dict) and "placed_by" not in first  # placed by its own id
+    for (data_id, data), loc in zip(blobs, locations, strict=True):
+        assert isinstance(loc, dict) and loc["shards"] == first["shards"]
+        assert loc.get("placed_by", data_id) == "obj0"
+        assert plan_moves(data_id, Location.from_dict(loc), pool.topology, pool.spread_level).clean
+        assert asyncio.run(read(pool, data_id, loc, len(data))) == data
 
 
 def test_a_blob_that_fails_in_a_batch_fails_alone(tmp_path: Path) -> None:

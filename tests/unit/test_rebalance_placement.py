@@ -52,6 +52,22 @@ def test_fresh_writes_need_no_move() -> None:
         assert groups_of(loc, topology) == set(plan.desired)
 
 
+def test_a_blob_placed_by_another_id_is_planned_by_that_id() -> None:
+    """A batch of small PUTs is placed by its first blob's id (`Location.placed_by`): rebalance
+    ranks by that id too, so such a blob needs no move now and, after nodes join, moves to the
+    groups that id prefers; the field survives the catalog's JSON and is absent otherwise."""
+    topology = layout(8, 2)
+    for i in range(100):
+        loc = written(f"first{i}", topology, 6)
+        loc.placed_by = f"first{i}"
+        assert plan_moves(f"other{i}", loc, topology, "node").clean
+    assert "placed_by" not in written("blob", topology, 6).to_dict()
+    assert Location.from_dict(loc.to_dict()).placed_by == loc.placed_by
+    grown = layout(10, 2)
+    moved = apply(loc, plan_moves("other99", loc, grown, "node").moves)
+    assert groups_of(moved, grown) == set(desired_groups(loc.placement_key("other99"), grown, "node", 6))
+
+
 def test_adding_nodes_moves_their_share_only() -> None:
     topology = layout(8, 2)
     blobs = {f"blob{i}": written(f"blob{i}", topology, 6) for i in range(2000)}

@@ -96,6 +96,7 @@ def _values(cls: type) -> dict[str, Any]:
             "block_size": 4096,
             "shards": ["a", "b", None],
             "missing": {2},
+            "placed_by": "first",
         },
         ShardHeader: {
             "data_id": "id",
