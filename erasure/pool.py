@@ -324,8 +324,8 @@ class ErasurePool:
         The blobs are placed together, on the domains the first one's id ranks first (the others'
         locations say so: `Location.placed_by`), so that the batch appends to k+m packs rather
         than to k+m per blob: each pack a batch touches is one more data block and one more inode
-        for the flush to write. Four 4 KiB PUTs on the default 16 hot drives touched about nine;
-        a batch wrote 32 blocks, now 19 (bench/RESULTS.md). Spread is unchanged over many
+        for the flush to write. Four 4 KiB PUTs on the default 16 hot drives touch about nine
+        packs; a batch wrote 33 blocks, now 19.5 (bench/RESULTS.md). Spread is unchanged over many
         batches (their first ids are random) and within one blob (its shards still go to
         distinct groups).
         """
