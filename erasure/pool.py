@@ -325,9 +325,9 @@ class ErasurePool:
         locations say so: `Location.placed_by`), so that the batch appends to k+m packs rather
         than to k+m per blob: each pack a batch touches is one more data block and one more inode
         for the flush to write. Four 4 KiB PUTs on the default 16 hot drives touch about nine
-        packs; a batch wrote 33 blocks, now 19.5 (bench/RESULTS.md). Spread is unchanged over many
-        batches (their first ids are random) and within one blob (its shards still go to
-        distinct groups).
+        packs; a batch wrote 33 blocks, now 19.5 (bench/RESULTS.md). A blob's shards still go to
+        distinct groups, and each drive's share is the same on average (first ids are random);
+        a batch being one draw, the spread is wider for as many blobs (erasure/README.md).
         """
         results: list[dict[str, Any] | Exception] = []
         prepared: list[tuple[int, PoolWriter]] = []

@@ -292,6 +292,26 @@ def test_blobs_written_together_are_placed_together(tmp_path: Path) -> None:
         assert asyncio.run(read(pool, data_id, loc, len(data))) == data
 
 
+def test_heal_rebuilds_a_batch_placed_blob_where_rebalance_wants_it(tmp_path: Path) -> None:
+    """Heal ranks a replacement drive by the id the blob was placed by, as rebalance does: a blob
+    of a batch whose copy on a draining drive is lost is rebuilt where no move is needed after."""
+    topology = default_layout(tmp_path, "hot", nodes=8, drives_per_node=2, weight=1.0)
+    pool = ErasurePool("hot", topology, K, M, block_size=BLOCK, small_object_threshold=SMALL)
+    blobs = [(f"obj{n}", blob(100 + n, n)) for n in range(4)]
+    data_id, data = blobs[2]
+    loc = pool.write_blobs(blobs)[2]
+    assert isinstance(loc, dict) and loc["placed_by"] == "obj0"
+    drained = topology.get(loc["shards"][1])
+    assert drained is not None
+    drained.draining = True
+    store = pool.store(drained.id)
+    assert store is not None and store.remove(data_id, 1) >= 0  # lost: heal rebuilds it elsewhere
+    result = asyncio.run(pool.heal(data_id, loc, len(data)))
+    assert result.rebuilt == [1] and result.location["placed_by"] == "obj0"
+    assert plan_moves(data_id, Location.from_dict(result.location), topology, pool.spread_level).clean
+    assert asyncio.run(read(pool, data_id, result.location, len(data))) == data
+
+
 def test_a_blob_that_fails_in_a_batch_fails_alone(tmp_path: Path) -> None:
     pool = make_pool(tmp_path)
     blobs = [("good1", blob(100, 1)), ("bad/id", blob(100, 2)), ("good2", blob(SMALL * 3, 3))]
