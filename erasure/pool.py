@@ -35,6 +35,7 @@ from erasure.errors import DataLost, DataNotFound, DomainOffline, ErasureError
 from erasure.heal import HealResult, heal
 from erasure.location import Location
 from erasure.pack import PackSet
+from erasure.placement import PlacementMemo
 from erasure.reader import PoolReader
 from erasure.rebalance import Throttle, move_shard, plan_moves
 from erasure.shard_store import LocalDrive, local_drive, publish_shards_many
@@ -332,9 +333,10 @@ class ErasurePool:
         results: list[dict[str, Any] | Exception] = []
         prepared: list[tuple[int, PoolWriter]] = []
         placed_by: str | None = None  # the first blob's id (one that is a valid id)
+        memo = PlacementMemo()  # ranked by that id once, not once per blob
         for n, (data_id, data) in enumerate(blobs):
             try:
-                writer = PoolWriter(self, data_id, len(data), placed_by=placed_by)
+                writer = PoolWriter(self, data_id, len(data), placed_by=placed_by, memo=memo)
                 placed_by = placed_by or writer.data_id
                 writer.prepare_blob(data)
             except Exception as exc:

@@ -35,7 +35,7 @@ from erasure.drive_health import describe_error, is_out_of_space
 from erasure.durability import FlushBarrier
 from erasure.errors import ErasureError, OutOfSpace, ShardUnreadable, WriteQuorumError
 from erasure.location import Location
-from erasure.placement import place
+from erasure.placement import PlacementMemo, place
 from erasure.shard_format import ShardHeader
 from erasure.shard_store import PublishedShards, check_data_id, commit_shards, publish_shards, settle_shards
 from erasure.stripe import StripeLayout, split_stripe
@@ -55,7 +55,13 @@ class PoolWriter:
     """Receives one blob's bytes in order. `finish()` returns the location dict; `abort()` discards."""
 
     def __init__(
-        self, pool: ErasurePool, data_id: str, size_hint: int | None, *, placed_by: str | None = None
+        self,
+        pool: ErasurePool,
+        data_id: str,
+        size_hint: int | None,
+        *,
+        placed_by: str | None = None,
+        memo: PlacementMemo | None = None,
     ) -> None:
         self._pool = pool
         self.data_id = check_data_id(data_id)
@@ -64,6 +70,7 @@ class PoolWriter:
         # written together (`ErasurePool.write_blobs`), recorded in the location then.
         self._placed_by = placed_by if placed_by != data_id else None
         self._placement_key = placed_by or data_id
+        self._memo = memo  # the batch's placements, shared with its other writers
         self.size = 0
         self._pending: deque[memoryview] = deque()  # bytes received, not yet part of a stripe
         self._pending_bytes = 0
@@ -227,8 +234,9 @@ class PoolWriter:
         k = pool.k if layout == "ec" else 1
         width = k + pool.m
         self._quorum = pool.write_quorum_for(layout)
+        choose = place if self._memo is None else self._memo.place
         with pool.placing():
-            domains = place(
+            domains = choose(
                 self._placement_key, pool.topology, pool.spread_level, width, usable=pool.writable
             )
             self._placed_on = pool.hold_placement([d.id for d in domains])

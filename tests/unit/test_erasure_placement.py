@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import xxhash
 
-from erasure.placement import hrw_score, place, rank
+from erasure.placement import PlacementMemo, hrw_score, place, rank
 from erasure.topology import Domain, Topology, default_layout
 
 
@@ -118,3 +118,41 @@ def test_a_known_blob_keeps_its_place() -> None:
         "hot/n2/d3", "hot/n4/d2", "hot/n4/d3", "hot/n1/d1", "hot/n3/d1", "hot/n3/d3",
     ]  # fmt: skip
     assert rank("blob-é\0x", [("a", 1.0), ("b", 0.0), ("c", 2.5), ("ü", 1.0), ("e", -1.0)]) == ["c", "a", "ü"]
+
+
+def test_a_memo_places_as_place_does_until_a_chosen_drive_turns_unusable(tmp_path: Path) -> None:
+    """A batch's memo gives what `place()` gives, and ranks again (never reusing a drive that
+    may not take the write now) when a chosen drive fails, drains or goes offline."""
+    topology = default_layout(tmp_path, "hot", nodes=8, drives_per_node=2, weight=1.0)
+    unusable: set[str] = set()
+
+    def usable(d: Domain) -> bool:
+        return d.id not in unusable
+
+    memo = PlacementMemo()
+    first = memo.place("obj0", topology, "drive", 3, usable=usable)
+    assert first == place("obj0", topology, "drive", 3, usable=usable)
+    assert memo.place("obj0", topology, "drive", 3, usable=usable) == first
+    assert len(memo.place("obj0", topology, "drive", 5, usable=usable)) == 5  # per width
+
+    unusable.add(first[0].id)  # marked failing or full mid-batch
+    second = memo.place("obj0", topology, "drive", 3, usable=usable)
+    assert first[0] not in second and second == place("obj0", topology, "drive", 3, usable=usable)
+    second[1].draining = True
+    third = memo.place("obj0", topology, "drive", 3, usable=usable)
+    assert second[1] not in third and third == place("obj0", topology, "drive", 3, usable=usable)
+    topology.set_offline(third[2].id)
+    fourth = memo.place("obj0", topology, "drive", 3, usable=usable)
+    assert third[2] not in fourth and fourth == place("obj0", topology, "drive", 3, usable=usable)
+
+
+def test_a_memo_ranks_again_when_a_drive_is_added(tmp_path: Path) -> None:
+    """A drive added mid-batch may now rank first: the memo does not keep the older ranking."""
+    topology = flat(tmp_path, 6)
+    memo = PlacementMemo()
+    key = next(f"b{n}" for n in range(1000) if rank(f"b{n}", [(f"d{i}", 1.0) for i in range(7)])[0] == "d6")
+    assert topology.get("d6") is None
+    before = memo.place(key, topology, "drive", 3, usable=lambda d: True)
+    topology.add(Domain("d6", tmp_path / "d6", node="n6", weight=1.0))
+    after = memo.place(key, topology, "drive", 3, usable=lambda d: True)
+    assert after[0].id == "d6" and after != before and after == place(key, topology, "drive", 3)

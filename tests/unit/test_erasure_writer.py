@@ -16,10 +16,13 @@ from typing import Any
 import pytest
 
 import erasure.durability as durability
+import erasure.placement
+import erasure.writer
 from erasure import ErasurePool, WriteQuorumError, default_layout
 from erasure.location import Location
 from erasure.rebalance import plan_moves
 from erasure.shard_store import ShardFileWriter
+from erasure.topology import Domain
 
 K, M, BLOCK = 4, 2, 16 << 10
 SMALL = 4096
@@ -289,6 +292,28 @@ def test_blobs_written_together_are_placed_together(tmp_path: Path) -> None:
         assert isinstance(loc, dict) and loc["shards"] == first["shards"]
         assert loc.get("placed_by", data_id) == "obj0"
         assert plan_moves(data_id, Location.from_dict(loc), pool.topology, pool.spread_level).clean
+        assert asyncio.run(read(pool, data_id, loc, len(data))) == data
+
+
+def test_a_batch_is_ranked_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`write_blobs` ranks the drives once per batch (per width), not once per blob."""
+    pool = make_pool(tmp_path)
+    calls: list[str] = []
+    real_place = erasure.placement.place
+
+    def counted(data_id: str, *args: Any, **kwargs: Any) -> list[Domain]:
+        calls.append(data_id)
+        return real_place(data_id, *args, **kwargs)
+
+    monkeypatch.setattr(erasure.placement, "place", counted)
+    monkeypatch.setattr(erasure.writer, "place", counted)
+    blobs = [(f"obj{n}", blob(100 + n, n)) for n in range(8)]
+    locations = pool.write_blobs(blobs)
+    assert calls == ["obj0"]
+    first = locations[0]
+    assert isinstance(first, dict)
+    for (data_id, data), loc in zip(blobs, locations, strict=True):
+        assert isinstance(loc, dict) and loc["shards"] == first["shards"]
         assert asyncio.run(read(pool, data_id, loc, len(data))) == data
 
 
