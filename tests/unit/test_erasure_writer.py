@@ -23,6 +23,7 @@ from erasure.location import Location
 from erasure.rebalance import plan_moves
 from erasure.shard_store import ShardFileWriter
 from erasure.topology import Domain
+from server import compiled_build
 
 K, M, BLOCK = 4, 2, 16 << 10
 SMALL = 4096
@@ -297,6 +298,10 @@ def test_blobs_written_together_are_placed_together(tmp_path: Path) -> None:
 
 def test_a_batch_is_ranked_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`write_blobs` ranks the drives once per batch (per width), not once per blob."""
+    if {"erasure.placement", "erasure.writer"} & set(compiled_build.compiled_modules()):
+        # Compiled code calls a module's functions directly: patching the name changes nothing
+        # there. The README's test command (plain Python) runs this test.
+        pytest.skip("counts calls by patching a module function: plain Python only")
     pool = make_pool(tmp_path)
     calls: list[str] = []
     real_place = erasure.placement.place
