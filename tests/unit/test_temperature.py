@@ -131,7 +131,8 @@ def test_policy_validation() -> None:
     st.floats(0.0, 3.0),
 )
 def test_moves_settle_and_never_touch_cold(tier, heat, idle, heat_age, gpu, hot_ratio) -> None:
-    policy = TemperaturePolicy(promote_to_gpu=gpu, promote_to_hot=max(0.01, gpu * hot_ratio / 3.0))
+    # At most `gpu`: gpu * 3.0 / 3.0 can round one ulp above it, which the policy rightly refuses.
+    policy = TemperaturePolicy(promote_to_gpu=gpu, promote_to_hot=min(gpu, max(0.01, gpu * hot_ratio / 3.0)))
     facts = obj(tier, heat, idle=idle, heat_at=T0 - min(heat_age, idle))
     seen = [tier]
     for _ in range(3):
