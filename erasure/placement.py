@@ -52,6 +52,15 @@ def rank(key: str, candidates: Sequence[tuple[str, float]]) -> list[str]:
     return [cid for _, cid in scored]
 
 
+def takes_new_shards(
+    domain: Domain, usable: Callable[[Domain], bool] | None, online_only: bool = True
+) -> bool:
+    """May `domain` receive a new shard now? Online (unless `online_only` is off), not draining,
+    and `usable` (not full or failing: erasure.drive_health). One rule for `place()` and for a
+    `PlacementMemo` deciding whether its ranking still holds."""
+    return (domain.online or not online_only) and not domain.draining and (usable is None or usable(domain))
+
+
 def place(
     data_id: str,
     topology: Topology,
@@ -76,11 +85,7 @@ def place(
     for group_id in rank(data_id, weights):
         if group_id in exclude_groups:
             continue
-        members = [
-            d
-            for d in groups[group_id]
-            if (d.online or not online_only) and not d.draining and (usable is None or usable(d))
-        ]
+        members = [d for d in groups[group_id] if takes_new_shards(d, usable, online_only)]
         if len(members) == 1:
             # What ranking one candidate gives (it wins if it weighs anything), without hashing:
             # at the drive level, the default, every group is one drive.
@@ -125,11 +130,7 @@ class PlacementMemo:
         groups = topology.groups(level)
         memo_key = (data_id, level, count)
         hit = self._chosen.get(memo_key)
-        if (
-            hit is not None
-            and hit[0] is groups
-            and all(d.online and not d.draining and usable(d) for d in hit[1])
-        ):
+        if hit is not None and hit[0] is groups and all(takes_new_shards(d, usable) for d in hit[1]):
             return list(hit[1])
         chosen = place(data_id, topology, level, count, usable=usable)
         self._chosen[memo_key] = (groups, chosen)
